@@ -1,22 +1,33 @@
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import pg from "pg";
 import type { TestProject } from "vitest/node";
 import { startPostgres } from "../../dev/postgres.ts";
 import { freePort } from "./ports.ts";
 
 declare module "vitest" {
   export interface ProvidedContext {
+    /** The shared database, migrations applied. */
     databaseUrl: string;
+    /** A database no one connects to, migrations applied: `freshDatabase()` copies it. */
+    templateDatabase: string;
   }
 }
+
+export const TEMPLATE = "quota_jobs_template";
 
 /** One real PostgreSQL for the whole run, with our migrations applied. */
 export default async function setup(project: TestProject) {
   const dataDir = await mkdtemp(join(tmpdir(), "quota-jobs-pg-"));
-  const pg = await startPostgres({ dataDir, port: await freePort(), reset: true });
-  project.provide("databaseUrl", pg.url);
+  const server = await startPostgres({ dataDir, port: await freePort(), reset: true });
+  const client = new pg.Client({ connectionString: server.url });
+  await client.connect();
+  await client.query(`create database ${TEMPLATE} template postgres`);
+  await client.end();
+  project.provide("databaseUrl", server.url);
+  project.provide("templateDatabase", TEMPLATE);
   return async () => {
-    await pg.stop();
+    await server.stop();
   };
 }

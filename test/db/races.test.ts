@@ -1,0 +1,124 @@
+import { afterAll, describe, expect, test } from "vitest";
+import { addSeconds, adminPool, at, expectNoDrift, newUser, rpc, servicePool, useFreshDatabase } from "../support/db.ts";
+
+// Invariants 2-4 by brute force: real concurrent connections race one transition, repeated.
+// The assertion is the invariant, checked on the database after every round.
+useFreshDatabase();
+const ROUNDS = 200;
+const svc = servicePool(50);
+const admin = adminPool();
+
+afterAll(async () => {
+  await expectNoDrift(admin);
+});
+
+describe("races on a real PostgreSQL", () => {
+  test(`50 concurrent enqueues by one free user: exactly 1 reserved (${ROUNDS} rounds)`, async () => {
+    for (let round = 0; round < ROUNDS; round++) {
+      const user = await newUser(admin, "free");
+      const results = await Promise.all(
+        Array.from({ length: 50 }, (_, i) => rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: `p${i}` })),
+      );
+      const outcomes = results.map((r) => r.outcome);
+      expect(outcomes.filter((o) => o === "enqueued")).toHaveLength(1);
+      expect(outcomes.every((o) => o === "enqueued" || o === "quota_exceeded" || o === "too_many_active_jobs")).toBe(true);
+      const db = await admin.query(
+        "select (select count(*)::int from public.generation_jobs where user_id = $1) as jobs, (select units_used from public.quota_usage where user_id = $1) as used",
+        [user],
+      );
+      expect(db.rows[0]).toEqual({ jobs: 1, used: 1 });
+    }
+    await expectNoDrift(admin);
+  });
+
+  test(`a pro user's concurrent enqueues never exceed max_active_jobs (${ROUNDS} rounds of 20)`, async () => {
+    for (let round = 0; round < ROUNDS; round++) {
+      const user = await newUser(admin, "pro");
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: `p${i}` })),
+      );
+      expect(results.filter((r) => r.outcome === "enqueued")).toHaveLength(3);
+      expect(results.filter((r) => r.outcome === "too_many_active_jobs")).toHaveLength(17);
+      const db = await admin.query(
+        "select count(*)::int as active from public.generation_jobs where user_id = $1 and status in ('queued', 'running')",
+        [user],
+      );
+      expect(db.rows[0].active).toBe(3);
+    }
+    await expectNoDrift(admin);
+  });
+
+  test(`10 concurrent replays of one idempotency key: one job, one unit (${ROUNDS} rounds)`, async () => {
+    for (let round = 0; round < ROUNDS; round++) {
+      const user = await newUser(admin, "pro");
+      const results = await Promise.all(
+        Array.from({ length: 10 }, () => rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "same", p_idempotency_key: `key-${round}` })),
+      );
+      expect(new Set(results.map((r) => r.job.id)).size).toBe(1);
+      expect(results.filter((r) => r.outcome === "enqueued")).toHaveLength(1);
+      expect(results.filter((r) => r.outcome === "replayed")).toHaveLength(9);
+      const used = await admin.query("select units_used from public.quota_usage where user_id = $1", [user]);
+      expect(used.rows[0].units_used).toBe(1);
+    }
+  });
+
+  test(`complete vs cancel vs worker fail vs failure callback vs sweep on one job: one fate, at most one refund (${ROUNDS} rounds)`, async () => {
+    const T = at("2030-01-01T00:00:00Z");
+    const tally: Record<string, number> = {};
+    for (let round = 0; round < ROUNDS; round++) {
+      const user = await newUser(admin, "pro");
+      const now = addSeconds(T, round * 100000);
+      const { job } = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "race", p_now: now });
+      await rpc(svc, "start_job", { p_job_id: job.id, p_lease_seconds: 90, p_now: now });
+      const later = addSeconds(now, 90 + 301); // the lease is past its grace: the sweeper may end it
+      const [complete, cancel, fail, dlq, sweep] = await Promise.all([
+        rpc(svc, "complete_job", { p_job_id: job.id, p_attempt: 1, p_output: "late", p_now: later }),
+        rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: later }),
+        rpc(svc, "fail_job", { p_job_id: job.id, p_reason: "model_refused", p_attempt: 1, p_now: later }),
+        rpc(svc, "fail_job", { p_job_id: job.id, p_reason: "delivery_failed", p_now: later }),
+        rpc(svc, "sweep_jobs", { p_now: later }),
+      ]);
+      const winners = [
+        complete.outcome === "completed" && "complete",
+        cancel.outcome === "canceled" && "cancel",
+        fail.outcome === "failed" && "fail",
+        dlq.outcome === "failed" && "dlq",
+        sweep.failed.some((f: { id: string }) => f.id === job.id) && "sweep",
+      ].filter(Boolean) as string[];
+      expect(winners).toHaveLength(1);
+      const winner = winners[0] as string;
+      tally[winner] = (tally[winner] ?? 0) + 1;
+
+      const row = (await admin.query("select status, refunded_at, output from public.generation_jobs where id = $1", [job.id])).rows[0];
+      const used = (await admin.query("select units_used from public.quota_usage where user_id = $1", [user])).rows[0].units_used;
+      const endings = (await admin.query(
+        "select count(*)::int as n from public.job_events where job_id = $1 and to_status in ('succeeded', 'failed', 'canceled')",
+        [job.id],
+      )).rows[0].n;
+      expect(endings).toBe(1);
+      if (winner === "complete") {
+        expect(row).toMatchObject({ status: "succeeded", refunded_at: null, output: "late" });
+        expect(used).toBe(1);
+      } else {
+        expect(row.status).toBe(winner === "cancel" ? "canceled" : "failed");
+        expect(row.refunded_at).not.toBeNull();
+        expect(row.output).toBeNull();
+        expect(used).toBe(0);
+      }
+    }
+    // Not an assertion on timing, a sanity check that the race was a race: more than one contender won somewhere.
+    expect(Object.keys(tally).length).toBeGreaterThan(1);
+    await expectNoDrift(admin);
+  });
+
+  test(`a duplicate delivery racing the first: one claim, one model call (${ROUNDS} rounds)`, async () => {
+    for (let round = 0; round < ROUNDS; round++) {
+      const user = await newUser(admin, "pro");
+      const { job } = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "dup" });
+      const claims = await Promise.all(Array.from({ length: 5 }, () => rpc(svc, "start_job", { p_job_id: job.id })));
+      expect(claims.filter((c) => c.outcome === "started")).toHaveLength(1);
+      expect(claims.filter((c) => c.outcome === "already_running")).toHaveLength(4);
+      await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user });
+    }
+  });
+});

@@ -1,0 +1,117 @@
+import type pg from "pg";
+import { afterAll, describe, expect, test } from "vitest";
+import { adminPool, expectNoDrift, newUser, rpc, servicePool, useFreshDatabase } from "../support/db.ts";
+
+// Row level security with real role switching, the way PostgREST runs a user's request:
+// transaction-local request.jwt.claims and `set local role`. A database of its own, so the list of
+// functions it checks holds only ours.
+useFreshDatabase();
+const svc = servicePool();
+const admin = adminPool();
+
+afterAll(async () => {
+  await expectNoDrift(admin);
+});
+
+async function as<T>(role: "anon" | "authenticated", sub: string | null, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await admin.connect();
+  try {
+    await client.query("begin");
+    const claims = JSON.stringify(sub ? { sub, role, aud: "authenticated" } : { role });
+    await client.query("select set_config('request.jwt.claims', $1, true)", [claims]);
+    await client.query(`set local role ${role}`);
+    return await fn(client);
+  } finally {
+    await client.query("rollback");
+    client.release();
+  }
+}
+
+async function userWithJob() {
+  const user = await newUser(admin, "pro");
+  const r = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: `secret of ${user}` });
+  return { user, jobId: r.job.id as string };
+}
+
+describe("row level security", () => {
+  test("a signed-in user reads only their own jobs, usage, events and plan", async () => {
+    const a = await userWithJob();
+    const b = await userWithJob();
+    const seen = await as("authenticated", a.user, async (c) => ({
+      jobs: (await c.query("select id, user_id from public.generation_jobs")).rows,
+      usage: (await c.query("select user_id from public.quota_usage")).rows,
+      events: (await c.query("select distinct user_id from public.job_events")).rows,
+      plans: (await c.query("select user_id from public.user_plans")).rows,
+      bJob: (await c.query("select id from public.generation_jobs where id = $1", [b.jobId])).rows,
+    }));
+    expect(seen.jobs).toEqual([{ id: a.jobId, user_id: a.user }]);
+    expect(seen.usage).toEqual([{ user_id: a.user }]);
+    expect(seen.events).toEqual([{ user_id: a.user }]);
+    expect(seen.plans).toEqual([{ user_id: a.user }]);
+    expect(seen.bJob).toEqual([]);
+  });
+
+  test("plans are readable by signed-in users", async () => {
+    const a = await userWithJob();
+    const plans = await as("authenticated", a.user, async (c) => (await c.query("select id from public.plans order by id")).rows);
+    expect(plans.map((p) => p.id)).toEqual(["free", "pro"]);
+  });
+
+  test.each([
+    ["insert a job", "insert into public.generation_jobs (user_id, prompt, request_hash, plan_id, period_start, created_at, queued_at, updated_at) values ((select auth.uid()), 'x', 'h', 'free', now(), now(), now(), now())"],
+    ["update their job", "update public.generation_jobs set status = 'canceled' where user_id = (select auth.uid())"],
+    ["delete their job", "delete from public.generation_jobs where user_id = (select auth.uid())"],
+    ["reset their usage", "update public.quota_usage set units_used = 0 where user_id = (select auth.uid())"],
+    ["give themselves a plan", "insert into public.user_plans (user_id, plan_id) values ((select auth.uid()), 'pro')"],
+    ["write an event", "insert into public.job_events (job_id, user_id, at, event, to_status) select id, user_id, now(), 'x', 'queued' from public.generation_jobs limit 1"],
+  ])("no signed-in user can %s", async (_name, sql) => {
+    const a = await userWithJob();
+    await expect(as("authenticated", a.user, (c) => c.query(sql))).rejects.toMatchObject({ code: "42501" });
+  });
+
+  test("no signed-in user can call a transition function (cancel someone's job, enqueue for free)", async () => {
+    const a = await userWithJob();
+    await expect(
+      as("authenticated", a.user, (c) => c.query("select public.cancel_job($1, $2)", [a.jobId, a.user])),
+    ).rejects.toMatchObject({ code: "42501" });
+    await expect(
+      as("authenticated", a.user, (c) => c.query("select public.enqueue_job($1, 'x')", [a.user])),
+    ).rejects.toMatchObject({ code: "42501" });
+    await expect(as("authenticated", a.user, (c) => c.query("select * from public.quota_drift"))).rejects.toMatchObject({ code: "42501" });
+  });
+
+  test("anon sees nothing and calls nothing", async () => {
+    await userWithJob();
+    for (const table of ["generation_jobs", "quota_usage", "job_events", "user_plans", "plans"]) {
+      await expect(as("anon", null, (c) => c.query(`select * from public.${table}`))).rejects.toMatchObject({ code: "42501" });
+    }
+    await expect(as("anon", null, (c) => c.query("select public.get_usage(gen_random_uuid())"))).rejects.toMatchObject({ code: "42501" });
+  });
+
+  test("the service role calls every transition", async () => {
+    const fns = await admin.query(`
+      select p.proname, has_function_privilege('service_role', p.oid, 'execute') as service,
+             has_function_privilege('authenticated', p.oid, 'execute') as authed,
+             has_function_privilege('anon', p.oid, 'execute') as anon
+      from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+      where n.nspname = 'public' order by p.proname`);
+    expect(fns.rows.map((r) => r.proname)).toEqual([
+      "cancel_job", "complete_job", "enqueue_job", "fail_job", "get_job", "get_usage", "list_jobs",
+      "release_job", "requeue_job", "start_job", "sweep_jobs",
+    ]);
+    for (const row of fns.rows) expect(row).toMatchObject({ service: true, authed: false, anon: false });
+  });
+
+  test("every table has row level security on", async () => {
+    const rows = await admin.query(
+      "select c.relname, c.relrowsecurity from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'public' and c.relkind = 'r' order by 1",
+    );
+    expect(rows.rows).toEqual([
+      { relname: "generation_jobs", relrowsecurity: true },
+      { relname: "job_events", relrowsecurity: true },
+      { relname: "plans", relrowsecurity: true },
+      { relname: "quota_usage", relrowsecurity: true },
+      { relname: "user_plans", relrowsecurity: true },
+    ]);
+  });
+});
