@@ -346,7 +346,8 @@ create function public.requeue_job(
   p_error text default null,
   p_max_hits integer default 3,
   p_max_age_seconds integer default 10800,
-  p_now timestamptz default now()
+  p_now timestamptz default now(),
+  p_count_hit boolean default true
 ) returns jsonb
 language plpgsql security invoker set search_path = ''
 as $$
@@ -367,10 +368,12 @@ begin
 
   -- Counted, and given up by hits OR age (seeds/004): a requeue that counts nothing is
   -- indistinguishable from the first one, and a job can wait on a provider for days.
-  v_hits := v_old.provider_quota_hits + 1;
+  -- A worker that finds the shared provider gate closed defers without a hit: only the
+  -- provider's own refusal counts, or the give-up limit would be reached by waiting alone.
+  v_hits := v_old.provider_quota_hits + case when p_count_hit then 1 else 0 end;
   v_deadline := v_old.created_at + make_interval(secs => p_max_age_seconds);
   v_give_up := case
-    when v_hits >= p_max_hits then 'hits'
+    when p_count_hit and v_hits >= p_max_hits then 'hits'
     when p_now >= v_deadline then 'age'
     when p_resume_at > v_deadline then 'age'
   end;
@@ -403,11 +406,12 @@ begin
   return jsonb_build_object('outcome', 'requeued', 'job', private.job_json(v_job));
 end
 $$;
-comment on function public.requeue_job(uuid, integer, timestamptz, text, integer, integer, timestamptz) is
+comment on function public.requeue_job(uuid, integer, timestamptz, text, integer, integer, timestamptz, boolean) is
   'After a provider quota error: counts the hit and puts the job back in the queue until '
   'p_resume_at, or gives up (failed + refund) when hits reach p_max_hits or the job would outlive '
-  'p_max_age_seconds. Outcomes: requeued (publish a new message: publish_seq grew), gave_up, '
-  'not_running, not_found.';
+  'p_max_age_seconds. With p_count_hit false (the shared provider gate was closed, the provider '
+  'was not called) no hit is counted. Outcomes: requeued (publish a new message: publish_seq '
+  'grew), gave_up, not_running, not_found.';
 
 -- release after a transient error -------------------------------------------------------------
 

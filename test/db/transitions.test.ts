@@ -261,3 +261,22 @@ describe("the database itself refuses bad states", () => {
     await expect(svc.query("update public.job_events set event = 'x' where job_id = $1", [job.id])).rejects.toThrow(/append-only/);
   });
 });
+
+describe("requeue_job without a hit (the shared provider gate was closed)", () => {
+  test("defers until the gate's time and counts nothing, however often", async () => {
+    const job = await runningJob();
+    let now = T0;
+    for (let i = 1; i <= 5; i++) {
+      const r = await rpc(svc, "requeue_job", { p_job_id: job.id, p_attempt: i, p_resume_at: addSeconds(now, 10), p_count_hit: false, p_now: now });
+      expect(r).toMatchObject({ outcome: "requeued", job: { provider_quota_hits: 0, publish_seq: i + 1 } });
+      now = addSeconds(now, 10);
+      await rpc(svc, "start_job", { p_job_id: job.id, p_now: now });
+    }
+  });
+
+  test("still gives up by age", async () => {
+    const job = await runningJob();
+    const r = await rpc(svc, "requeue_job", { p_job_id: job.id, p_attempt: 1, p_resume_at: addSeconds(T0, 4 * 3600), p_count_hit: false, p_now: T0 });
+    expect(r).toMatchObject({ outcome: "gave_up", by: "age", job: { provider_quota_hits: 0, status: "failed" } });
+  });
+});
