@@ -1,0 +1,210 @@
+import { callbackBody, callbackSpec } from "./callbacks.ts";
+import { DEDUP_WINDOW_MS, DEV_SIGNING_KEYS } from "./constants.ts";
+import { type Attempt, deliver } from "./delivery.ts";
+import { DeadLetters } from "./dlq.ts";
+import { defaultBackoffMs, parseRetryAfter } from "./durations.ts";
+import { compileExpression } from "./expression.ts";
+import { type CallbackConfig, createMessage, type Message, type MessageSpec } from "./message.ts";
+import { after, type Timer } from "./timers.ts";
+
+export interface EngineConfig {
+  /** Multiplies every delay, notBefore and backoff wait. */
+  timeScale: number;
+  maxTimeoutMs: number;
+  log: (line: string) => void;
+}
+
+export interface Stats {
+  published: number;
+  delivered: number;
+  pending: number;
+  inFlight: number;
+  dlq: number;
+}
+
+/**
+ * The in-memory QStash: accepted messages wait on timers, are delivered, retried with backoff,
+ * and end delivered, cancelled, or in the DLQ (with a failure callback published as a message).
+ */
+export class Engine {
+  readonly dlq = new DeadLetters();
+  private readonly messages = new Map<string, Message>();
+  private readonly dedup = new Map<string, { messageId: string; expiresAt: number }>();
+  private readonly timers = new Map<string, Timer>();
+  private readonly running = new Set<Promise<void>>();
+  private readonly idleWaiters = new Set<() => void>();
+  private readonly abort = new AbortController();
+  private published = 0;
+  private delivered = 0;
+  private closed = false;
+
+  constructor(private readonly config: EngineConfig) {}
+
+  publish(spec: MessageSpec, dedupKey?: string): { messageId: string; deduplicated: boolean } {
+    const now = Date.now();
+    if (dedupKey !== undefined) {
+      const seen = this.dedup.get(dedupKey);
+      if (seen && seen.expiresAt > now) return { messageId: seen.messageId, deduplicated: true };
+    }
+    const message = createMessage(spec, now);
+    if (dedupKey !== undefined)
+      this.dedup.set(dedupKey, { messageId: message.id, expiresAt: now + DEDUP_WINDOW_MS });
+    this.messages.set(message.id, message);
+    this.published++;
+    this.config.log(`publish ${message.id} ${message.method} ${message.url}`);
+    this.schedule(message, Math.max(0, message.notBefore - now));
+    return { messageId: message.id, deduplicated: false };
+  }
+
+  /** A message still waiting or being delivered; finished ones are forgotten, as in QStash. */
+  get(messageId: string): Message | undefined {
+    return this.messages.get(messageId);
+  }
+
+  cancel(messageId: string): boolean {
+    const message = this.messages.get(messageId);
+    if (!message) return false;
+    message.cancelled = true;
+    this.timers.get(messageId)?.cancel();
+    this.timers.delete(messageId);
+    // An attempt already on the wire finishes; run() then stops instead of retrying.
+    if (message.state === "pending") this.finish(message);
+    this.config.log(`cancel ${messageId}`);
+    return true;
+  }
+
+  activeIds(): string[] {
+    return [...this.messages.keys()];
+  }
+
+  stats(): Stats {
+    let pending = 0;
+    let inFlight = 0;
+    for (const m of this.messages.values()) {
+      if (m.state === "pending") pending++;
+      else if (m.state === "in-flight") inFlight++;
+    }
+    return {
+      published: this.published,
+      delivered: this.delivered,
+      pending,
+      inFlight,
+      dlq: this.dlq.size,
+    };
+  }
+
+  /** Resolves once nothing is pending or in flight (messages waiting for notBefore count). */
+  waitIdle(timeoutMs = 10_000): Promise<void> {
+    if (this.isIdle()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.idleWaiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.idleWaiters.delete(done);
+        reject(
+          new Error(
+            `qstash stand-in not idle after ${timeoutMs}ms: ${JSON.stringify(this.stats())}`,
+          ),
+        );
+      }, timeoutMs);
+      this.idleWaiters.add(done);
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const timer of this.timers.values()) timer.cancel();
+    this.timers.clear();
+    this.abort.abort();
+    await Promise.allSettled([...this.running]);
+    this.messages.clear();
+    for (const waiter of [...this.idleWaiters]) waiter();
+  }
+
+  private isIdle(): boolean {
+    return this.closed || this.messages.size === 0;
+  }
+
+  private changed(): void {
+    if (this.isIdle()) for (const waiter of [...this.idleWaiters]) waiter();
+  }
+
+  private finish(message: Message): void {
+    message.state = "done";
+    this.messages.delete(message.id);
+    this.changed();
+  }
+
+  private schedule(message: Message, waitMs: number): void {
+    if (this.closed) return;
+    const timer = after(waitMs * this.config.timeScale, () => {
+      this.timers.delete(message.id);
+      const run = this.run(message).catch((error: unknown) => {
+        // A bug here must not become an unhandled rejection that kills the dev stack.
+        this.config.log(
+          `error ${message.id}: ${error instanceof Error ? error.stack : String(error)}`,
+        );
+        this.finish(message);
+      });
+      this.running.add(run);
+      void run.finally(() => this.running.delete(run));
+    });
+    this.timers.set(message.id, timer);
+  }
+
+  private async run(message: Message): Promise<void> {
+    if (this.closed || message.cancelled) return;
+    message.state = "in-flight";
+    const attempt = await deliver(message, {
+      signingKey: DEV_SIGNING_KEYS.current,
+      timeoutMs: message.timeoutMs ?? this.config.maxTimeoutMs,
+      signal: this.abort.signal,
+    });
+    if (this.closed) return;
+    const now = Date.now();
+    this.config.log(
+      `deliver ${message.id} retried=${message.retried} → ${attempt.error ?? attempt.status} ${message.url}`,
+    );
+    if (message.callback)
+      this.publishCallback(message.callback, message, callbackBody(message, attempt), now);
+    if (attempt.ok) {
+      this.delivered++;
+      return this.finish(message);
+    }
+    if (message.cancelled) return this.finish(message);
+    if (attempt.nonRetryable || message.retried >= message.maxRetries) {
+      const entry = this.dlq.add(message, attempt, now);
+      this.config.log(`dlq ${entry.dlqId} ${message.id} after ${message.retried + 1} attempt(s)`);
+      if (message.failureCallback) {
+        const body = callbackBody(message, attempt, entry.dlqId);
+        this.publishCallback(message.failureCallback, message, body, now);
+      }
+      return this.finish(message);
+    }
+    const waitMs = this.retryWait(message, attempt, now);
+    message.retried++;
+    message.state = "pending";
+    this.schedule(message, waitMs);
+  }
+
+  /** Upstash-Retry-Delay, else the destination's Retry-After, else e^(2.5·n) s backoff. */
+  private retryWait(message: Message, attempt: Attempt, now: number): number {
+    if (message.retryDelay !== undefined) {
+      const ms = compileExpression(message.retryDelay)(message.retried);
+      if (Number.isFinite(ms)) return Math.max(0, ms);
+    }
+    return parseRetryAfter(attempt.headers, now) ?? defaultBackoffMs(message.retried + 1);
+  }
+
+  private publishCallback(
+    config: CallbackConfig,
+    source: Message,
+    body: Record<string, unknown>,
+    now: number,
+  ) {
+    this.publish(callbackSpec(config, source, body, now));
+  }
+}

@@ -1,0 +1,62 @@
+/**
+ * A local stand-in for the official `qstash dev` server, whose binary is downloaded at install
+ * time and cannot be had offline. Same port convention, dev token and signing keys; publish,
+ * signed deliveries, retries with scalable backoff, notBefore/delay, deduplication, callbacks,
+ * the DLQ, message get/cancel. In memory, like the real dev server.
+ *
+ * @example
+ * const qstash = await startQStash({ port: 8080 });
+ * const client = new Client({ baseUrl: qstash.url, token: DEV_TOKEN });
+ */
+import { DEFAULT_DELIVERY_TIMEOUT_MS } from "./constants.ts";
+import { Engine } from "./engine.ts";
+import { handle } from "./routes.ts";
+import { boundPort, listen, stop } from "./server.ts";
+
+export { DEV_SIGNING_KEYS, DEV_TOKEN } from "./constants.ts";
+
+export interface QStashStandIn {
+  url: string;
+  close(): Promise<void>;
+  stats(): { published: number; delivered: number; pending: number; inFlight: number; dlq: number };
+  /** Resolves when no message is pending or in flight; rejects after `timeoutMs` (default 10 s). */
+  waitIdle(timeoutMs?: number): Promise<void>;
+}
+
+export interface QStashOptions {
+  port: number;
+  /** @default "127.0.0.1" */
+  host?: string;
+  /** Multiplies every backoff, delay and notBefore wait: 1 = real time, 0.001 in tests. @default 1 */
+  timeScale?: number;
+  /** The plan's maximum response duration; Upstash-Timeout can only shorten it. @default 15 min */
+  deliveryTimeoutMs?: number;
+  log?: (line: string) => void;
+}
+
+export async function startQStash(opts: QStashOptions): Promise<QStashStandIn> {
+  const host = opts.host ?? "127.0.0.1";
+  const maxTimeoutMs = opts.deliveryTimeoutMs ?? DEFAULT_DELIVERY_TIMEOUT_MS;
+  const log = opts.log ?? (() => {});
+  const engine = new Engine({
+    timeScale: opts.timeScale ?? 1,
+    maxTimeoutMs,
+    log: (line) => log(`[qstash] ${line}`),
+  });
+  const server = await listen(
+    (request, callerIp) => handle(request, { engine, callerIp, maxTimeoutMs }),
+    opts.port,
+    host,
+  );
+  const url = `http://${host.includes(":") ? `[${host}]` : host}:${boundPort(server)}`;
+  log(`[qstash] listening on ${url}`);
+  return {
+    url,
+    stats: () => engine.stats(),
+    waitIdle: (timeoutMs) => engine.waitIdle(timeoutMs),
+    close: async () => {
+      await engine.close();
+      await stop(server);
+    },
+  };
+}

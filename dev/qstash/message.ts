@@ -1,0 +1,72 @@
+import { randomBytes } from "node:crypto";
+import type { HeaderList } from "./headers.ts";
+
+/** Where and how a callback (success or failure) is sent; unset fields inherit the source's. */
+export interface CallbackConfig {
+  url: string;
+  method: string;
+  retries?: number;
+  retryDelay?: string;
+  timeoutMs?: number;
+  delayMs?: number;
+  headers: HeaderList;
+}
+
+/** Everything a publish asks for, after the headers are parsed and validated. */
+export interface MessageSpec {
+  url: string;
+  method: string;
+  /** Sent to the destination as-is: the Content-Type and the Upstash-Forward-* headers. */
+  headers: HeaderList;
+  body: Uint8Array;
+  maxRetries: number;
+  retryDelay?: string;
+  timeoutMs?: number;
+  /** Unix ms; the delivery is due then (before timeScale). */
+  notBefore: number;
+  callback?: CallbackConfig;
+  failureCallback?: CallbackConfig;
+  labels: string[];
+  callerIp: string;
+}
+
+export type MessageState = "pending" | "in-flight" | "done";
+
+export interface Message extends MessageSpec {
+  id: string;
+  createdAt: number;
+  /** Failed attempts so far; sent as Upstash-Retried on the next attempt. */
+  retried: number;
+  state: MessageState;
+  cancelled: boolean;
+}
+
+const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+export function newMessageId(): string {
+  return `msg_${[...randomBytes(28)].map((b) => alphabet[b % alphabet.length]).join("")}`;
+}
+
+export function createMessage(spec: MessageSpec, now: number): Message {
+  return {
+    ...spec,
+    id: newMessageId(),
+    createdAt: now,
+    retried: 0,
+    state: "pending",
+    cancelled: false,
+  };
+}
+
+/** QStash shows a body as text when it is valid UTF-8, otherwise as base64 under another key. */
+export function bodyFields(
+  bytes: Uint8Array,
+  textKey: string,
+  base64Key: string,
+): Record<string, string> {
+  try {
+    return { [textKey]: new TextDecoder("utf-8", { fatal: true }).decode(bytes) };
+  } catch {
+    return { [base64Key]: Buffer.from(bytes).toString("base64") };
+  }
+}

@@ -1,0 +1,139 @@
+import { DEV_SIGNING_KEYS, DEV_TOKEN } from "./constants.ts";
+import type { Engine } from "./engine.ts";
+import { parsePublish } from "./publish.ts";
+import { dlqView, messageView } from "./views.ts";
+
+export interface RouteContext {
+  engine: Engine;
+  callerIp: string;
+  maxTimeoutMs: number;
+}
+
+const json = (body: unknown, status = 200) => Response.json(body, { status });
+const error = (message: string, status: number) => json({ error: message }, status);
+
+/** The QStash v2 REST API subset the app and the SDK use. `(Request) → Response`, no server. */
+export async function handle(request: Request, ctx: RouteContext): Promise<Response> {
+  const url = new URL(request.url);
+  const path = url.pathname;
+  if (!path.startsWith("/v2/")) return error("not found", 404);
+  if (request.headers.get("authorization") !== `Bearer ${DEV_TOKEN}`)
+    return error("Unauthorized", 401);
+  const method = request.method;
+  const { engine } = ctx;
+
+  if (method === "GET" && path === "/v2/keys")
+    return json({ current: DEV_SIGNING_KEYS.current, next: DEV_SIGNING_KEYS.next });
+  if (method === "POST" && path.startsWith("/v2/publish/")) {
+    // The destination travels raw in the path, its own query string as the request's.
+    return publish(path.slice("/v2/publish/".length) + url.search, request.headers, request, ctx);
+  }
+  if (method === "POST" && path === "/v2/batch") return batch(request, ctx);
+
+  const messageId = path.match(/^\/v2\/messages\/([^/]+)$/)?.[1];
+  if (messageId !== undefined) {
+    const message = engine.get(decodeURIComponent(messageId));
+    if (method === "GET")
+      return message ? json(messageView(message)) : error("message not found", 404);
+    if (method === "DELETE") {
+      return engine.cancel(decodeURIComponent(messageId))
+        ? json({ cancelled: 1 })
+        : error("message not found", 404);
+    }
+  }
+  if (method === "DELETE" && path === "/v2/messages") {
+    const ids = url.searchParams.getAll("messageIds");
+    const targets = ids.length > 0 ? ids : engine.activeIds();
+    return json({ cancelled: targets.filter((id) => engine.cancel(id)).length });
+  }
+
+  if (path === "/v2/dlq" && method === "GET") {
+    const page = engine.dlq.page(url.searchParams);
+    return json({
+      messages: page.entries.map(dlqView),
+      ...(page.cursor ? { cursor: page.cursor } : {}),
+    });
+  }
+  if (path === "/v2/dlq" && method === "DELETE") {
+    const page = engine.dlq.page(url.searchParams);
+    const deleted = page.entries.filter((e) => engine.dlq.delete(e.dlqId)).length;
+    return json({ deleted, ...(page.cursor ? { cursor: page.cursor } : {}) });
+  }
+  const retryId = path.match(/^\/v2\/dlq\/retry(?:\/([^/]+))?$/);
+  if (retryId && method === "POST") {
+    const single = retryId[1];
+    const query = single === undefined ? url.searchParams : new URLSearchParams({ dlqIds: single });
+    const page = engine.dlq.page(query);
+    if (single !== undefined && page.entries.length === 0)
+      return error("dlq message not found", 404);
+    const responses = page.entries.map((entry) => {
+      engine.dlq.delete(entry.dlqId);
+      return { messageId: engine.publish({ ...entry.message, notBefore: Date.now() }).messageId };
+    });
+    if (single !== undefined) return json(responses[0], 201);
+    return json({ responses, ...(page.cursor ? { cursor: page.cursor } : {}) });
+  }
+  const dlqId = path.match(/^\/v2\/dlq\/([^/]+)$/)?.[1];
+  if (dlqId !== undefined) {
+    const entry = engine.dlq.get(decodeURIComponent(dlqId));
+    if (!entry) return error("dlq message not found", 404);
+    if (method === "GET") return json(dlqView(entry));
+    if (method === "DELETE") {
+      engine.dlq.delete(entry.dlqId);
+      return new Response(null, { status: 200 });
+    }
+  }
+  return error(`${method} ${path} is not supported by the qstash stand-in`, 404);
+}
+
+async function publish(destination: string, headers: Headers, request: Request, ctx: RouteContext) {
+  const body = new Uint8Array(await request.arrayBuffer());
+  const parsed = parsePublish({
+    destination,
+    headers,
+    body,
+    callerIp: ctx.callerIp,
+    now: Date.now(),
+    maxTimeoutMs: ctx.maxTimeoutMs,
+  });
+  if (parsed.outcome === "invalid") return error(parsed.error, 400);
+  const result = ctx.engine.publish(parsed.spec, parsed.dedupKey);
+  return result.deduplicated
+    ? json({ messageId: result.messageId, url: parsed.spec.url, deduplicated: true }, 202)
+    : json({ messageId: result.messageId, url: parsed.spec.url });
+}
+
+/** POST /v2/batch: a JSON array of {destination, headers, body}; answers an array. */
+async function batch(request: Request, ctx: RouteContext) {
+  let items: unknown;
+  try {
+    items = await request.json();
+  } catch {
+    return error("invalid batch body: expected a JSON array", 400);
+  }
+  if (!Array.isArray(items)) return error("invalid batch body: expected a JSON array", 400);
+  const results: unknown[] = [];
+  // Validate all first, so a bad item publishes nothing.
+  const parsed = items.map((item: { destination?: unknown; headers?: unknown; body?: unknown }) =>
+    parsePublish({
+      destination: typeof item?.destination === "string" ? item.destination : "",
+      headers: new Headers((item?.headers ?? {}) as Record<string, string>),
+      body: new TextEncoder().encode(typeof item?.body === "string" ? item.body : ""),
+      callerIp: ctx.callerIp,
+      now: Date.now(),
+      maxTimeoutMs: ctx.maxTimeoutMs,
+    }),
+  );
+  const bad = parsed.find((p) => p.outcome === "invalid");
+  if (bad?.outcome === "invalid") return error(bad.error, 400);
+  for (const p of parsed) {
+    if (p.outcome !== "ok") continue;
+    const result = ctx.engine.publish(p.spec, p.dedupKey);
+    results.push({
+      messageId: result.messageId,
+      url: p.spec.url,
+      ...(result.deduplicated ? { deduplicated: true } : {}),
+    });
+  }
+  return json(results);
+}
