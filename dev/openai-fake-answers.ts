@@ -1,0 +1,223 @@
+/**
+ * What the fake model answers: a short document derived only from the prompt (same prompt,
+ * same text), in the minimal Chat Completions / Responses shapes of reference platform.md §E.
+ */
+import { createHash } from "node:crypto";
+import { type ErrorReply, openAIError } from "./openai-fake-errors.ts";
+
+export interface Prompt {
+  model: string;
+  /** The last user message (or every text when there is none). */
+  lastUser: string;
+  /** Every text of the request, searched for `[fake:…]` markers. */
+  all: string;
+  maxTokens: number | undefined;
+  /** A JSON schema to fill, `true` for plain JSON mode, `false` for text. */
+  json: Record<string, unknown> | boolean;
+}
+
+type Body = Record<string, unknown>;
+
+export function parseChatRequest(body: Body): Prompt | ErrorReply {
+  const invalid = validate(body, "messages");
+  if (invalid) return invalid;
+  const messages = (body.messages as unknown[]).filter(isRecord);
+  const format = isRecord(body.response_format) ? body.response_format : {};
+  const schema = isRecord(format.json_schema) ? format.json_schema.schema : undefined;
+  return prompt(body, messages, format.type, schema, body.max_completion_tokens ?? body.max_tokens);
+}
+
+export function parseResponsesRequest(body: Body): Prompt | ErrorReply {
+  const invalid = validate(body, "input");
+  if (invalid) return invalid;
+  const input =
+    typeof body.input === "string" ? [{ role: "user", content: body.input }] : body.input;
+  const items = [
+    { role: "system", content: body.instructions },
+    ...(input as unknown[]).filter(isRecord),
+  ];
+  const text = isRecord(body.text) ? body.text : {};
+  const format = isRecord(text.format) ? text.format : {};
+  return prompt(body, items, format.type, format.schema, body.max_output_tokens);
+}
+
+function validate(body: Body, field: "messages" | "input"): ErrorReply | undefined {
+  if (typeof body.model !== "string" || body.model === "") {
+    return openAIError(400, "you must provide a model parameter", "invalid_request_error");
+  }
+  const value = body[field];
+  if (
+    value === undefined ||
+    !(Array.isArray(value) || (field === "input" && typeof value === "string"))
+  ) {
+    return openAIError(
+      400,
+      `Missing required parameter: '${field}'.`,
+      "invalid_request_error",
+      field,
+      "missing_required_parameter",
+    );
+  }
+  if (body.stream === true) {
+    // Deliberately unsupported: the worker does not stream, and a half-right SSE fake would mislead.
+    return openAIError(
+      400,
+      "The local fake model does not stream; call without stream.",
+      "invalid_request_error",
+      "stream",
+      "unsupported_value",
+    );
+  }
+  return undefined;
+}
+
+function prompt(
+  body: Body,
+  items: Body[],
+  formatType: unknown,
+  schema: unknown,
+  maxTokens: unknown,
+): Prompt {
+  const texts = items.map((item) => ({ role: item.role, text: contentText(item.content) }));
+  const all = texts.map((t) => t.text).join("\n");
+  const lastUser = texts.filter((t) => t.role === "user").pop()?.text ?? all;
+  const json =
+    formatType === "json_schema" && isRecord(schema)
+      ? schema
+      : formatType === "json_object" || formatType === "json_schema";
+  return {
+    model: body.model as string,
+    lastUser,
+    all,
+    maxTokens: typeof maxTokens === "number" ? maxTokens : undefined,
+    json,
+  };
+}
+
+function contentText(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return "";
+  return content
+    .filter(isRecord)
+    .map((part) => (typeof part.text === "string" ? part.text : ""))
+    .join("\n");
+}
+
+export interface Answer {
+  text: string;
+  truncated: boolean;
+  promptTokens: number;
+  completionTokens: number;
+}
+
+/** The deterministic answer: a digest and an echo of the last user message. */
+export function answer(prompt: Prompt): Answer {
+  const digest = createHash("sha256").update(prompt.lastUser).digest("hex").slice(0, 12);
+  const words = prompt.lastUser.split(/\s+/).filter(Boolean).length;
+  const echo = prompt.lastUser.replace(/\s+/g, " ").trim().slice(0, 160);
+  let text: string;
+  if (prompt.json === false) {
+    text = [
+      `# Fake answer ${digest}`,
+      "",
+      `A deterministic answer from the local fake model to a prompt of ${words} words (${prompt.lastUser.length} characters).`,
+      "",
+      `> ${echo}`,
+    ].join("\n");
+  } else if (prompt.json === true) {
+    text = JSON.stringify({ digest, words, echo });
+  } else {
+    text = JSON.stringify(fromSchema(prompt.json, echo, parseInt(digest.slice(0, 6), 16) % 1000));
+  }
+  const tokens = (s: string) => Math.max(1, Math.ceil(s.length / 4));
+  const truncated = prompt.maxTokens !== undefined && tokens(text) > prompt.maxTokens;
+  if (truncated) text = text.slice(0, Math.max(0, (prompt.maxTokens ?? 0) * 4));
+  return { text, truncated, promptTokens: tokens(prompt.all), completionTokens: tokens(text) };
+}
+
+/** A value that satisfies simple JSON schemas (objects, arrays, enums, scalars; no $ref). */
+function fromSchema(schema: Body, echo: string, n: number, depth = 0): unknown {
+  if (depth > 8) return null;
+  if (Array.isArray(schema.enum)) return schema.enum[0] ?? null;
+  if ("const" in schema) return schema.const;
+  const variants = schema.anyOf ?? schema.oneOf;
+  if (Array.isArray(variants)) {
+    const first = variants.filter(isRecord).find((v) => v.type !== "null");
+    return first ? fromSchema(first, echo, n, depth + 1) : null;
+  }
+  const type = Array.isArray(schema.type) ? schema.type.find((t) => t !== "null") : schema.type;
+  switch (type) {
+    case "object": {
+      const properties = isRecord(schema.properties) ? schema.properties : {};
+      return Object.fromEntries(
+        Object.entries(properties).map(([key, sub]) => [
+          key,
+          isRecord(sub) ? fromSchema(sub, echo, n, depth + 1) : null,
+        ]),
+      );
+    }
+    case "array":
+      return isRecord(schema.items) ? [fromSchema(schema.items, echo, n, depth + 1)] : [];
+    case "string":
+      return echo;
+    case "integer":
+    case "number":
+      return n;
+    case "boolean":
+      return true;
+    default:
+      return null;
+  }
+}
+
+export function chatCompletion(id: string, prompt: Prompt, result: Answer) {
+  return {
+    id: `chatcmpl-${id}`,
+    object: "chat.completion",
+    created: Math.floor(Date.now() / 1000),
+    model: prompt.model,
+    choices: [
+      {
+        index: 0,
+        message: { role: "assistant", content: result.text, refusal: null },
+        logprobs: null,
+        finish_reason: result.truncated ? "length" : "stop",
+      },
+    ],
+    usage: usage(result, "prompt_tokens", "completion_tokens"),
+  };
+}
+
+export function response(id: string, prompt: Prompt, result: Answer) {
+  return {
+    id: `resp_${id}`,
+    object: "response",
+    created_at: Math.floor(Date.now() / 1000),
+    status: result.truncated ? "incomplete" : "completed",
+    incomplete_details: result.truncated ? { reason: "max_output_tokens" } : null,
+    error: null,
+    model: prompt.model,
+    output: [
+      {
+        type: "message",
+        id: `msg_${id}`,
+        status: result.truncated ? "incomplete" : "completed",
+        role: "assistant",
+        content: [{ type: "output_text", text: result.text, annotations: [] }],
+      },
+    ],
+    usage: usage(result, "input_tokens", "output_tokens"),
+  };
+}
+
+function usage(result: Answer, input: string, output: string) {
+  return {
+    [input]: result.promptTokens,
+    [output]: result.completionTokens,
+    total_tokens: result.promptTokens + result.completionTokens,
+  };
+}
+
+export function isRecord(value: unknown): value is Body {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}

@@ -1,0 +1,232 @@
+/**
+ * An OpenAI-compatible fake model for the local stack and tests, driven through the `openai`
+ * SDK at `OPENAI_BASE_URL=http://127.0.0.1:<port>/v1`.
+ *
+ * - `POST /v1/chat/completions` and `POST /v1/responses` answer deterministically from the
+ *   prompt (same prompt → same text: a short document with a digest and an echo of the last
+ *   user message; JSON when `response_format` / `text.format` asks for it), in OpenAI's shapes,
+ *   with `content-type: application/json` and an `x-request-id` header.
+ * - `Authorization: Bearer <anything non-empty>` is required (else 401, OpenAI's error shape).
+ * - Failures, exactly as OpenAI answers them (see openai-fake-errors.ts), come from
+ *   1. `failNext(kind, count, opts)` or the control API, consumed one per model request, else
+ *   2. a marker anywhere in the prompt, applied on every request that carries it:
+ *        [fake:insufficient_quota]        429, type and code insufficient_quota
+ *        [fake:rate_limit_exceeded:30]    429, code rate_limit_exceeded, retry-after: 30 (default 20)
+ *        [fake:server_error]              500, type server_error
+ *        [fake:slow:5000]                 answers after 5000 ms (default 10000); stops if the client leaves
+ *        [fake:bad_request]               400, invalid_request_error (context_length_exceeded)
+ * - Control API for other processes (no auth):
+ *     POST /__fake/fail  {"kind","count","retryAfterSeconds","delayMs"} → {"queued": n}
+ *     GET  /__fake/stats → {"calls": n}      POST /__fake/reset → {"ok": true}
+ * `calls` counts every request that reached a model endpoint, whatever its outcome.
+ */
+import { randomBytes } from "node:crypto";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import {
+  answer,
+  chatCompletion,
+  isRecord,
+  parseChatRequest,
+  parseResponsesRequest,
+  response,
+} from "./openai-fake-answers.ts";
+import {
+  type ErrorReply,
+  FAIL_KINDS,
+  type FailKind,
+  type FailOptions,
+  type Failure,
+  failureReply,
+  invalidUrl,
+  markerFailure,
+  missingKey,
+  unparsableBody,
+} from "./openai-fake-errors.ts";
+
+export type { FailKind, FailOptions } from "./openai-fake-errors.ts";
+
+export interface FakeOpenAIOptions {
+  port: number;
+  /** @default "127.0.0.1" */
+  host?: string;
+}
+
+export interface FakeOpenAI {
+  /** `http://127.0.0.1:<port>/v1`, the OPENAI_BASE_URL */
+  url: string;
+  close(): Promise<void>;
+  /** The next `count` model requests fail this way. @default count 1 */
+  failNext(kind: FailKind, count?: number, opts?: FailOptions): void;
+  /** Model requests received since start or the last reset. */
+  calls(): number;
+  /** Forget queued failures and the call count. */
+  reset(): void;
+}
+
+const MODEL_ROUTES = new Set(["/v1/chat/completions", "/v1/responses"]);
+
+export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeOpenAI> {
+  const host = options.host ?? "127.0.0.1";
+  let calls = 0;
+  let queue: Failure[] = [];
+  const inFlight = new Set<AbortController>();
+
+  const failNext = (kind: FailKind, count = 1, opts: FailOptions = {}) => {
+    if (!FAIL_KINDS.includes(kind)) throw new Error(`unknown fail kind: ${kind}`);
+    if (!Number.isInteger(count) || count < 1)
+      throw new Error(`count must be a positive integer, got ${count}`);
+    for (let i = 0; i < count; i++) queue.push({ kind, ...opts });
+  };
+  const reset = () => {
+    calls = 0;
+    queue = [];
+  };
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = new URL(req.url ?? "/", "http://localhost").pathname.replace(/\/+$/, "");
+    const text = await readBody(req);
+    if (path.startsWith("/__fake/")) return control(req.method ?? "GET", path, text, res);
+    if (!MODEL_ROUTES.has(path) || req.method !== "POST")
+      return reply(res, invalidUrl(req.method ?? "GET", path));
+    calls += 1;
+    if (!/^Bearer \S+/.test(req.headers.authorization ?? "")) return reply(res, missingKey);
+
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      return reply(res, unparsableBody);
+    }
+    if (!isRecord(body)) return reply(res, unparsableBody);
+    const prompt =
+      path === "/v1/chat/completions" ? parseChatRequest(body) : parseResponsesRequest(body);
+    if ("status" in prompt) return reply(res, prompt);
+    const failure = queue.shift() ?? markerFailure(prompt.all);
+    if (failure?.kind === "slow") {
+      if (!(await delay(failure.delayMs ?? 10_000, res))) return; // the client left
+    } else if (failure) {
+      return reply(res, failureReply({ ...failure, kind: failure.kind }, prompt.model));
+    }
+    const id = randomBytes(12).toString("hex");
+    const result = answer(prompt);
+    const payload =
+      path === "/v1/chat/completions"
+        ? chatCompletion(id, prompt, result)
+        : response(id, prompt, result);
+    send(res, 200, payload, {
+      "openai-processing-ms": "12",
+      "x-ratelimit-limit-requests": "500",
+      "x-ratelimit-remaining-requests": "499",
+      "x-ratelimit-reset-requests": "120ms",
+      "x-ratelimit-limit-tokens": "200000",
+      "x-ratelimit-remaining-tokens": String(
+        200_000 - result.promptTokens - result.completionTokens,
+      ),
+      "x-ratelimit-reset-tokens": "6ms",
+    });
+  }
+
+  /** Waits `ms`, resolving false early if the client disconnects or the fake closes. */
+  function delay(ms: number, res: ServerResponse): Promise<boolean> {
+    const controller = new AbortController();
+    inFlight.add(controller);
+    return new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => done(true), ms);
+      const onClose = () => done(false);
+      const done = (completed: boolean) => {
+        clearTimeout(timer);
+        res.off("close", onClose);
+        controller.signal.removeEventListener("abort", onClose);
+        inFlight.delete(controller);
+        resolve(completed && !res.destroyed);
+      };
+      res.on("close", onClose);
+      controller.signal.addEventListener("abort", onClose);
+    });
+  }
+
+  function control(method: string, path: string, text: string, res: ServerResponse) {
+    if (method === "GET" && path === "/__fake/stats") return send(res, 200, { calls });
+    if (method === "POST" && path === "/__fake/reset") {
+      reset();
+      return send(res, 200, { ok: true });
+    }
+    if (method === "POST" && path === "/__fake/fail") {
+      try {
+        const body: unknown = JSON.parse(text || "{}");
+        if (!isRecord(body)) throw new Error("body must be a JSON object");
+        const number = (value: unknown) => (typeof value === "number" ? value : undefined);
+        const opts: FailOptions = {};
+        if (number(body.retryAfterSeconds) !== undefined)
+          opts.retryAfterSeconds = number(body.retryAfterSeconds);
+        if (number(body.delayMs) !== undefined) opts.delayMs = number(body.delayMs);
+        failNext(body.kind as FailKind, number(body.count) ?? 1, opts);
+        return send(res, 200, { queued: queue.length });
+      } catch (error) {
+        return send(res, 400, { error: (error as Error).message });
+      }
+    }
+    send(res, 404, { error: `no control route ${method} ${path}` });
+  }
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      send(res, 500, {
+        error: { message: (error as Error).message, type: "server_error", param: null, code: null },
+      });
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", (error: NodeJS.ErrnoException) =>
+      reject(
+        error.code === "EADDRINUSE"
+          ? new Error(
+              `fake OpenAI could not listen on ${host}:${options.port}: the port is already in use`,
+            )
+          : error,
+      ),
+    );
+    server.listen(options.port, host, () => resolve());
+  });
+
+  return {
+    url: `http://${host}:${options.port}/v1`,
+    close: async () => {
+      for (const controller of inFlight) controller.abort();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+    failNext,
+    calls: () => calls,
+    reset,
+  };
+}
+
+function reply(res: ServerResponse, error: ErrorReply): void {
+  send(res, error.status, error.body, error.headers);
+}
+
+function send(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
+  if (res.headersSent || res.destroyed) return;
+  res.writeHead(status, {
+    "content-type": "application/json",
+    "x-request-id": `req_${randomBytes(16).toString("hex")}`,
+    "openai-version": "2020-10-01",
+    ...headers,
+  });
+  res.end(JSON.stringify(body));
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    req.on("error", reject);
+  });
+}

@@ -1,0 +1,224 @@
+/**
+ * A stand-in for Upstash Redis's REST API in front of a real `redis-server`, so
+ * `new Redis({ url, token })` from @upstash/redis and @upstash/ratelimit run unchanged.
+ *
+ * Speaks what the SDK sends (reference platform.md §D): `POST /` with one command,
+ * `POST /pipeline` (entries `{result}` / `{error}` in a 200 array), `POST /multi-exec` (MULTI …
+ * EXEC on a connection of its own), bearer token, `Upstash-Encoding: base64`, and an
+ * `upstash-sync-token` header. One Redis primary means every read sees every earlier write, so
+ * the sync token is a counter with no other meaning.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { Redis } from "ioredis";
+import {
+  encodeResult,
+  isRedisReplyError,
+  parseCommand,
+  parseCommands,
+  type WireCommand,
+  WireFormatError,
+} from "./upstash-redis-encoding.ts";
+import { ScriptTranslator } from "./upstash-redis-scripts.ts";
+
+export interface UpstashRedisOptions {
+  port: number;
+  /** `redis://127.0.0.1:6379` */
+  redisUrl: string;
+  token: string;
+  /** @default "127.0.0.1" */
+  host?: string;
+}
+
+export interface RunningUpstashRedis {
+  /** `http://127.0.0.1:<port>`, the UPSTASH_REDIS_REST_URL */
+  url: string;
+  close(): Promise<void>;
+}
+
+/** A failure that reaches the client as `{"error": message}` with this status. */
+class RestError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+  ) {
+    super(message);
+  }
+}
+
+const connectionOptions = {
+  lazyConnect: true,
+  protocol: 2 as const, // Upstash answers in RESP2 terms (ZSCORE is a string, maps are flat)
+  enableOfflineQueue: false, // unreachable Redis: fail now (500), do not queue
+  maxRetriesPerRequest: 0,
+  autoResendUnfulfilledCommands: false, // never run an INCR twice after a reconnect
+  connectTimeout: 2_000,
+};
+
+export async function startUpstashRedis(
+  options: UpstashRedisOptions,
+): Promise<RunningUpstashRedis> {
+  const host = options.host ?? "127.0.0.1";
+  const redis = new Redis(options.redisUrl, connectionOptions);
+  redis.on("error", () => {}); // surfaced per request as a 500
+  try {
+    await redis.connect();
+  } catch (error) {
+    redis.disconnect();
+    throw new Error(
+      `Upstash Redis stand-in: cannot reach ${options.redisUrl}: ${(error as Error).message}`,
+    );
+  }
+  let syncToken = 0;
+  const scripts = new ScriptTranslator();
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      const status =
+        error instanceof RestError ? error.status : isRedisReplyError(error) ? 400 : 500;
+      send(res, status, { error: (error as Error).message });
+    });
+  });
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (req.method !== "POST") throw new RestError("Method not allowed", 405);
+    if (req.headers.authorization !== `Bearer ${options.token}`)
+      throw new RestError("Unauthorized", 401);
+    const path = new URL(req.url ?? "/", "http://localhost").pathname.replace(/\/+$/, "") || "/";
+    if (path !== "/" && path !== "/pipeline" && path !== "/multi-exec") {
+      throw new RestError(
+        `ERR unknown endpoint '${path}' (this stand-in only serves /, /pipeline, /multi-exec)`,
+        404,
+      );
+    }
+    const body = parseJson(await readBody(req));
+    const base64 = String(req.headers["upstash-encoding"] ?? "").toLowerCase() === "base64";
+    syncToken += 1;
+    res.setHeader("upstash-sync-token", String(syncToken));
+
+    if (path === "/") {
+      const { command, reply } = scripts.translate(parseOrReject(() => parseCommand(body)));
+      await ready(redis);
+      const result = await redis.callBuffer(command.name, ...command.args);
+      return send(res, 200, { result: encodeResult(reply(result), base64) });
+    }
+    const translated = parseOrReject(() => parseCommands(body)).map((command) =>
+      scripts.translate(command),
+    );
+    const commands = translated.map(({ command }) => command);
+    const entries =
+      path === "/pipeline"
+        ? await runPipeline(redis, commands)
+        : await runTransaction(redis, commands);
+    send(
+      res,
+      200,
+      entries.map(([error, result], i) =>
+        error
+          ? { error: error.message }
+          : { result: encodeResult(translated[i]?.reply(result), base64) },
+      ),
+    );
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", (error: NodeJS.ErrnoException) =>
+      reject(
+        error.code === "EADDRINUSE"
+          ? new Error(
+              `Upstash Redis stand-in could not listen on ${host}:${options.port}: the port is already in use`,
+            )
+          : error,
+      ),
+    );
+    server.listen(options.port, host, () => resolve());
+  }).catch((error: unknown) => {
+    redis.disconnect();
+    throw error;
+  });
+
+  return {
+    url: `http://${host}:${options.port}`,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      redis.disconnect();
+    },
+  };
+}
+
+type Entry = [Error | null, unknown];
+
+async function runPipeline(redis: Redis, commands: WireCommand[]): Promise<Entry[]> {
+  await ready(redis);
+  const pipeline = redis.pipeline();
+  for (const command of commands) pipeline.callBuffer(command.name, ...command.args);
+  return transportChecked((await pipeline.exec()) ?? []);
+}
+
+/** MULTI … EXEC on a connection of its own, so no other request's command lands inside. */
+async function runTransaction(redis: Redis, commands: WireCommand[]): Promise<Entry[]> {
+  const connection = redis.duplicate({ ...connectionOptions, retryStrategy: () => null });
+  connection.on("error", () => {});
+  try {
+    await connection.connect().catch((error: Error) => {
+      throw new RestError(`ERR Redis is unreachable: ${error.message}`, 500);
+    });
+    const transaction = connection.multi();
+    for (const command of commands) transaction.callBuffer(command.name, ...command.args);
+    // A command rejected while queueing aborts the whole transaction: EXECABORT → 400.
+    const results = await transaction.exec();
+    if (!results) throw new RestError("ERR transaction aborted", 400);
+    return transportChecked(results);
+  } finally {
+    connection.disconnect();
+  }
+}
+
+function transportChecked(entries: Entry[]): Entry[] {
+  const failure = entries.find(([error]) => error && !isRedisReplyError(error));
+  if (failure?.[0]) throw new RestError(`ERR Redis is unreachable: ${failure[0].message}`, 500);
+  return entries;
+}
+
+/** Waits briefly for a (re)connecting client; a Redis that stays away is a 500. */
+async function ready(redis: Redis): Promise<void> {
+  const isReady = () => redis.status === "ready";
+  const deadline = Date.now() + 1_000;
+  while (!isReady()) {
+    if (Date.now() > deadline)
+      throw new RestError(`ERR Redis is unreachable (connection ${redis.status})`, 500);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+function parseOrReject<T>(parse: () => T): T {
+  try {
+    return parse();
+  } catch (error) {
+    if (error instanceof WireFormatError) throw new RestError(error.message, 400);
+    throw error;
+  }
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new RestError("ERR failed to parse the request body as JSON", 400);
+  }
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    req.on("error", reject);
+  });
+}
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  if (res.headersSent) return void res.end();
+  res.writeHead(status, { "content-type": "application/json" });
+  res.end(JSON.stringify(body));
+}

@@ -1,0 +1,206 @@
+import OpenAI, {
+  APIConnectionTimeoutError,
+  AuthenticationError,
+  BadRequestError,
+  InternalServerError,
+  RateLimitError,
+} from "openai";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { type FakeOpenAI, startFakeOpenAI } from "../../dev/openai-fake.ts";
+import { freePort } from "../support/ports.ts";
+
+let fake: FakeOpenAI;
+beforeAll(async () => {
+  fake = await startFakeOpenAI({ port: await freePort() });
+});
+afterAll(async () => {
+  await fake?.close();
+});
+
+const openai = (options: { timeout?: number } = {}) =>
+  new OpenAI({ apiKey: "test", baseURL: fake.url, maxRetries: 0, ...options });
+const chat = (content: string, client = openai()) =>
+  client.chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content }] });
+const failureOf = (promise: Promise<unknown>) =>
+  promise.then(
+    () => expect.unreachable("the request should have failed"),
+    (error: unknown) => error,
+  );
+
+// The fake's queued failures and call count are shared state: the tests in this file run one
+// after another (vitest's default within a file), and each one that queues failures consumes them.
+describe("fake OpenAI model, through the openai SDK", () => {
+  test("chat completions answer deterministically from the last user message", async () => {
+    const first = await chat("Summarise the quarterly report in three bullets.");
+    const again = await chat("Summarise the quarterly report in three bullets.");
+    const other = await chat("Write a haiku about queues.");
+    const text = first.choices[0]?.message.content ?? "";
+    expect(text).toContain("Summarise the quarterly report");
+    expect(again.choices[0]?.message.content).toBe(text);
+    expect(other.choices[0]?.message.content).not.toBe(text);
+    expect(first.choices[0]?.finish_reason).toBe("stop");
+    expect(first.object).toBe("chat.completion");
+    expect(first.usage?.total_tokens).toBe(
+      (first.usage?.prompt_tokens ?? 0) + (first.usage?.completion_tokens ?? 0),
+    );
+    expect(first._request_id).toMatch(/^req_/);
+  });
+
+  test("the responses API returns the same text as output_text", async () => {
+    const prompt = "Explain idempotency keys.";
+    const viaResponses = await openai().responses.create({ model: "gpt-4o-mini", input: prompt });
+    const viaChat = await chat(prompt);
+    expect(viaResponses.status).toBe("completed");
+    expect(viaResponses.output_text).toBe(viaChat.choices[0]?.message.content);
+  });
+
+  test("max_completion_tokens truncates with finish_reason length", async () => {
+    const result = await openai().chat.completions.create({
+      model: "gpt-4o-mini",
+      messages: [{ role: "user", content: "A long answer please." }],
+      max_completion_tokens: 3,
+    });
+    expect(result.choices[0]?.finish_reason).toBe("length");
+    expect(result.usage?.completion_tokens).toBeLessThanOrEqual(3);
+  });
+
+  test("JSON schema output parses and fills the schema", async () => {
+    const result = await openai().chat.completions.create({
+      model: "gpt-4o-mini",
+      messages: [{ role: "user", content: "Classify this ticket." }],
+      response_format: {
+        type: "json_schema",
+        json_schema: {
+          name: "ticket",
+          strict: true,
+          schema: {
+            type: "object",
+            properties: {
+              label: { type: "string", enum: ["bug", "question"] },
+              score: { type: "number" },
+            },
+            required: ["label", "score"],
+            additionalProperties: false,
+          },
+        },
+      },
+    });
+    const parsed = JSON.parse(result.choices[0]?.message.content ?? "");
+    expect(parsed.label).toBe("bug");
+    expect(typeof parsed.score).toBe("number");
+  });
+
+  test("insufficient_quota arrives as RateLimitError with that type and code, no retry-after", async () => {
+    fake.failNext("insufficient_quota");
+    const error = await failureOf(chat("hello"));
+    expect(error).toBeInstanceOf(RateLimitError);
+    const e = error as RateLimitError;
+    expect(e.status).toBe(429);
+    expect(e.code).toBe("insufficient_quota");
+    expect(e.type).toBe("insufficient_quota");
+    expect(e.message).toMatch(/^429 You exceeded your current quota/);
+    expect(e.headers.get("retry-after")).toBeNull();
+    expect(e.requestID).toMatch(/^req_/);
+  });
+
+  test("rate_limit_exceeded arrives as RateLimitError with a readable retry-after", async () => {
+    fake.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 7 });
+    const error = await failureOf(chat("hello"));
+    expect(error).toBeInstanceOf(RateLimitError);
+    const e = error as RateLimitError;
+    expect(e.code).toBe("rate_limit_exceeded");
+    expect(e.type).toBe("requests");
+    expect(e.headers.get("retry-after")).toBe("7");
+    expect(e.headers.get("x-ratelimit-remaining-requests")).toBe("0");
+    expect(e.message).toMatch(/Please try again in 7s/);
+  });
+
+  test("a failure queued with a count hits exactly that many requests", async () => {
+    fake.failNext("server_error", 2);
+    expect(await failureOf(chat("one"))).toBeInstanceOf(InternalServerError);
+    expect(await failureOf(chat("two"))).toBeInstanceOf(InternalServerError);
+    expect((await chat("three")).choices[0]?.message.content).toContain("three");
+  });
+
+  test("500 → InternalServerError, 400 → BadRequestError", async () => {
+    fake.failNext("server_error");
+    const server = (await failureOf(chat("x"))) as InternalServerError;
+    expect(server).toBeInstanceOf(InternalServerError);
+    expect(server.type).toBe("server_error");
+    fake.failNext("bad_request");
+    const bad = (await failureOf(chat("x"))) as BadRequestError;
+    expect(bad).toBeInstanceOf(BadRequestError);
+    expect(bad.type).toBe("invalid_request_error");
+  });
+
+  test("prompt markers ask for failures on every request that carries them", async () => {
+    for (let i = 0; i < 2; i++) {
+      const quota = (await failureOf(
+        chat("please [fake:insufficient_quota] now"),
+      )) as RateLimitError;
+      expect(quota.code).toBe("insufficient_quota");
+    }
+    const limited = (await failureOf(chat("[fake:rate_limit_exceeded:30]"))) as RateLimitError;
+    expect(limited.code).toBe("rate_limit_exceeded");
+    expect(limited.headers.get("retry-after")).toBe("30");
+    expect(await failureOf(chat("[fake:server_error]"))).toBeInstanceOf(InternalServerError);
+    expect(await failureOf(chat("[fake:bad_request]"))).toBeInstanceOf(BadRequestError);
+    const slow = await failureOf(chat("[fake:slow:5000]", openai({ timeout: 100 })));
+    expect(slow).toBeInstanceOf(APIConnectionTimeoutError);
+    const quick = await chat("[fake:slow:10]");
+    expect(quick.choices[0]?.finish_reason).toBe("stop");
+  });
+
+  test("slow + a client timeout → APIConnectionTimeoutError; the next request is served", async () => {
+    fake.failNext("slow", 1, { delayMs: 30_000 });
+    const started = Date.now();
+    const error = await failureOf(chat("take your time", openai({ timeout: 200 })));
+    expect(error).toBeInstanceOf(APIConnectionTimeoutError);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect((await chat("next")).choices[0]?.message.content).toContain("next");
+  });
+
+  test("a request without a bearer key is refused with 401", async () => {
+    const anonymous = new OpenAI({
+      apiKey: "test",
+      baseURL: fake.url,
+      maxRetries: 0,
+      defaultHeaders: { authorization: null },
+    });
+    const error = (await failureOf(chat("hi", anonymous))) as AuthenticationError;
+    expect(error).toBeInstanceOf(AuthenticationError);
+    expect(error.type).toBe("invalid_request_error");
+  });
+
+  test("calls() counts model requests, failed ones included; reset() clears count and queue", async () => {
+    fake.reset();
+    await chat("a");
+    fake.failNext("server_error");
+    await failureOf(chat("b"));
+    await openai().responses.create({ model: "gpt-4o-mini", input: "c" });
+    expect(fake.calls()).toBe(3);
+    fake.failNext("insufficient_quota", 5);
+    fake.reset();
+    expect(fake.calls()).toBe(0);
+    await chat("d"); // not failed: the queue was cleared
+    expect(fake.calls()).toBe(1);
+  });
+
+  test("the control API lets another process queue failures and read stats", async () => {
+    const control = fake.url.replace(/\/v1$/, "/__fake");
+    await fetch(`${control}/reset`, { method: "POST" });
+    const queued = await fetch(`${control}/fail`, {
+      method: "POST",
+      body: JSON.stringify({ kind: "rate_limit_exceeded", count: 1, retryAfterSeconds: 3 }),
+    });
+    expect(await queued.json()).toEqual({ queued: 1 });
+    const error = (await failureOf(chat("x"))) as RateLimitError;
+    expect(error.headers.get("retry-after")).toBe("3");
+    expect(await (await fetch(`${control}/stats`)).json()).toEqual({ calls: 1 });
+    const invalid = await fetch(`${control}/fail`, {
+      method: "POST",
+      body: JSON.stringify({ kind: "nope" }),
+    });
+    expect(invalid.status).toBe(400);
+  });
+});
