@@ -1,0 +1,98 @@
+/** Writing PostgREST-shaped HTTP responses for the RPC stand-in (dev/postgrest.ts). */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { pgrstError } from "./postgrest-errors.ts";
+import type { Routine } from "./postgrest-routines.ts";
+
+export interface Reply {
+  status: number;
+  body?: string;
+  headers: Record<string, string>;
+  statusText?: string | undefined;
+}
+
+export const JSON_TYPE = "application/json; charset=utf-8";
+
+/** PostgREST's body for each return kind; `.single()` (the object media type) on a set. */
+export function shape(
+  routine: Routine,
+  req: IncomingMessage,
+  body: string | null,
+  n: number,
+): Reply {
+  if (routine.returns === "void") return { status: 204, headers: {} };
+  const headers: Record<string, string> = { "Content-Type": JSON_TYPE };
+  if (!routine.setof) return { status: 200, body: body ?? "null", headers };
+  if ((req.headers.accept ?? "").includes("application/vnd.pgrst.object+json")) {
+    if (n !== 1)
+      throw pgrstError(
+        406,
+        "PGRST116",
+        "Cannot coerce the result to a single JSON object",
+        `The result contains ${n} rows`,
+      );
+    return {
+      status: 200,
+      body: JSON.stringify((JSON.parse(body ?? "[]") as unknown[])[0]),
+      headers,
+    };
+  }
+  const count = /count=(exact|planned|estimated)/.test(String(req.headers.prefer ?? ""))
+    ? String(n)
+    : "*";
+  headers["Content-Range"] = n === 0 ? `*/${count}` : `0-${n - 1}/${count}`;
+  return { status: 200, body: body ?? "[]", headers };
+}
+
+export function send(
+  res: ServerResponse,
+  req: IncomingMessage,
+  reply: Reply,
+  cors: Record<string, string>,
+): void {
+  const headers = { ...cors, ...reply.headers };
+  const text =
+    reply.statusText && /^[\t\x20-\x7e]*$/.test(reply.statusText) ? reply.statusText : undefined;
+  if (text) res.writeHead(reply.status, text, headers);
+  else res.writeHead(reply.status, headers);
+  res.end(req.method === "HEAD" ? undefined : reply.body);
+}
+
+export function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    req.on("error", reject);
+  });
+}
+
+/** The `response.status` and `response.headers` settings a function may set, as PostgREST reads them. */
+export function applyResponseGucs(
+  reply: Reply,
+  status: string | null,
+  headers: string | null,
+): void {
+  if (status !== null) {
+    const n = Number(status);
+    if (!Number.isInteger(n) || n < 100 || n > 999)
+      throw pgrstError(500, "PGRST112", "response.status guc must be a valid status code");
+    reply.status = n;
+  }
+  if (headers === null) return;
+  let list: unknown;
+  try {
+    list = JSON.parse(headers);
+  } catch {}
+  const valid = (h: unknown): h is Record<string, string> =>
+    typeof h === "object" &&
+    h !== null &&
+    Object.keys(h).length === 1 &&
+    Object.values(h).every((v) => typeof v === "string");
+  if (!Array.isArray(list) || !list.every(valid))
+    throw pgrstError(
+      500,
+      "PGRST111",
+      "response.headers guc must be a JSON array composed of objects with a single key and a string value",
+    );
+  for (const h of list) Object.assign(reply.headers, h);
+}

@@ -1,0 +1,239 @@
+/**
+ * A local stand-in for Supabase's PostgREST RPC endpoint (`/rest/v1/rpc/:fn`) in front of a
+ * real PostgreSQL, so `@supabase/supabase-js` runs unchanged. Each call is one transaction:
+ * the JWT's claims and role are set transaction-locally (as PostgREST does), the function is
+ * called with named arguments, and the result and errors come back in PostgREST's shapes.
+ * Table endpoints, filters and embedding are out of scope: this app talks to its database
+ * only through functions.
+ */
+import { createServer, type IncomingMessage } from "node:http";
+import pg from "pg";
+import { type AuthConfig, authenticate, type RequestAuth } from "./postgrest-auth.ts";
+import { createCatalog } from "./postgrest-catalog.ts";
+import { fromDatabaseError, PgrstError, pgrstError } from "./postgrest-errors.ts";
+import {
+  applyResponseGucs,
+  JSON_TYPE,
+  type Reply,
+  readBody,
+  send,
+  shape,
+} from "./postgrest-http.ts";
+import { buildCall, pickRoutine } from "./postgrest-routines.ts";
+
+export { mintAnonKey, mintServiceRoleKey } from "./postgrest-auth.ts";
+
+export interface PostgrestOptions {
+  port: number;
+  databaseUrl: string;
+  jwtSecret: string;
+  serviceRoleKey: string;
+  anonKey?: string;
+  /** Schemas a client may pick with Content-Profile/Accept-Profile. @default ["public", "graphql_public"] */
+  schemas?: string[];
+  /** @default 10 */
+  poolMax?: number;
+  /** How long a request waits for a pooled connection before 504 PGRST003. @default 10_000 */
+  poolAcquireTimeoutMs?: number;
+  /** How long function signatures and role settings are cached. @default 1_000 */
+  schemaCacheTtlMs?: number;
+}
+
+export interface RunningPostgrest {
+  url: string;
+  close(): Promise<void>;
+  stats(): { rpcCalls: number };
+}
+
+/**
+ * Serves `/rest/v1/rpc/:fn` on 127.0.0.1:`port` against `databaseUrl`.
+ * @example
+ * const rest = await startPostgrest({ port: 54321, databaseUrl, jwtSecret, serviceRoleKey });
+ * const { error, data } = await createClient(rest.url, serviceRoleKey).rpc("fn", { p_a: 1 });
+ */
+export async function startPostgrest(options: PostgrestOptions): Promise<RunningPostgrest> {
+  const pool = new pg.Pool({
+    connectionString: options.databaseUrl,
+    max: options.poolMax ?? 10,
+    connectionTimeoutMillis: options.poolAcquireTimeoutMs ?? 10_000,
+  });
+  pool.on("error", () => {}); // an idle connection died; the pool replaces it
+  const auth: AuthConfig = {
+    secret: new TextEncoder().encode(options.jwtSecret),
+    apiKeys: new Set([options.serviceRoleKey, ...(options.anonKey ? [options.anonKey] : [])]),
+    anonRole: "anon",
+  };
+  const schemas = options.schemas ?? ["public", "graphql_public"];
+  const catalog = createCatalog(pool, options.schemaCacheTtlMs ?? 1_000);
+  let rpcCalls = 0;
+
+  async function run(
+    req: IncomingMessage,
+    who: RequestAuth,
+    picked: ReturnType<typeof pickRoutine>,
+    args: unknown,
+  ): Promise<Reply> {
+    const authed = who.role !== auth.anonRole;
+    const readOnly = req.method !== "POST";
+    const settings =
+      (
+        await catalog
+          .roleSettings()
+          .catch((e: unknown) => Promise.reject(fromDatabaseError(e, authed, "connect")))
+      ).get(who.role) ?? [];
+    let client: pg.PoolClient;
+    try {
+      client = await pool.connect();
+    } catch (err) {
+      throw fromDatabaseError(err, authed, "connect");
+    }
+    let broken: Error | undefined;
+    try {
+      const lit = (s: string) => client.escapeLiteral(s);
+      const gucs: [string, string][] = [
+        ["role", who.role],
+        ["request.jwt.claims", JSON.stringify(who.claims)],
+        ["request.method", req.method ?? "POST"],
+        [
+          "request.path",
+          new URL(req.url ?? "/", "http://local").pathname.replace(/^\/rest\/v1/, ""),
+        ],
+        ["request.headers", JSON.stringify(req.headers)],
+        ["request.cookies", "{}"],
+        ...settings,
+      ];
+      // One round trip: begin and every transaction-local setting, values escaped as literals.
+      await client.query(
+        `begin isolation level read committed${readOnly ? " read only" : ""};
+         select ${gucs.map(([k, v]) => `pg_catalog.set_config(${lit(k)}, ${lit(v)}, true)`).join(", ")}`,
+      );
+      const call = buildCall(picked, args);
+      const { rows } = await client.query<{
+        body: string | null;
+        n: number;
+        status: string | null;
+        headers: string | null;
+      }>(call.text, call.values);
+      const row = rows[0];
+      const reply = shape(picked.routine, req, row?.body ?? null, row?.n ?? 0);
+      applyResponseGucs(reply, row?.status ?? null, row?.headers ?? null);
+      await client.query("commit");
+      return reply;
+    } catch (err) {
+      await client.query("rollback").catch((e: Error) => {
+        broken = e;
+      });
+      throw fromDatabaseError(err, authed, "session");
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  async function handle(req: IncomingMessage): Promise<Reply> {
+    const url = new URL(req.url ?? "/", "http://local");
+    const match = /^\/rest\/v1\/rpc\/([^/]+)$/.exec(url.pathname);
+    if (!match?.[1])
+      throw pgrstError(
+        404,
+        "PGRST125",
+        "Invalid path specified in request URL",
+        "this local stand-in serves only /rest/v1/rpc/:fn",
+      );
+    rpcCalls++;
+    const name = decodeURIComponent(match[1]);
+    const method = req.method ?? "GET";
+    if (!["GET", "HEAD", "POST"].includes(method))
+      throw pgrstError(405, "PGRST101", `Cannot use the ${method} method on RPC`);
+    const raw = await readBody(req);
+    const who = await authenticate(req.headers, auth);
+    const profile = req.headers[method === "POST" ? "content-profile" : "accept-profile"];
+    const schema = (Array.isArray(profile) ? profile[0] : profile) ?? schemas[0] ?? "public";
+    if (!schemas.includes(schema))
+      throw pgrstError(
+        406,
+        "PGRST106",
+        `Invalid schema: ${schema}`,
+        null,
+        `Only the following schemas are exposed: ${schemas.join(", ")}`,
+      );
+    let args: unknown;
+    if (method === "POST") {
+      try {
+        args = raw.trim() === "" ? {} : JSON.parse(raw);
+      } catch {
+        throw pgrstError(400, "PGRST102", "Empty or invalid json");
+      }
+    } else {
+      args = Object.fromEntries(url.searchParams);
+    }
+    const keys =
+      args && typeof args === "object" && !Array.isArray(args) ? Object.keys(args) : undefined;
+    const found = await catalog
+      .routines(schema, name)
+      .catch((e: unknown) =>
+        Promise.reject(fromDatabaseError(e, who.role !== auth.anonRole, "connect")),
+      );
+    return run(req, who, pickRoutine(schema, name, found, keys, method === "POST"), args);
+  }
+
+  const server = createServer((req, res) => {
+    const cors = {
+      "Access-Control-Allow-Origin": "*",
+      "Access-Control-Expose-Headers": "Content-Range",
+    };
+    if (req.method === "OPTIONS") {
+      res.writeHead(200, {
+        ...cors,
+        "Access-Control-Allow-Methods": "GET, POST, HEAD, OPTIONS",
+        "Access-Control-Allow-Headers": req.headers["access-control-request-headers"] ?? "*",
+        "Access-Control-Max-Age": "86400",
+      });
+      res.end();
+      return;
+    }
+    handle(req).then(
+      (reply) => send(res, req, reply, cors),
+      (err: unknown) => {
+        const e =
+          err instanceof PgrstError
+            ? err
+            : pgrstError(500, "PGRSTX00", err instanceof Error ? err.message : String(err));
+        const code = typeof e.body.code === "string" ? e.body.code : undefined;
+        send(
+          res,
+          req,
+          {
+            status: e.status,
+            body: JSON.stringify(e.body),
+            headers: {
+              "Content-Type": JSON_TYPE,
+              ...(code ? { "Proxy-Status": `PostgREST; error=${code}` } : {}),
+              ...e.headers,
+            },
+            statusText: e.statusText,
+          },
+          cors,
+        );
+      },
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port, "127.0.0.1", () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+
+  return {
+    url: `http://127.0.0.1:${options.port}`,
+    stats: () => ({ rpcCalls }),
+    async close() {
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      await pool.end();
+    },
+  };
+}
