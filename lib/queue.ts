@@ -1,0 +1,176 @@
+/**
+ * QStash: publish a job to the worker, verify what QStash delivers, decode its failure callback.
+ */
+import { Client, QstashError, Receiver, SignatureError } from "@upstash/qstash";
+import { z } from "zod";
+import { HttpError, UpstreamError } from "./errors.ts";
+import { log } from "./log.ts";
+
+const DEFAULT_QSTASH_URL = "https://qstash.upstash.io";
+
+/** Options of {@link createQueue}. */
+export type QueueOptions = {
+  /** `QSTASH_URL`. @default "https://qstash.upstash.io" */
+  baseUrl?: string | undefined;
+  token: string;
+  /** `APP_URL`, the exact public base URL QStash calls (no trailing slash). */
+  appUrl: string;
+  /** QStash redeliveries after the first attempt (`Upstash-Retries`). */
+  retries: number;
+  /** Redeliveries of the failure callback itself (`Upstash-Failure-Callback-Retries`). @default 3 */
+  failureCallbackRetries?: number;
+};
+
+/** What to publish: one job, deduplicated by `dedupId`, delivered no earlier than `notBefore`. */
+export type PublishInput = { jobId: string; dedupId: string; notBefore?: Date | undefined };
+
+/**
+ * A publisher for worker deliveries: JSON `{"jobId"}` to `${appUrl}/api/worker` with
+ * `retries`, failure callback `${appUrl}/api/dlq`, `deduplicationId` and `notBefore`.
+ * Any failure (QStash non-2xx, 429, network) throws `UpstreamError("qstash", ...)`.
+ *
+ * `dedupId` must be stable for one (job, attempt) and contain no ":" or whitespace, e.g.
+ * `${jobId}-a${attempts}`; QStash drops a second publish with the same id (within its window)
+ * and answers with the first message's id and `deduplicated: true`.
+ *
+ * @example
+ * const queue = createQueue({ token, appUrl, retries: 1 });
+ * await queue.publishJob({ jobId, dedupId: `${jobId}-q0` });
+ */
+export function createQueue(options: QueueOptions): {
+  publishJob(input: PublishInput): Promise<{ messageId: string; deduplicated: boolean }>;
+} {
+  const client = new Client({
+    // Both given explicitly, so the SDK never falls back to QSTASH_* / QSTASH_REGION env vars,
+    // and devMode false so QSTASH_DEV can never swap in the dev server's credentials.
+    baseUrl: options.baseUrl ?? DEFAULT_QSTASH_URL,
+    token: options.token,
+    devMode: false,
+    enableTelemetry: false,
+    // The SDK retries only when fetch throws (no HTTP response). A publish whose response was
+    // lost may already be queued; retrying it is safe because the deduplicationId makes QStash
+    // drop the copy. Two quick retries (~100 + 200 ms) ride out a connection reset without
+    // holding the user's enqueue request for seconds (the SDK default is 5 with exp backoff).
+    retry: { retries: 2, backoff: (n) => 100 * 2 ** n },
+  });
+  const workerUrl = `${options.appUrl}/api/worker`;
+  const dlqUrl = `${options.appUrl}/api/dlq`;
+
+  return {
+    async publishJob({ jobId, dedupId, notBefore }) {
+      try {
+        const res = await client.publishJSON({
+          url: workerUrl,
+          body: { jobId },
+          retries: options.retries,
+          failureCallback: dlqUrl,
+          deduplicationId: dedupId,
+          ...(notBefore ? { notBefore: Math.ceil(notBefore.getTime() / 1000) } : {}),
+          // The DLQ callback is where a delivery failure is refunded; it is idempotent (a
+          // guarded transition), so let it ride out a short database outage.
+          headers: {
+            "Upstash-Failure-Callback-Retries": String(options.failureCallbackRetries ?? 3),
+          },
+        });
+        return { messageId: res.messageId, deduplicated: res.deduplicated === true };
+      } catch (err) {
+        if (err instanceof QstashError) {
+          throw new UpstreamError(
+            "qstash",
+            `publish refused: ${err.message.slice(0, 200)}`,
+            err.status,
+          );
+        }
+        throw new UpstreamError(
+          "qstash",
+          `publish failed: ${err instanceof Error ? err.message : String(err)}`,
+        );
+      }
+    },
+  };
+}
+
+/** Signing keys and the exact public URL of the route being verified. */
+export type VerifyOptions = { currentSigningKey: string; nextSigningKey: string; url: string };
+
+/**
+ * Verify a QStash delivery and return its raw body. The body is read as text exactly once,
+ * before anything parses it (a re-serialized body no longer matches the signed hash), and the
+ * signature's `sub` must equal `url` exactly. Missing or invalid → `HttpError` 401
+ * `invalid_signature`.
+ *
+ * @example const raw = await verifyQStashRequest(req, { ...keys, url: `${appUrl}/api/worker` });
+ */
+export async function verifyQStashRequest(req: Request, options: VerifyOptions): Promise<string> {
+  const signature = req.headers.get("upstash-signature");
+  if (!signature) throw invalidSignature();
+  const body = await req.text();
+  const receiver = new Receiver({
+    currentSigningKey: options.currentSigningKey,
+    nextSigningKey: options.nextSigningKey,
+    devMode: false,
+  });
+  try {
+    // A few seconds of tolerance: QStash sets nbf = iat = now, and two clocks are never equal.
+    await receiver.verify({ signature, body, url: options.url, clockTolerance: 5 });
+  } catch (err) {
+    if (!(err instanceof SignatureError)) throw err;
+    log.warn("qstash_signature_rejected", { url: options.url, reason: err.message.slice(0, 200) });
+    throw invalidSignature();
+  }
+  return body;
+}
+
+function invalidSignature(): HttpError {
+  return new HttpError(401, "invalid_signature", "Missing or invalid Upstash-Signature.");
+}
+
+/** What the DLQ route needs from a QStash failure callback. */
+export type FailureCallback = {
+  jobId: string;
+  /** The destination's last HTTP status (null if it never answered). */
+  status: number | null;
+  retried: number | null;
+  maxRetries: number | null;
+  dlqId: string | null;
+  sourceMessageId: string | null;
+};
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const num = z.union([z.number(), z.string().regex(/^\d+$/).transform(Number)]).nullish();
+const callbackSchema = z.object({
+  sourceBody: z.string().min(1),
+  status: num,
+  retried: num,
+  maxRetries: num,
+  dlqId: z.string().nullish(),
+  sourceMessageId: z.string().nullish(),
+});
+const sourceSchema = z.object({ jobId: z.string().regex(UUID) });
+
+/**
+ * Decode a failure-callback body: `sourceBody` is base64 of the published `{"jobId":...}`.
+ * Only the job id is required; malformed → `HttpError` 400 `invalid_callback`.
+ */
+export function decodeFailureCallback(rawBody: string): FailureCallback {
+  const invalid = () =>
+    new HttpError(400, "invalid_callback", "Not a QStash failure callback for a job.");
+  let outer: z.infer<typeof callbackSchema>;
+  let source: z.infer<typeof sourceSchema>;
+  try {
+    outer = callbackSchema.parse(JSON.parse(rawBody));
+    source = sourceSchema.parse(
+      JSON.parse(Buffer.from(outer.sourceBody, "base64").toString("utf8")),
+    );
+  } catch {
+    throw invalid();
+  }
+  return {
+    jobId: source.jobId.toLowerCase(),
+    status: outer.status ?? null,
+    retried: outer.retried ?? null,
+    maxRetries: outer.maxRetries ?? null,
+    dlqId: outer.dlqId ?? null,
+    sourceMessageId: outer.sourceMessageId ?? null,
+  };
+}

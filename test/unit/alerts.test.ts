@@ -1,0 +1,210 @@
+import { randomUUID } from "node:crypto";
+import { HttpResponse, http } from "msw";
+import { setupServer } from "msw/node";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest";
+import { type RunningRedisServer, startRedisServer } from "../../dev/redis-server.ts";
+import { type RunningUpstashRedis, startUpstashRedis } from "../../dev/upstash-redis.ts";
+import { type Alert, type AlerterOptions, createAlerter } from "../../lib/alerts.ts";
+import { type Sink, setLogSink } from "../../lib/log.ts";
+import { createRedis } from "../../lib/redis.ts";
+import { freePort } from "../support/ports.ts";
+
+// Dedup and throttle run on a real redis-server behind the Upstash REST stand-in; msw plays
+// the Slack incoming webhook (200 "ok", errors as plain-text codes, like Slack).
+const token = "unit-test-upstash-token";
+const webhookUrl = "https://hooks.slack.com/services/T000/B000/XXXXXXXX";
+let redisServer: RunningRedisServer;
+let rest: RunningUpstashRedis;
+let posted: unknown[] = [];
+const msw = setupServer();
+
+beforeAll(async () => {
+  redisServer = await startRedisServer({ port: await freePort() });
+  rest = await startUpstashRedis({ port: await freePort(), redisUrl: redisServer.url, token });
+  msw.listen({
+    onUnhandledRequest: (req, print) =>
+      new URL(req.url).hostname === "127.0.0.1" ? undefined : print.error(),
+  });
+});
+afterAll(async () => {
+  msw.close();
+  await rest?.close();
+  await redisServer?.stop();
+});
+
+let lines: string[] = [];
+let previousSink: Sink;
+beforeEach(() => {
+  posted = [];
+  lines = [];
+  previousSink = setLogSink((line) => lines.push(line));
+  msw.use(
+    http.post(webhookUrl, async ({ request }) => {
+      posted.push(await request.json());
+      return new HttpResponse("ok", { status: 200, headers: { "content-type": "text/plain" } });
+    }),
+  );
+});
+afterEach(() => {
+  setLogSink(previousSink);
+  msw.resetHandlers();
+});
+
+function alerter(options: Partial<AlerterOptions> = {}) {
+  return createAlerter({
+    redis: createRedis({ url: rest.url, token }),
+    webhookUrl,
+    throttleSeconds: 900,
+    prefix: `test:${randomUUID()}`,
+    ...options,
+  });
+}
+
+const dlq = (jobId: string, extra: Alert["fields"] = {}): Alert => ({
+  kind: "dlq_failure",
+  dedupKey: jobId,
+  title: "Job delivery failed after all retries",
+  fields: {
+    jobId,
+    userId: randomUUID(),
+    status: 503,
+    retried: 1,
+    dlqId: "1725323658779-0",
+    ...extra,
+  },
+});
+
+describe("createAlerter", () => {
+  test("posts a Slack-compatible message with the fields", async () => {
+    const jobId = randomUUID();
+    expect(await alerter().send(dlq(jobId))).toBe("sent");
+    expect(posted).toHaveLength(1);
+    const message = posted[0] as {
+      text: string;
+      blocks: { type: string; fields?: { text: string }[] }[];
+    };
+    expect(message.text).toBe("[dlq_failure] Job delivery failed after all retries");
+    const section = message.blocks.find((b) => b.type === "section");
+    expect(section?.fields?.map((f) => f.text)).toContain(`*jobId*\n${jobId}`);
+    expect(section?.fields?.map((f) => f.text)).toContain("*status*\n503");
+  });
+
+  test("no prompt, output or secret reaches the webhook", async () => {
+    const jwt =
+      "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
+    await alerter().send(
+      dlq(randomUUID(), {
+        prompt: "my private medical question",
+        output: "the generated answer",
+        apiKey: "sk-proj-abcdefghijklmnop",
+        note: `request had Authorization: Bearer ${jwt}`,
+      }),
+    );
+    const text = JSON.stringify(posted);
+    for (const secret of ["medical", "generated answer", "sk-proj-abcdefghijklmnop", jwt])
+      expect(text).not.toContain(secret);
+    expect(text).toContain("[redacted]");
+  });
+
+  test("the same dedup key is sent once", async () => {
+    const a = alerter();
+    const jobId = randomUUID();
+    expect(await a.send(dlq(jobId))).toBe("sent");
+    expect(await a.send(dlq(jobId))).toBe("deduplicated");
+    expect(await a.send(dlq(randomUUID()))).toBe("sent");
+    expect(posted).toHaveLength(2);
+  });
+
+  test("dedup is shared between instances (two functions, one Redis)", async () => {
+    const prefix = `test:${randomUUID()}`;
+    const jobId = randomUUID();
+    expect(await alerter({ prefix }).send(dlq(jobId))).toBe("sent");
+    expect(await alerter({ prefix }).send(dlq(jobId))).toBe("deduplicated");
+  });
+
+  test("at most maxPerWindow alerts of a kind per window; other kinds unaffected", async () => {
+    const now = new Date("2026-03-01T12:00:00Z");
+    const a = alerter({ maxPerWindow: 2, now: () => now });
+    const outcomes = [];
+    for (let i = 0; i < 5; i++) outcomes.push(await a.send(dlq(randomUUID())));
+    expect(outcomes).toEqual(["sent", "sent", "throttled", "throttled", "throttled"]);
+    expect(
+      await a.send({
+        kind: "stuck_jobs",
+        dedupKey: "sweep-1",
+        title: "3 stuck jobs failed",
+        fields: { count: 3 },
+      }),
+    ).toBe("sent");
+    expect(posted).toHaveLength(3);
+  });
+
+  test("a new window lets alerts through again", async () => {
+    const prefix = `test:${randomUUID()}`;
+    let now = new Date("2026-03-01T12:00:00Z");
+    const a = alerter({ prefix, maxPerWindow: 1, now: () => now });
+    expect(await a.send(dlq(randomUUID()))).toBe("sent");
+    expect(await a.send(dlq(randomUUID()))).toBe("throttled");
+    now = new Date(now.getTime() + 900_000);
+    expect(await a.send(dlq(randomUUID()))).toBe("sent");
+  });
+
+  test("webhook 500: 'failed', no throw, logged, and a later retry can still send", async () => {
+    msw.use(
+      http.post(
+        webhookUrl,
+        () =>
+          new HttpResponse("rollup_error", {
+            status: 500,
+            headers: { "content-type": "text/plain" },
+          }),
+      ),
+    );
+    const a = alerter();
+    const jobId = randomUUID();
+    expect(await a.send(dlq(jobId))).toBe("failed");
+    expect(lines.some((l) => l.includes('"delivery":"webhook_refused"') && l.includes(jobId))).toBe(
+      true,
+    );
+
+    msw.resetHandlers();
+    msw.use(
+      http.post(webhookUrl, async ({ request }) => {
+        posted.push(await request.json());
+        return new HttpResponse("ok");
+      }),
+    );
+    expect(await a.send(dlq(jobId))).toBe("sent");
+  });
+
+  test("webhook unreachable: 'failed', no throw", async () => {
+    msw.use(http.post(webhookUrl, () => HttpResponse.error()));
+    expect(await alerter().send(dlq(randomUUID()))).toBe("failed");
+  });
+
+  test("no webhook configured: one structured error log line, no prompt in it", async () => {
+    const jobId = randomUUID();
+    expect(
+      await alerter({ webhookUrl: undefined }).send(dlq(jobId, { prompt: "my private question" })),
+    ).toBe("logged");
+    const line = lines.find((l) => l.includes('"event":"alert"'));
+    expect(line).toBeDefined();
+    const record = JSON.parse(line ?? "{}");
+    expect(record).toMatchObject({
+      level: "error",
+      kind: "dlq_failure",
+      dedup: jobId,
+      delivery: "no_webhook",
+    });
+    expect(record.fields.jobId).toBe(jobId);
+    expect(line).not.toContain("private question");
+    expect(posted).toHaveLength(0);
+  });
+
+  test("Redis down: logged instead of posted unthrottled, never throws", async () => {
+    const down = createRedis({ url: `http://127.0.0.1:${await freePort()}`, token });
+    expect(await alerter({ redis: down }).send(dlq(randomUUID()))).toBe("logged");
+    expect(posted).toHaveLength(0);
+    expect(lines.some((l) => l.includes('"delivery":"redis_unavailable"'))).toBe(true);
+  });
+});

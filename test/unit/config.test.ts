@@ -1,0 +1,150 @@
+import { describe, expect, test } from "vitest";
+import { loadConfig } from "../../lib/config.ts";
+import { ConfigError } from "../../lib/errors.ts";
+
+const REQUIRED = [
+  "SUPABASE_URL",
+  "SUPABASE_SERVICE_ROLE_KEY",
+  "QSTASH_TOKEN",
+  "QSTASH_CURRENT_SIGNING_KEY",
+  "QSTASH_NEXT_SIGNING_KEY",
+  "UPSTASH_REDIS_REST_URL",
+  "UPSTASH_REDIS_REST_TOKEN",
+  "OPENAI_API_KEY",
+  "APP_URL",
+  "CRON_SECRET",
+];
+
+const valid = {
+  SUPABASE_URL: "https://abc.supabase.co/",
+  SUPABASE_SERVICE_ROLE_KEY: "service-role-key-value",
+  QSTASH_TOKEN: "qstash-token-value",
+  QSTASH_CURRENT_SIGNING_KEY: "sig_current_value",
+  QSTASH_NEXT_SIGNING_KEY: "sig_next_value",
+  UPSTASH_REDIS_REST_URL: "https://eu1-redis.upstash.io",
+  UPSTASH_REDIS_REST_TOKEN: "redis-token-value",
+  OPENAI_API_KEY: "sk-test-openai-key-value",
+  APP_URL: "https://jobs.example.com/",
+  CRON_SECRET: "cron-secret-at-least-16",
+};
+
+function problems(env: Record<string, string | undefined>): string[] {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return (err as ConfigError).problems;
+  }
+  throw new Error("expected a ConfigError");
+}
+
+describe("loadConfig", () => {
+  test("an empty environment: one error naming every required variable", () => {
+    const found = problems({});
+    for (const name of REQUIRED)
+      expect(found.some((p) => p.startsWith(`${name} is required`))).toBe(true);
+    expect(found).toHaveLength(REQUIRED.length);
+  });
+
+  test("empty strings (as a copied .env.example has) count as missing", () => {
+    const env = Object.fromEntries(REQUIRED.map((k) => [k, ""]));
+    expect(problems(env)).toHaveLength(REQUIRED.length);
+  });
+
+  test("defaults: documented tunables, model, and no optional services", () => {
+    const config = loadConfig(valid);
+    expect(config).toMatchObject({
+      openaiModel: "gpt-4o-mini",
+      qstashRetries: 1,
+      providerQuotaMaxHits: 3,
+      jobMaxAgeSeconds: 10_800,
+      workerMaxDurationSeconds: 60,
+      modelTimeoutMs: 45_000,
+      jobLeaseSeconds: 90,
+      providerBackoffSeconds: 60,
+      sweepBatchSize: 100,
+      sweepUndeliveredAfterSeconds: 900,
+      sweepLeaseGraceSeconds: 300,
+      rateLimitRequests: 10,
+      rateLimitWindowSeconds: 60,
+      alertThrottleSeconds: 900,
+    });
+    expect(config.supabaseJwtSecret).toBeUndefined();
+    expect(config.qstashUrl).toBeUndefined();
+    expect(config.openaiBaseUrl).toBeUndefined();
+    expect(config.alertWebhookUrl).toBeUndefined();
+  });
+
+  test("URLs lose their trailing slash; tunables parse as numbers", () => {
+    const config = loadConfig({
+      ...valid,
+      QSTASH_URL: "http://127.0.0.1:8080/",
+      QSTASH_RETRIES: "0",
+      SWEEP_BATCH_SIZE: "25",
+    });
+    expect(config.appUrl).toBe("https://jobs.example.com");
+    expect(config.supabaseUrl).toBe("https://abc.supabase.co");
+    expect(config.qstashUrl).toBe("http://127.0.0.1:8080");
+    expect(config.qstashRetries).toBe(0);
+    expect(config.sweepBatchSize).toBe(25);
+  });
+
+  test("malformed values are all named at once", () => {
+    const found = problems({
+      ...valid,
+      APP_URL: "jobs.example.com",
+      ALERT_WEBHOOK_URL: "ftp://hooks.example.com",
+      CRON_SECRET: "short",
+      SUPABASE_JWT_SECRET: "too-short",
+      QSTASH_RETRIES: "one",
+      SWEEP_BATCH_SIZE: "1.5",
+      RATE_LIMIT_REQUESTS: "0",
+    });
+    const names = found.map((p) => p.split(" ")[0]);
+    expect(names.sort()).toEqual(
+      [
+        "ALERT_WEBHOOK_URL",
+        "APP_URL",
+        "CRON_SECRET",
+        "QSTASH_RETRIES",
+        "RATE_LIMIT_REQUESTS",
+        "SUPABASE_JWT_SECRET",
+        "SWEEP_BATCH_SIZE",
+      ].sort(),
+    );
+  });
+
+  test("the model timeout must be below the worker's max duration", () => {
+    const found = problems({ ...valid, MODEL_TIMEOUT_MS: "60000" });
+    expect(found).toEqual([
+      expect.stringMatching(/^MODEL_TIMEOUT_MS must be below WORKER_MAX_DURATION_SECONDS/),
+    ]);
+    expect(loadConfig({ ...valid, MODEL_TIMEOUT_MS: "59000" }).modelTimeoutMs).toBe(59_000);
+  });
+
+  test("the lease must exceed the worker's max duration", () => {
+    const found = problems({
+      ...valid,
+      WORKER_MAX_DURATION_SECONDS: "120",
+      MODEL_TIMEOUT_MS: "100000",
+    });
+    expect(found).toEqual([
+      expect.stringMatching(/^JOB_LEASE_SECONDS must exceed WORKER_MAX_DURATION_SECONDS/),
+    ]);
+  });
+
+  test("a malformed secret's value never appears in the error", () => {
+    const secretValue = "hunter2-very-secret";
+    const env = { ...valid, SUPABASE_JWT_SECRET: secretValue, CRON_SECRET: "tiny-secret" };
+    let message = "";
+    try {
+      loadConfig(env);
+    } catch (err) {
+      message = `${(err as Error).message}\n${JSON.stringify(err)}`;
+    }
+    expect(message).toContain("SUPABASE_JWT_SECRET");
+    expect(message).toContain("CRON_SECRET");
+    expect(message).not.toContain(secretValue);
+    expect(message).not.toContain("tiny-secret");
+  });
+});

@@ -1,0 +1,320 @@
+import { delay, HttpResponse, http } from "msw";
+import { setupServer } from "msw/node";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
+import {
+  classifyModelError,
+  createModel,
+  ModelOutputError,
+  retryAfterSeconds,
+} from "../../lib/model.ts";
+import { freePort } from "../support/ports.ts";
+
+const baseURL = "https://api.openai.com/v1";
+const completions = `${baseURL}/chat/completions`;
+const requestHeaders = { "x-request-id": "req_123", "openai-processing-ms": "12" };
+
+const server = setupServer();
+beforeAll(() =>
+  server.listen({
+    // The connection-refused test talks to a closed loopback port for real.
+    onUnhandledRequest: (req, print) => {
+      if (new URL(req.url).hostname !== "127.0.0.1") print.error();
+    },
+  }),
+);
+afterEach(() => server.resetHandlers());
+afterAll(() => server.close());
+
+const model = (overrides: { baseURL?: string; timeoutMs?: number } = {}) =>
+  createModel({
+    apiKey: "sk-test-key-000000",
+    model: "gpt-4o-mini",
+    timeoutMs: 5_000,
+    baseURL,
+    ...overrides,
+  });
+
+function completion(content: string | null, extra: Record<string, unknown> = {}) {
+  return {
+    id: "chatcmpl-1",
+    object: "chat.completion",
+    created: 1_700_000_000,
+    model: "gpt-4o-mini",
+    choices: [
+      {
+        index: 0,
+        message: { role: "assistant", content, refusal: null, ...extra },
+        logprobs: null,
+        finish_reason: "stop",
+      },
+    ],
+    usage: { prompt_tokens: 5, completion_tokens: 1, total_tokens: 6 },
+  };
+}
+
+/** What a model call throws, through the real SDK. */
+async function failure(overrides: { baseURL?: string; timeoutMs?: number } = {}) {
+  return model(overrides)
+    .generate("hello")
+    .then(
+      () => {
+        throw new Error("expected the call to fail");
+      },
+      (err: unknown) => err,
+    );
+}
+
+describe("generate", () => {
+  test("returns the completion text and sends one request, no SDK retry", async () => {
+    const seen: { auth: string | null; body: unknown }[] = [];
+    server.use(
+      http.post(completions, async ({ request }) => {
+        seen.push({ auth: request.headers.get("authorization"), body: await request.json() });
+        return HttpResponse.json(completion("Hello there."), { headers: requestHeaders });
+      }),
+    );
+    expect(await model().generate("hello")).toBe("Hello there.");
+    expect(seen).toEqual([
+      {
+        auth: "Bearer sk-test-key-000000",
+        body: { model: "gpt-4o-mini", messages: [{ role: "user", content: "hello" }] },
+      },
+    ]);
+  });
+
+  test("a refusal is a ModelOutputError, classified as refused", async () => {
+    server.use(
+      http.post(completions, () =>
+        HttpResponse.json(completion(null, { refusal: "I can't help with that." })),
+      ),
+    );
+    const err = await failure();
+    expect(err).toBeInstanceOf(ModelOutputError);
+    expect(classifyModelError(err)).toMatchObject({ kind: "refused" });
+  });
+});
+
+describe("classifyModelError through the real SDK", () => {
+  test("429 insufficient_quota → provider_quota / insufficient_quota (the provider retried once: no)", async () => {
+    let calls = 0;
+    server.use(
+      http.post(completions, () => {
+        calls += 1;
+        return HttpResponse.json(
+          {
+            error: {
+              message:
+                "You exceeded your current quota, please check your plan and billing details.",
+              type: "insufficient_quota",
+              param: null,
+              code: "insufficient_quota",
+            },
+          },
+          { status: 429, headers: requestHeaders },
+        );
+      }),
+    );
+    expect(classifyModelError(await failure())).toEqual({
+      kind: "provider_quota",
+      reason: "insufficient_quota",
+      retryAfterSeconds: null,
+    });
+    expect(calls).toBe(1); // maxRetries: 0 — the queue owns retries
+  });
+
+  test("429 rate_limit_exceeded with retry-after-ms", async () => {
+    server.use(
+      http.post(completions, () =>
+        HttpResponse.json(
+          {
+            error: {
+              message:
+                "Rate limit reached for gpt-4o-mini on requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 1.276s.",
+              type: "requests",
+              param: null,
+              code: "rate_limit_exceeded",
+            },
+          },
+          {
+            status: 429,
+            headers: {
+              ...requestHeaders,
+              "retry-after-ms": "1276",
+              "x-ratelimit-limit-requests": "3",
+              "x-ratelimit-remaining-requests": "0",
+              "x-ratelimit-reset-requests": "1.276s",
+            },
+          },
+        ),
+      ),
+    );
+    expect(classifyModelError(await failure())).toEqual({
+      kind: "provider_quota",
+      reason: "rate_limit_exceeded",
+      retryAfterSeconds: 2,
+    });
+  });
+
+  test("429 rate_limit_exceeded with retry-after in seconds", async () => {
+    server.use(
+      http.post(completions, () =>
+        HttpResponse.json(
+          {
+            error: {
+              message: "Rate limit reached for tokens",
+              type: "tokens",
+              param: null,
+              code: "rate_limit_exceeded",
+            },
+          },
+          { status: 429, headers: { ...requestHeaders, "retry-after": "20" } },
+        ),
+      ),
+    );
+    expect(classifyModelError(await failure())).toMatchObject({
+      reason: "rate_limit_exceeded",
+      retryAfterSeconds: 20,
+    });
+  });
+
+  test("429 with retry-after as an HTTP date, measured from `now`", async () => {
+    const now = new Date("2026-03-01T12:00:00Z");
+    server.use(
+      http.post(completions, () =>
+        HttpResponse.json(
+          {
+            error: {
+              message: "Rate limit reached",
+              type: "requests",
+              param: null,
+              code: "rate_limit_exceeded",
+            },
+          },
+          { status: 429, headers: { "retry-after": "Sun, 01 Mar 2026 12:01:30 GMT" } },
+        ),
+      ),
+    );
+    expect(classifyModelError(await failure(), now)).toMatchObject({ retryAfterSeconds: 90 });
+  });
+
+  test("500 → transient with its status", async () => {
+    server.use(
+      http.post(completions, () =>
+        HttpResponse.json(
+          {
+            error: {
+              message: "The server had an error while processing your request. Sorry about that!",
+              type: "server_error",
+              param: null,
+              code: null,
+            },
+          },
+          { status: 500, headers: requestHeaders },
+        ),
+      ),
+    );
+    expect(classifyModelError(await failure())).toMatchObject({ kind: "transient", status: 500 });
+  });
+
+  test("503 and 408 → transient", async () => {
+    for (const status of [503, 408]) {
+      server.use(
+        http.post(completions, () =>
+          HttpResponse.json(
+            { error: { message: "busy", type: "server_error", param: null, code: null } },
+            { status },
+          ),
+        ),
+      );
+      expect(classifyModelError(await failure())).toMatchObject({ kind: "transient", status });
+    }
+  });
+
+  test("a timeout → transient, no status", async () => {
+    server.use(
+      http.post(completions, async () => {
+        await delay("infinite");
+        return HttpResponse.json(completion("too late"));
+      }),
+    );
+    const err = await failure({ timeoutMs: 100 });
+    expect(classifyModelError(err)).toEqual({
+      kind: "transient",
+      status: null,
+      message: expect.stringMatching(/timed out/i),
+    });
+  });
+
+  test("connection refused → transient, no status", async () => {
+    const port = await freePort();
+    const err = await failure({ baseURL: `http://127.0.0.1:${port}/v1` });
+    expect(classifyModelError(err)).toMatchObject({ kind: "transient", status: null });
+  });
+
+  test("400 → refused with the provider's message; 401 too", async () => {
+    server.use(
+      http.post(completions, () =>
+        HttpResponse.json(
+          {
+            error: {
+              message:
+                "This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.",
+              type: "invalid_request_error",
+              param: "messages",
+              code: "context_length_exceeded",
+            },
+          },
+          { status: 400, headers: requestHeaders },
+        ),
+      ),
+    );
+    expect(classifyModelError(await failure())).toMatchObject({
+      kind: "refused",
+      status: 400,
+      message: expect.stringContaining("maximum context length"),
+    });
+
+    server.use(
+      http.post(completions, () =>
+        HttpResponse.json(
+          {
+            error: {
+              message:
+                "Incorrect API key provided: sk-test-***0000. You can find your API key at https://platform.openai.com/account/api-keys.",
+              type: "invalid_request_error",
+              param: null,
+              code: "invalid_api_key",
+            },
+          },
+          { status: 401 },
+        ),
+      ),
+    );
+    const refused = classifyModelError(await failure());
+    expect(refused).toMatchObject({ kind: "refused", status: 401 });
+    expect(JSON.stringify(refused)).not.toContain("sk-test-***0000");
+  });
+
+  test("anything unknown is transient", () => {
+    expect(classifyModelError(new TypeError("boom"))).toEqual({
+      kind: "transient",
+      status: null,
+      message: "boom",
+    });
+  });
+});
+
+describe("retryAfterSeconds", () => {
+  test("prefers retry-after-ms, then seconds, then a date; garbage is null", () => {
+    const now = new Date("2026-03-01T12:00:00Z");
+    expect(
+      retryAfterSeconds(new Headers({ "retry-after-ms": "500", "retry-after": "30" }), now),
+    ).toBe(1);
+    expect(retryAfterSeconds(new Headers({ "retry-after": "30" }), now)).toBe(30);
+    expect(
+      retryAfterSeconds(new Headers({ "retry-after": "Sun, 01 Mar 2026 11:00:00 GMT" }), now),
+    ).toBe(0);
+    expect(retryAfterSeconds(new Headers({ "retry-after": "soon" }), now)).toBeNull();
+    expect(retryAfterSeconds(undefined, now)).toBeNull();
+  });
+});
