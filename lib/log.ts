@@ -5,7 +5,8 @@
 type Level = "debug" | "info" | "warn" | "error";
 export type LogFields = Record<string, unknown>;
 
-const redactedKey = /(token|secret|password|authorization|apikey|api_key|key$|prompt|output|signature|cookie)/i;
+const redactedKey =
+  /(token|secret|password|authorization|apikey|api_key|key$|prompt|output|signature|cookie)/i;
 
 function redact(value: unknown, depth = 0): unknown {
   if (depth > 4 || value === null || typeof value !== "object") return value;

@@ -1,0 +1,49 @@
+/** `GET /api/jobs/:id` reads a job (polled by the page); `DELETE` cancels it with a refund. */
+import { type Deps, getDeps } from "../../lib/deps.ts";
+import { HttpError } from "../../lib/errors.ts";
+import { handle, json } from "../../lib/http.ts";
+import { toJob } from "../../lib/jobs.ts";
+import { log } from "../../lib/log.ts";
+import { jobIdFrom } from "../../lib/validate.ts";
+
+const notFound = () => new HttpError(404, "not_found", "No such job.");
+
+export function createHandler(deps: () => Deps) {
+  return handle({
+    async GET(req) {
+      const d = deps();
+      const { userId } = await d.auth.userFromRequest(req);
+      const id = jobIdFrom(new URL(req.url));
+      if (!id) throw notFound();
+      const r = await d.jobs.get(id, userId);
+      if (r.outcome === "not_found") throw notFound();
+      return json(200, { job: toJob(r.job, d.now()) }, { "cache-control": "no-store" });
+    },
+    async DELETE(req) {
+      const d = deps();
+      const { userId } = await d.auth.userFromRequest(req);
+      const id = jobIdFrom(new URL(req.url));
+      if (!id) throw notFound();
+      const r = await d.jobs.cancel(id, userId);
+      switch (r.outcome) {
+        case "not_found":
+          throw notFound();
+        case "already_finished":
+          throw new HttpError(
+            409,
+            "already_finished",
+            `The job already ended (${r.job.status}).`,
+            {},
+            {
+              job: toJob(r.job, d.now()),
+            },
+          );
+        case "canceled":
+          log.info("job_canceled", { jobId: id, userId });
+          return json(200, { job: toJob(r.job, d.now()), quotaRefunded: true });
+      }
+    },
+  });
+}
+
+export default { fetch: createHandler(getDeps) };

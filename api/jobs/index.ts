@@ -1,0 +1,101 @@
+/** `POST /api/jobs` starts a job; `GET /api/jobs` lists the caller's jobs, newest first. */
+import { type Deps, getDeps } from "../../lib/deps.ts";
+import { enqueueJob } from "../../lib/enqueue.ts";
+import { HttpError } from "../../lib/errors.ts";
+import { handle, json, readJson } from "../../lib/http.ts";
+import { toJob, toUsage } from "../../lib/jobs.ts";
+import {
+  encodeCursor,
+  MAX_BODY_BYTES,
+  parseIdempotencyKey,
+  parseListQuery,
+  parsePrompt,
+} from "../../lib/validate.ts";
+
+const secondsUntil = (t: Date, now: Date) =>
+  String(Math.max(1, Math.ceil((t.getTime() - now.getTime()) / 1000)));
+
+export function createHandler(deps: () => Deps) {
+  return handle({
+    async POST(req) {
+      const d = deps();
+      const { userId } = await d.auth.userFromRequest(req);
+      const idempotencyKey = parseIdempotencyKey(req);
+      const prompt = parsePrompt(await readJson(req, { maxBytes: MAX_BODY_BYTES }));
+      const r = await enqueueJob(d, { userId, prompt, idempotencyKey });
+      const now = d.now();
+      switch (r.outcome) {
+        case "enqueued":
+          return json(202, { job: toJob(r.job, now), usage: toUsage(r.usage) });
+        case "replayed":
+          return json(200, { job: toJob(r.job, now), usage: toUsage(r.usage) });
+        case "rate_limited":
+          throw new HttpError(
+            429,
+            "rate_limited",
+            `Too many requests. Try again in ${r.retryAfterSeconds} s.`,
+            {
+              "retry-after": String(r.retryAfterSeconds),
+            },
+          );
+        case "quota_exceeded":
+          throw new HttpError(
+            429,
+            "quota_exceeded",
+            `You have used all ${r.usage.limit} generation(s) of this period. It resets at ${r.resetsAt.toISOString()}.`,
+            { "retry-after": secondsUntil(r.resetsAt, now) },
+            { usage: toUsage(r.usage) },
+          );
+        case "too_many_active_jobs":
+          throw new HttpError(
+            409,
+            "too_many_active_jobs",
+            `Your plan runs ${r.usage.max_active} job(s) at a time. Wait for one to finish or cancel it.`,
+            {},
+            { usage: toUsage(r.usage) },
+          );
+        case "idempotency_key_reused":
+          throw new HttpError(
+            422,
+            "idempotency_key_reused",
+            "This Idempotency-Key was used with another prompt.",
+          );
+        case "invalid_prompt":
+          throw new HttpError(
+            400,
+            "invalid_prompt",
+            "The prompt must be 1 to 8,000 characters of text.",
+          );
+        case "invalid_idempotency_key":
+          throw new HttpError(
+            400,
+            "invalid_idempotency_key",
+            "Idempotency-Key must be 1 to 255 characters.",
+          );
+        case "unavailable":
+          throw new HttpError(
+            503,
+            "unavailable",
+            r.refunded
+              ? "The queue is unavailable; nothing was charged. Please retry shortly."
+              : "The queue is unavailable. Please retry shortly.",
+            { "retry-after": "5" },
+          );
+      }
+    },
+    async GET(req) {
+      const d = deps();
+      const { userId } = await d.auth.userFromRequest(req);
+      const query = parseListQuery(new URL(req.url));
+      const r = await d.jobs.list(userId, query);
+      const now = d.now();
+      const last = r.jobs.at(-1);
+      return json(200, {
+        jobs: r.jobs.map((j) => toJob(j, now)),
+        nextCursor: r.has_more && last ? encodeCursor(last) : null,
+      });
+    },
+  });
+}
+
+export default { fetch: createHandler(getDeps) };

@@ -1,0 +1,47 @@
+/** `POST /api/worker`: QStash delivers `{"jobId"}` here. Verified on the raw body first. */
+import { HttpError } from "../lib/errors.ts";
+import { handle, json } from "../lib/http.ts";
+import { verifyQStashRequest } from "../lib/queue.ts";
+import { isUuid } from "../lib/validate.ts";
+import { runJob, type WorkerDeps } from "../lib/worker.ts";
+import { getWorkerDeps } from "../lib/worker-deps.ts";
+
+export function createHandler(deps: () => WorkerDeps) {
+  return handle({
+    async POST(req) {
+      const d = deps();
+      const raw = await verifyQStashRequest(req, {
+        currentSigningKey: d.config.qstashCurrentSigningKey,
+        nextSigningKey: d.config.qstashNextSigningKey,
+        url: `${d.config.appUrl}/api/worker`,
+      });
+      const jobId = parseJobId(raw);
+      const r = await runJob(d, jobId);
+      return json(
+        r.status,
+        { outcome: r.outcome },
+        r.status === 503 ? { "retry-after": "10" } : {},
+      );
+    },
+  });
+}
+
+function parseJobId(raw: string): string {
+  try {
+    const body: unknown = JSON.parse(raw);
+    if (
+      body &&
+      typeof body === "object" &&
+      "jobId" in body &&
+      typeof body.jobId === "string" &&
+      isUuid(body.jobId)
+    ) {
+      return body.jobId;
+    }
+  } catch {
+    // fall through
+  }
+  throw new HttpError(400, "invalid_body", 'The delivery body must be {"jobId": "<uuid>"}.');
+}
+
+export default { fetch: createHandler(getWorkerDeps) };

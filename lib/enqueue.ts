@@ -1,0 +1,74 @@
+/**
+ * Starting a job: rate limit, one SQL call that reserves + checks + inserts, then publish.
+ * The job row is the outbox: if this function dies between the commit and the publish, the
+ * sweeper republishes the queued job (or fails and refunds it once it is too old).
+ */
+import type { Deps } from "./deps.ts";
+import { dedupId, type JobRow, type UsageRow } from "./jobs.ts";
+import { log } from "./log.ts";
+
+export type EnqueueOutcome =
+  | { outcome: "enqueued" | "replayed"; job: JobRow; usage: UsageRow }
+  | { outcome: "rate_limited"; retryAfterSeconds: number }
+  | { outcome: "quota_exceeded"; resetsAt: Date; usage: UsageRow }
+  | { outcome: "too_many_active_jobs"; usage: UsageRow }
+  | { outcome: "idempotency_key_reused" }
+  | { outcome: "invalid_prompt" }
+  | { outcome: "invalid_idempotency_key" }
+  | { outcome: "unavailable"; jobId: string; refunded: boolean };
+
+export async function enqueueJob(
+  deps: Pick<Deps, "jobs" | "queue" | "rateLimiter">,
+  input: { userId: string; prompt: string; idempotencyKey: string | null },
+): Promise<EnqueueOutcome> {
+  const limit = await deps.rateLimiter.check(input.userId);
+  if (!limit.ok) return { outcome: "rate_limited", retryAfterSeconds: limit.retryAfterSeconds };
+
+  const r = await deps.jobs.enqueue({
+    userId: input.userId,
+    prompt: input.prompt,
+    idempotencyKey: input.idempotencyKey,
+  });
+  switch (r.outcome) {
+    case "quota_exceeded":
+      return { outcome: "quota_exceeded", resetsAt: new Date(r.resets_at), usage: r.usage };
+    case "too_many_active_jobs":
+    case "idempotency_key_reused":
+    case "invalid_prompt":
+    case "invalid_idempotency_key":
+      return r.outcome === "too_many_active_jobs"
+        ? { outcome: r.outcome, usage: r.usage }
+        : { outcome: r.outcome };
+    case "replayed":
+      // The first request may have died between commit and publish: publishing again under the
+      // same deduplication id is free when the first publish did happen, and heals it when not.
+      if (r.job.status === "queued" && r.job.resume_at === null) {
+        await deps.queue.publishJob({ jobId: r.job.id, dedupId: dedupId(r.job) }).catch((error) => {
+          log.warn("replay_republish_failed", { jobId: r.job.id, error });
+        });
+      }
+      return r;
+    case "enqueued":
+      break;
+  }
+
+  try {
+    await deps.queue.publishJob({ jobId: r.job.id, dedupId: dedupId(r.job) });
+    log.info("job_enqueued", { jobId: r.job.id, userId: input.userId });
+    return r;
+  } catch (error) {
+    log.error("publish_failed", { jobId: r.job.id, error });
+    // Nothing may stay reserved for a job no one will run: fail it, which refunds it.
+    try {
+      const failed = await deps.jobs.fail(r.job.id, {
+        reason: "publish_failed",
+        error: "could not publish to the queue",
+      });
+      return { outcome: "unavailable", jobId: r.job.id, refunded: failed.outcome === "failed" };
+    } catch (failError) {
+      // The sweeper ends it (republish, then fail + refund); the client is told to retry.
+      log.error("publish_failed_fail_failed", { jobId: r.job.id, error: failError });
+      return { outcome: "unavailable", jobId: r.job.id, refunded: false };
+    }
+  }
+}

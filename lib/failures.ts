@@ -1,0 +1,45 @@
+/**
+ * QStash's failure callback (the dead-letter path): the last retry of a delivery failed. Claim
+ * the failure with one guarded transition that also refunds; whoever ended the job first (the
+ * worker, a cancel, the sweeper) already owns its side effects, so an already-final job is a
+ * no-op: no second refund and no second alert.
+ */
+import type { Deps } from "./deps.ts";
+import { log } from "./log.ts";
+import type { FailureCallback } from "./queue.ts";
+
+export async function handleDeliveryFailure(
+  deps: Pick<Deps, "jobs" | "alerts">,
+  callback: FailureCallback,
+): Promise<{ outcome: "failed" | "already_final" | "not_running" | "not_found" }> {
+  const r = await deps.jobs.fail(callback.jobId, {
+    reason: "delivery_failed",
+    error: `delivery failed: last status ${callback.status} after ${callback.retried} retries`,
+  });
+  if (r.outcome !== "failed") {
+    log.info("failure_callback_noop", {
+      jobId: callback.jobId,
+      outcome: r.outcome,
+      dlqId: callback.dlqId,
+    });
+    return { outcome: r.outcome };
+  }
+  log.error("job_delivery_failed", {
+    jobId: callback.jobId,
+    status: callback.status,
+    dlqId: callback.dlqId,
+  });
+  await deps.alerts.send({
+    kind: "dlq_failure",
+    dedupKey: `dlq:${callback.jobId}`,
+    title: "A job failed delivery and was refunded",
+    fields: {
+      job: callback.jobId,
+      user: r.job.user_id,
+      lastStatus: callback.status,
+      retries: `${callback.retried}/${callback.maxRetries}`,
+      dlqId: callback.dlqId,
+    },
+  });
+  return { outcome: "failed" };
+}

@@ -1,0 +1,279 @@
+/**
+ * The job transitions, typed: one function per SQL function in
+ * supabase/migrations/*_transitions.sql, each one round trip. Outcomes are data (a union on
+ * `outcome`); a database failure is a thrown DatabaseError, never an outcome.
+ */
+import type { Rpc } from "./db.ts";
+
+export type JobStatus = "queued" | "running" | "succeeded" | "failed" | "canceled";
+export type FailureReason =
+  | "model_refused"
+  | "delivery_failed"
+  | "publish_failed"
+  | "provider_quota_exhausted"
+  | "lease_expired"
+  | "max_age_exceeded"
+  | "never_delivered";
+
+/** A job row as the SQL functions return it (snake_case, ISO timestamps). Server side only. */
+export interface JobRow {
+  id: string;
+  user_id: string;
+  status: JobStatus;
+  prompt: string;
+  idempotency_key: string | null;
+  plan_id: string;
+  period_start: string;
+  output: string | null;
+  failure_reason: FailureReason | null;
+  last_error: string | null;
+  attempts: number;
+  provider_quota_hits: number;
+  publish_seq: number;
+  republish_count: number;
+  resume_at: string | null;
+  lease_expires_at: string | null;
+  created_at: string;
+  queued_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+  refunded_at: string | null;
+  updated_at: string;
+}
+
+export interface UsageRow {
+  plan: string;
+  used: number;
+  limit: number;
+  period_start: string;
+  resets_at: string;
+  active: number;
+  max_active: number;
+}
+
+/** The honest word for the UI: `waiting_for_provider` is a queued job with a resume time ahead. */
+export type Phase =
+  | "queued"
+  | "waiting_for_provider"
+  | "running"
+  | "succeeded"
+  | "failed"
+  | "canceled";
+
+/** A job as the HTTP API shows it (DESIGN §3). */
+export interface Job {
+  id: string;
+  status: JobStatus;
+  phase: Phase;
+  createdAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+  attempts: number;
+  providerQuotaHits: number;
+  resumeAt: string | null;
+  failureReason: FailureReason | null;
+  quotaRefunded: boolean;
+  output: string | null;
+}
+
+export interface Usage {
+  plan: string;
+  used: number;
+  limit: number;
+  periodStart: string;
+  resetsAt: string;
+  active: number;
+  maxActive: number;
+}
+
+const iso = (t: string | null): string | null => (t === null ? null : new Date(t).toISOString());
+
+export function toJob(row: JobRow, now: Date = new Date()): Job {
+  const waiting =
+    row.status === "queued" && row.resume_at !== null && new Date(row.resume_at) > now;
+  return {
+    id: row.id,
+    status: row.status,
+    phase: waiting ? "waiting_for_provider" : row.status,
+    createdAt: new Date(row.created_at).toISOString(),
+    startedAt: iso(row.started_at),
+    finishedAt: iso(row.finished_at),
+    attempts: row.attempts,
+    providerQuotaHits: row.provider_quota_hits,
+    resumeAt: iso(row.resume_at),
+    failureReason: row.failure_reason,
+    quotaRefunded: row.refunded_at !== null,
+    output: row.output,
+  };
+}
+
+export function toUsage(row: UsageRow): Usage {
+  return {
+    plan: row.plan,
+    used: row.used,
+    limit: row.limit,
+    periodStart: new Date(row.period_start).toISOString(),
+    resetsAt: new Date(row.resets_at).toISOString(),
+    active: row.active,
+    maxActive: row.max_active,
+  };
+}
+
+/** The QStash deduplication id of the message that currently stands for a job. */
+export const dedupId = (job: Pick<JobRow, "id" | "publish_seq">): string =>
+  `job-${job.id}-${job.publish_seq}`;
+
+export type EnqueueResult =
+  | { outcome: "enqueued"; job: JobRow; usage: UsageRow }
+  | { outcome: "replayed"; job: JobRow; usage: UsageRow }
+  | { outcome: "idempotency_key_reused"; job_id: string }
+  | { outcome: "quota_exceeded"; resets_at: string; usage: UsageRow }
+  | { outcome: "too_many_active_jobs"; usage: UsageRow }
+  | { outcome: "invalid_prompt" }
+  | { outcome: "invalid_idempotency_key" };
+export type StartResult =
+  | { outcome: "started"; job: JobRow }
+  | { outcome: "already_running" | "not_ready" | "already_final"; job: JobRow }
+  | { outcome: "not_found" };
+export type CompleteResult =
+  | { outcome: "completed"; job: JobRow }
+  | { outcome: "not_running"; job: JobRow }
+  | { outcome: "not_found" };
+export type RequeueResult =
+  | { outcome: "requeued"; job: JobRow }
+  | { outcome: "gave_up"; by: "hits" | "age"; job: JobRow }
+  | { outcome: "not_running"; job: JobRow }
+  | { outcome: "not_found" };
+export type ReleaseResult =
+  | { outcome: "released"; job: JobRow }
+  | { outcome: "not_running"; job: JobRow }
+  | { outcome: "not_found" };
+export type FailResult =
+  | { outcome: "failed"; job: JobRow }
+  | { outcome: "already_final" | "not_running"; job: JobRow }
+  | { outcome: "not_found" };
+export type CancelResult =
+  | { outcome: "canceled"; job: JobRow }
+  | { outcome: "already_finished"; job: JobRow }
+  | { outcome: "not_found" };
+export interface SweptJob {
+  id: string;
+  user_id: string;
+  reason: FailureReason;
+  from_status: JobStatus;
+}
+export type SweepResult = {
+  outcome: "swept";
+  failed: SweptJob[];
+  republish: JobRow[];
+  more: boolean;
+};
+export type GetResult = { outcome: "found"; job: JobRow } | { outcome: "not_found" };
+export type ListResult = { outcome: "listed"; jobs: JobRow[]; has_more: boolean };
+export type UsageResult = { outcome: "usage"; usage: UsageRow };
+
+export interface SweepOptions {
+  batchSize: number;
+  leaseGraceSeconds: number;
+  undeliveredAfterSeconds: number;
+  maxAgeSeconds: number;
+  maxRepublish?: number;
+}
+
+/** `now` is optional everywhere: production uses the database's clock; tests move it. */
+const at = (now?: Date) => (now ? { p_now: now.toISOString() } : {});
+
+/**
+ * @example
+ * const jobs = createJobs(createRpc({ url, serviceRoleKey }));
+ * const claim = await jobs.start(jobId, { leaseSeconds: 90 });
+ * if (claim.outcome !== "started") return; // someone else owns this job's fate
+ */
+export function createJobs(rpc: Rpc) {
+  const call = <T>(fn: string, args: Record<string, unknown>) => rpc(fn, args) as Promise<T>;
+  return {
+    enqueue: (i: { userId: string; prompt: string; idempotencyKey?: string | null; now?: Date }) =>
+      call<EnqueueResult>("enqueue_job", {
+        p_user_id: i.userId,
+        p_prompt: i.prompt,
+        p_idempotency_key: i.idempotencyKey ?? null,
+        ...at(i.now),
+      }),
+    start: (jobId: string, i: { leaseSeconds: number; now?: Date }) =>
+      call<StartResult>("start_job", {
+        p_job_id: jobId,
+        p_lease_seconds: i.leaseSeconds,
+        ...at(i.now),
+      }),
+    complete: (jobId: string, i: { attempt: number; output: string; now?: Date }) =>
+      call<CompleteResult>("complete_job", {
+        p_job_id: jobId,
+        p_attempt: i.attempt,
+        p_output: i.output,
+        ...at(i.now),
+      }),
+    requeue: (
+      jobId: string,
+      i: {
+        attempt: number;
+        resumeAt: Date;
+        error: string;
+        maxHits: number;
+        maxAgeSeconds: number;
+        countHit: boolean;
+        now?: Date;
+      },
+    ) =>
+      call<RequeueResult>("requeue_job", {
+        p_job_id: jobId,
+        p_attempt: i.attempt,
+        p_resume_at: i.resumeAt.toISOString(),
+        p_error: i.error,
+        p_max_hits: i.maxHits,
+        p_max_age_seconds: i.maxAgeSeconds,
+        p_count_hit: i.countHit,
+        ...at(i.now),
+      }),
+    release: (jobId: string, i: { attempt: number; error: string; now?: Date }) =>
+      call<ReleaseResult>("release_job", {
+        p_job_id: jobId,
+        p_attempt: i.attempt,
+        p_error: i.error,
+        ...at(i.now),
+      }),
+    fail: (
+      jobId: string,
+      i: { reason: FailureReason; error?: string; attempt?: number; now?: Date },
+    ) =>
+      call<FailResult>("fail_job", {
+        p_job_id: jobId,
+        p_reason: i.reason,
+        p_error: i.error ?? null,
+        p_attempt: i.attempt ?? null,
+        ...at(i.now),
+      }),
+    cancel: (jobId: string, userId: string, now?: Date) =>
+      call<CancelResult>("cancel_job", { p_job_id: jobId, p_user_id: userId, ...at(now) }),
+    sweep: (o: SweepOptions, now?: Date) =>
+      call<SweepResult>("sweep_jobs", {
+        p_batch_size: o.batchSize,
+        p_lease_grace_seconds: o.leaseGraceSeconds,
+        p_undelivered_after_seconds: o.undeliveredAfterSeconds,
+        p_max_age_seconds: o.maxAgeSeconds,
+        p_max_republish: o.maxRepublish ?? 1,
+        ...at(now),
+      }),
+    get: (jobId: string, userId: string) =>
+      call<GetResult>("get_job", { p_job_id: jobId, p_user_id: userId }),
+    list: (userId: string, i: { limit: number; before?: { createdAt: string; id: string } }) =>
+      call<ListResult>("list_jobs", {
+        p_user_id: userId,
+        p_limit: i.limit,
+        p_before_created_at: i.before?.createdAt ?? null,
+        p_before_id: i.before?.id ?? null,
+      }),
+    usage: (userId: string, now?: Date) =>
+      call<UsageResult>("get_usage", { p_user_id: userId, ...at(now) }),
+  };
+}
+export type Jobs = ReturnType<typeof createJobs>;

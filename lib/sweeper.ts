@@ -1,0 +1,73 @@
+/**
+ * The sweeper: ends what nobody else will (DESIGN §4). Batches of `sweep_jobs` (rows claimed
+ * with skip locked, so two sweepers at once share the work), republishes queued jobs whose
+ * message was lost, and pages on-call with a summary when it had to end jobs.
+ */
+import type { Deps } from "./deps.ts";
+import { dedupId } from "./jobs.ts";
+import { log } from "./log.ts";
+
+export interface SweepReport {
+  batches: number;
+  failed: Record<string, number>;
+  republished: number;
+  republishFailed: number;
+  more: boolean;
+}
+
+export async function sweepStaleJobs(
+  deps: Pick<Deps, "jobs" | "queue" | "alerts" | "config" | "now">,
+  options: { maxBatches?: number; deadlineMs?: number } = {},
+): Promise<SweepReport> {
+  const c = deps.config;
+  const deadline = Date.now() + (options.deadlineMs ?? 20_000);
+  const report: SweepReport = {
+    batches: 0,
+    failed: {},
+    republished: 0,
+    republishFailed: 0,
+    more: false,
+  };
+  const failedJobs: string[] = [];
+  for (;;) {
+    const r = await deps.jobs.sweep({
+      batchSize: c.sweepBatchSize,
+      leaseGraceSeconds: c.sweepLeaseGraceSeconds,
+      undeliveredAfterSeconds: c.sweepUndeliveredAfterSeconds,
+      maxAgeSeconds: c.jobMaxAgeSeconds,
+    });
+    report.batches++;
+    for (const f of r.failed) {
+      report.failed[f.reason] = (report.failed[f.reason] ?? 0) + 1;
+      failedJobs.push(f.id);
+      log.warn("job_swept", { jobId: f.id, reason: f.reason, fromStatus: f.from_status });
+    }
+    for (const job of r.republish) {
+      try {
+        await deps.queue.publishJob({ jobId: job.id, dedupId: dedupId(job) });
+        report.republished++;
+      } catch (error) {
+        // Left queued: the next sweep fails it (republished once already) and refunds it.
+        report.republishFailed++;
+        log.error("republish_failed", { jobId: job.id, error });
+      }
+    }
+    report.more = r.more;
+    if (!r.more || report.batches >= (options.maxBatches ?? 50) || Date.now() > deadline) break;
+  }
+  const total = failedJobs.length;
+  if (total > 0 || report.republished > 0 || report.republishFailed > 0) {
+    await deps.alerts.send({
+      kind: "stuck_jobs",
+      dedupKey: `sweep:${deps.now().toISOString().slice(0, 16)}`,
+      title: `Sweeper ended ${total} stuck job(s) with refunds, republished ${report.republished}`,
+      fields: {
+        ...Object.fromEntries(Object.entries(report.failed)),
+        republished: report.republished,
+        republishFailed: report.republishFailed,
+        examples: failedJobs.slice(0, 5).join(", ") || null,
+      },
+    });
+  }
+  return report;
+}

@@ -1,0 +1,34 @@
+/**
+ * The worker's dependencies: the shared ones plus the model. The only module that imports the
+ * OpenAI SDK (through lib/model.ts), and only api/worker.ts imports it.
+ */
+import { getConfig } from "./config.ts";
+import { createDeps, type Deps } from "./deps.ts";
+import { createModel } from "./model.ts";
+import type { WorkerDeps } from "./worker.ts";
+
+export function createWorkerDeps(deps: Deps): WorkerDeps {
+  const c = deps.config;
+  return {
+    ...deps,
+    model: createModel({
+      apiKey: c.openaiApiKey,
+      baseURL: c.openaiBaseUrl,
+      model: c.openaiModel,
+      timeoutMs: c.modelTimeoutMs,
+    }),
+    settings: {
+      leaseSeconds: c.jobLeaseSeconds,
+      providerQuotaMaxHits: c.providerQuotaMaxHits,
+      jobMaxAgeSeconds: c.jobMaxAgeSeconds,
+      providerBackoffSeconds: c.providerBackoffSeconds,
+    },
+  };
+}
+
+let cached: WorkerDeps | undefined;
+
+export function getWorkerDeps(): WorkerDeps {
+  cached ??= createWorkerDeps(createDeps(getConfig()));
+  return cached;
+}
