@@ -33,9 +33,11 @@ export async function applyMigrations(client: pg.ClientBase): Promise<MigrationR
       applied_at timestamptz not null default now()
     );`);
   const seen = new Set(
-    (await client.query<{ version: string }>("select version from supabase_migrations.schema_migrations")).rows.map(
-      (r) => r.version,
-    ),
+    (
+      await client.query<{ version: string }>(
+        "select version from supabase_migrations.schema_migrations",
+      )
+    ).rows.map((r) => r.version),
   );
   const files = (await readdir(migrationsDir)).filter((f) => migrationName.test(f)).sort();
   const result: MigrationResult = { applied: [], skipped: [] };
@@ -49,10 +51,10 @@ export async function applyMigrations(client: pg.ClientBase): Promise<MigrationR
     await client.query("begin");
     try {
       await client.query(sql);
-      await client.query("insert into supabase_migrations.schema_migrations (version, name) values ($1, $2)", [
-        version,
-        name,
-      ]);
+      await client.query(
+        "insert into supabase_migrations.schema_migrations (version, name) values ($1, $2)",
+        [version, name],
+      );
       await client.query("commit");
     } catch (error) {
       await client.query("rollback");

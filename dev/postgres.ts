@@ -33,7 +33,14 @@ export async function startPostgres(options: PostgresOptions): Promise<RunningPo
     port: options.port,
     persistent: options.persistent ?? false,
     createPostgresUser: true,
-    postgresFlags: ["-c", "max_connections=200", "-c", "fsync=off", "-c", "listen_addresses=127.0.0.1"],
+    postgresFlags: [
+      "-c",
+      "max_connections=200",
+      "-c",
+      "fsync=off",
+      "-c",
+      "listen_addresses=127.0.0.1",
+    ],
     onLog: () => {},
     onError: () => {},
   });

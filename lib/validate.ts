@@ -11,6 +11,7 @@ export const MAX_BODY_BYTES = 64 * 1024;
 
 // C0/C1 control characters other than tab, newline and carriage return have no place in a
 // prompt; NUL cannot even be stored in a Postgres text column.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
 const forbiddenControl = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/;
 
 const promptBody = z.object({ prompt: z.string() });

@@ -1,5 +1,13 @@
 import { afterEach, describe, expect, test } from "vitest";
-import { addSeconds, adminPool, at, expectNoDrift, newUser, rpc, servicePool } from "../support/db.ts";
+import {
+  addSeconds,
+  adminPool,
+  at,
+  expectNoDrift,
+  newUser,
+  rpc,
+  servicePool,
+} from "../support/db.ts";
 
 const svc = servicePool();
 const admin = adminPool();
@@ -14,12 +22,21 @@ describe("enqueue_job", () => {
     const user = await newUser(admin);
     const r = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "a report", p_now: T0 });
     expect(r.outcome).toBe("enqueued");
-    expect(r.job).toMatchObject({ status: "queued", user_id: user, plan_id: "free", attempts: 0, publish_seq: 1 });
+    expect(r.job).toMatchObject({
+      status: "queued",
+      user_id: user,
+      plan_id: "free",
+      attempts: 0,
+      publish_seq: 1,
+    });
     expect(r.job).not.toHaveProperty("request_hash");
     expect(r.usage).toMatchObject({ plan: "free", used: 1, limit: 1, active: 1, max_active: 1 });
     expect(new Date(r.usage.period_start).toISOString()).toBe("2026-03-10T00:00:00.000Z");
     expect(new Date(r.usage.resets_at).toISOString()).toBe("2026-03-11T00:00:00.000Z");
-    const events = await admin.query("select event, from_status, to_status from public.job_events where job_id = $1", [r.job.id]);
+    const events = await admin.query(
+      "select event, from_status, to_status from public.job_events where job_id = $1",
+      [r.job.id],
+    );
     expect(events.rows).toEqual([{ event: "enqueued", from_status: null, to_status: "queued" }]);
   });
 
@@ -31,31 +48,61 @@ describe("enqueue_job", () => {
     const second = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "two", p_now: T0 });
     expect(second.outcome).toBe("enqueued");
     await rpc(svc, "start_job", { p_job_id: second.job.id, p_now: T0 });
-    await rpc(svc, "complete_job", { p_job_id: second.job.id, p_attempt: 1, p_output: "x", p_now: T0 });
-    const third = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "three", p_now: addSeconds(T0, 60) });
+    await rpc(svc, "complete_job", {
+      p_job_id: second.job.id,
+      p_attempt: 1,
+      p_output: "x",
+      p_now: T0,
+    });
+    const third = await rpc(svc, "enqueue_job", {
+      p_user_id: user,
+      p_prompt: "three",
+      p_now: addSeconds(T0, 60),
+    });
     expect(third.outcome).toBe("quota_exceeded");
     expect(new Date(third.resets_at).toISOString()).toBe("2026-03-11T00:00:00.000Z");
     expect(third.usage).toMatchObject({ used: 1, limit: 1, active: 0 });
-    const jobs = await admin.query("select count(*)::int as n from public.generation_jobs where user_id = $1", [user]);
+    const jobs = await admin.query(
+      "select count(*)::int as n from public.generation_jobs where user_id = $1",
+      [user],
+    );
     expect(jobs.rows[0].n).toBe(2);
   });
 
   test("too_many_active_jobs reserves nothing (pro: 3 active)", async () => {
     const user = await newUser(admin, "pro");
     for (const prompt of ["a", "b", "c"]) {
-      expect((await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: prompt, p_now: T0 })).outcome).toBe("enqueued");
+      expect(
+        (await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: prompt, p_now: T0 })).outcome,
+      ).toBe("enqueued");
     }
     const fourth = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "d", p_now: T0 });
     expect(fourth.outcome).toBe("too_many_active_jobs");
-    expect(fourth.usage).toMatchObject({ plan: "pro", used: 3, limit: 100, active: 3, max_active: 3 });
+    expect(fourth.usage).toMatchObject({
+      plan: "pro",
+      used: 3,
+      limit: 100,
+      active: 3,
+      max_active: 3,
+    });
     expect(new Date(fourth.usage.period_start).toISOString()).toBe("2026-03-01T00:00:00.000Z");
     expect(new Date(fourth.usage.resets_at).toISOString()).toBe("2026-04-01T00:00:00.000Z");
   });
 
   test("a replay with the same key and prompt returns the same job and reserves nothing", async () => {
     const user = await newUser(admin, "pro");
-    const a = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "same", p_idempotency_key: "k1", p_now: T0 });
-    const b = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "same", p_idempotency_key: "k1", p_now: addSeconds(T0, 5) });
+    const a = await rpc(svc, "enqueue_job", {
+      p_user_id: user,
+      p_prompt: "same",
+      p_idempotency_key: "k1",
+      p_now: T0,
+    });
+    const b = await rpc(svc, "enqueue_job", {
+      p_user_id: user,
+      p_prompt: "same",
+      p_idempotency_key: "k1",
+      p_now: addSeconds(T0, 5),
+    });
     expect(a.outcome).toBe("enqueued");
     expect(b.outcome).toBe("replayed");
     expect(b.job.id).toBe(a.job.id);
@@ -64,17 +111,45 @@ describe("enqueue_job", () => {
 
   test("a replay is served even after the job ended and the quota is used up", async () => {
     const user = await newUser(admin);
-    const a = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "same", p_idempotency_key: "k", p_now: T0 });
+    const a = await rpc(svc, "enqueue_job", {
+      p_user_id: user,
+      p_prompt: "same",
+      p_idempotency_key: "k",
+      p_now: T0,
+    });
     await rpc(svc, "start_job", { p_job_id: a.job.id, p_now: T0 });
-    await rpc(svc, "complete_job", { p_job_id: a.job.id, p_attempt: 1, p_output: "done", p_now: T0 });
-    const b = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "same", p_idempotency_key: "k", p_now: T0 });
-    expect(b).toMatchObject({ outcome: "replayed", job: { id: a.job.id, status: "succeeded", output: "done" } });
+    await rpc(svc, "complete_job", {
+      p_job_id: a.job.id,
+      p_attempt: 1,
+      p_output: "done",
+      p_now: T0,
+    });
+    const b = await rpc(svc, "enqueue_job", {
+      p_user_id: user,
+      p_prompt: "same",
+      p_idempotency_key: "k",
+      p_now: T0,
+    });
+    expect(b).toMatchObject({
+      outcome: "replayed",
+      job: { id: a.job.id, status: "succeeded", output: "done" },
+    });
   });
 
   test("the same key with another prompt is idempotency_key_reused", async () => {
     const user = await newUser(admin, "pro");
-    const a = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "one", p_idempotency_key: "k", p_now: T0 });
-    const b = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "two", p_idempotency_key: "k", p_now: T0 });
+    const a = await rpc(svc, "enqueue_job", {
+      p_user_id: user,
+      p_prompt: "one",
+      p_idempotency_key: "k",
+      p_now: T0,
+    });
+    const b = await rpc(svc, "enqueue_job", {
+      p_user_id: user,
+      p_prompt: "two",
+      p_idempotency_key: "k",
+      p_now: T0,
+    });
     expect(b).toEqual({ outcome: "idempotency_key_reused", job_id: a.job.id });
     const usage = await rpc(svc, "get_usage", { p_user_id: user, p_now: T0 });
     expect(usage.usage.used).toBe(1);
@@ -82,8 +157,18 @@ describe("enqueue_job", () => {
 
   test("keys are per user: another user's key does not collide", async () => {
     const [u1, u2] = [await newUser(admin), await newUser(admin)];
-    const a = await rpc(svc, "enqueue_job", { p_user_id: u1, p_prompt: "p", p_idempotency_key: "shared", p_now: T0 });
-    const b = await rpc(svc, "enqueue_job", { p_user_id: u2, p_prompt: "p", p_idempotency_key: "shared", p_now: T0 });
+    const a = await rpc(svc, "enqueue_job", {
+      p_user_id: u1,
+      p_prompt: "p",
+      p_idempotency_key: "shared",
+      p_now: T0,
+    });
+    const b = await rpc(svc, "enqueue_job", {
+      p_user_id: u2,
+      p_prompt: "p",
+      p_idempotency_key: "shared",
+      p_now: T0,
+    });
     expect(a.outcome).toBe("enqueued");
     expect(b.outcome).toBe("enqueued");
     expect(b.job.id).not.toBe(a.job.id);
@@ -102,13 +187,22 @@ describe("enqueue_job", () => {
 
   test("8,000 characters (of any script) is accepted", async () => {
     const user = await newUser(admin);
-    const r = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "日".repeat(8000), p_now: T0 });
+    const r = await rpc(svc, "enqueue_job", {
+      p_user_id: user,
+      p_prompt: "日".repeat(8000),
+      p_now: T0,
+    });
     expect(r.outcome).toBe("enqueued");
   });
 
   test("an over-long idempotency key is refused", async () => {
     const user = await newUser(admin);
-    const r = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "p", p_idempotency_key: "k".repeat(256), p_now: T0 });
+    const r = await rpc(svc, "enqueue_job", {
+      p_user_id: user,
+      p_prompt: "p",
+      p_idempotency_key: "k".repeat(256),
+      p_now: T0,
+    });
     expect(r).toEqual({ outcome: "invalid_idempotency_key" });
   });
 });
@@ -116,10 +210,23 @@ describe("enqueue_job", () => {
 describe("quota periods", () => {
   test("a new UTC day gives the free plan a new unit", async () => {
     const user = await newUser(admin);
-    const a = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "a", p_now: at("2026-03-10T23:59:59Z") });
+    const a = await rpc(svc, "enqueue_job", {
+      p_user_id: user,
+      p_prompt: "a",
+      p_now: at("2026-03-10T23:59:59Z"),
+    });
     await rpc(svc, "start_job", { p_job_id: a.job.id, p_now: at("2026-03-10T23:59:59Z") });
-    await rpc(svc, "complete_job", { p_job_id: a.job.id, p_attempt: 1, p_output: "o", p_now: at("2026-03-10T23:59:59Z") });
-    const b = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "b", p_now: at("2026-03-11T00:00:00Z") });
+    await rpc(svc, "complete_job", {
+      p_job_id: a.job.id,
+      p_attempt: 1,
+      p_output: "o",
+      p_now: at("2026-03-10T23:59:59Z"),
+    });
+    const b = await rpc(svc, "enqueue_job", {
+      p_user_id: user,
+      p_prompt: "b",
+      p_now: at("2026-03-11T00:00:00Z"),
+    });
     expect(b.outcome).toBe("enqueued");
     expect(b.usage).toMatchObject({ used: 1 });
   });
@@ -132,7 +239,11 @@ describe("quota periods", () => {
     // the next day, a new job fills day 2
     const b = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "b", p_now: day2 });
     expect(b.outcome).toBe("too_many_active_jobs"); // a is still active (free: 1 active)
-    const canceled = await rpc(svc, "cancel_job", { p_job_id: a.job.id, p_user_id: user, p_now: day2 });
+    const canceled = await rpc(svc, "cancel_job", {
+      p_job_id: a.job.id,
+      p_user_id: user,
+      p_now: day2,
+    });
     expect(canceled.job).toMatchObject({ status: "canceled" });
     const c = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "c", p_now: day2 });
     expect(c.outcome).toBe("enqueued");
@@ -151,7 +262,11 @@ describe("quota periods", () => {
     const client = await svc.connect();
     try {
       await client.query("set time zone 'Asia/Tokyo'");
-      const r = await rpc(client, "enqueue_job", { p_user_id: user, p_prompt: "tz", p_now: at("2026-03-10T20:00:00Z") });
+      const r = await rpc(client, "enqueue_job", {
+        p_user_id: user,
+        p_prompt: "tz",
+        p_now: at("2026-03-10T20:00:00Z"),
+      });
       expect(new Date(r.usage.period_start).toISOString()).toBe("2026-03-10T00:00:00.000Z");
       expect(new Date(r.usage.resets_at).toISOString()).toBe("2026-03-11T00:00:00.000Z");
     } finally {
@@ -177,18 +292,30 @@ describe("reads", () => {
       outcome: "found",
       job: { id: a.job.id, prompt: "mine" },
     });
-    expect(await rpc(svc, "get_job", { p_job_id: a.job.id, p_user_id: other })).toEqual({ outcome: "not_found" });
-    expect(await rpc(svc, "get_job", { p_job_id: crypto.randomUUID(), p_user_id: owner })).toEqual({ outcome: "not_found" });
+    expect(await rpc(svc, "get_job", { p_job_id: a.job.id, p_user_id: other })).toEqual({
+      outcome: "not_found",
+    });
+    expect(await rpc(svc, "get_job", { p_job_id: crypto.randomUUID(), p_user_id: owner })).toEqual({
+      outcome: "not_found",
+    });
   });
 
   test("list_jobs pages newest first with a keyset cursor", async () => {
     const user = await newUser(admin, "pro");
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
-      const r = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: `p${i}`, p_now: addSeconds(T0, i) });
+      const r = await rpc(svc, "enqueue_job", {
+        p_user_id: user,
+        p_prompt: `p${i}`,
+        p_now: addSeconds(T0, i),
+      });
       if (r.outcome === "too_many_active_jobs") break;
       ids.push(r.job.id);
-      await rpc(svc, "cancel_job", { p_job_id: r.job.id, p_user_id: user, p_now: addSeconds(T0, i) });
+      await rpc(svc, "cancel_job", {
+        p_job_id: r.job.id,
+        p_user_id: user,
+        p_now: addSeconds(T0, i),
+      });
     }
     expect(ids).toHaveLength(5);
     const page1 = await rpc(svc, "list_jobs", { p_user_id: user, p_limit: 2 });
@@ -203,7 +330,12 @@ describe("reads", () => {
     });
     expect(page2.jobs.map((j: { id: string }) => j.id)).toEqual([ids[2], ids[1]]);
     const l2 = page2.jobs[1];
-    const page3 = await rpc(svc, "list_jobs", { p_user_id: user, p_limit: 2, p_before_created_at: l2.created_at, p_before_id: l2.id });
+    const page3 = await rpc(svc, "list_jobs", {
+      p_user_id: user,
+      p_limit: 2,
+      p_before_created_at: l2.created_at,
+      p_before_id: l2.id,
+    });
     expect(page3.jobs.map((j: { id: string }) => j.id)).toEqual([ids[0]]);
     expect(page3.has_more).toBe(false);
     const other = await rpc(svc, "list_jobs", { p_user_id: await newUser(admin) });

@@ -1,5 +1,14 @@
 import { afterAll, describe, expect, test } from "vitest";
-import { addSeconds, adminPool, at, expectNoDrift, newUser, rpc, servicePool, useFreshDatabase } from "../support/db.ts";
+import {
+  addSeconds,
+  adminPool,
+  at,
+  expectNoDrift,
+  newUser,
+  rpc,
+  servicePool,
+  useFreshDatabase,
+} from "../support/db.ts";
 
 // Invariants 2-4 by brute force: real concurrent connections race one transition, repeated.
 // The assertion is the invariant, checked on the database after every round.
@@ -17,11 +26,17 @@ describe("races on a real PostgreSQL", () => {
     for (let round = 0; round < ROUNDS; round++) {
       const user = await newUser(admin, "free");
       const results = await Promise.all(
-        Array.from({ length: 50 }, (_, i) => rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: `p${i}` })),
+        Array.from({ length: 50 }, (_, i) =>
+          rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: `p${i}` }),
+        ),
       );
       const outcomes = results.map((r) => r.outcome);
       expect(outcomes.filter((o) => o === "enqueued")).toHaveLength(1);
-      expect(outcomes.every((o) => o === "enqueued" || o === "quota_exceeded" || o === "too_many_active_jobs")).toBe(true);
+      expect(
+        outcomes.every(
+          (o) => o === "enqueued" || o === "quota_exceeded" || o === "too_many_active_jobs",
+        ),
+      ).toBe(true);
       const db = await admin.query(
         "select (select count(*)::int from public.generation_jobs where user_id = $1) as jobs, (select units_used from public.quota_usage where user_id = $1) as used",
         [user],
@@ -35,7 +50,9 @@ describe("races on a real PostgreSQL", () => {
     for (let round = 0; round < ROUNDS; round++) {
       const user = await newUser(admin, "pro");
       const results = await Promise.all(
-        Array.from({ length: 20 }, (_, i) => rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: `p${i}` })),
+        Array.from({ length: 20 }, (_, i) =>
+          rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: `p${i}` }),
+        ),
       );
       expect(results.filter((r) => r.outcome === "enqueued")).toHaveLength(3);
       expect(results.filter((r) => r.outcome === "too_many_active_jobs")).toHaveLength(17);
@@ -52,12 +69,21 @@ describe("races on a real PostgreSQL", () => {
     for (let round = 0; round < ROUNDS; round++) {
       const user = await newUser(admin, "pro");
       const results = await Promise.all(
-        Array.from({ length: 10 }, () => rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "same", p_idempotency_key: `key-${round}` })),
+        Array.from({ length: 10 }, () =>
+          rpc(svc, "enqueue_job", {
+            p_user_id: user,
+            p_prompt: "same",
+            p_idempotency_key: `key-${round}`,
+          }),
+        ),
       );
       expect(new Set(results.map((r) => r.job.id)).size).toBe(1);
       expect(results.filter((r) => r.outcome === "enqueued")).toHaveLength(1);
       expect(results.filter((r) => r.outcome === "replayed")).toHaveLength(9);
-      const used = await admin.query("select units_used from public.quota_usage where user_id = $1", [user]);
+      const used = await admin.query(
+        "select units_used from public.quota_usage where user_id = $1",
+        [user],
+      );
       expect(used.rows[0].units_used).toBe(1);
     }
   });
@@ -68,13 +94,27 @@ describe("races on a real PostgreSQL", () => {
     for (let round = 0; round < ROUNDS; round++) {
       const user = await newUser(admin, "pro");
       const now = addSeconds(T, round * 100000);
-      const { job } = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "race", p_now: now });
+      const { job } = await rpc(svc, "enqueue_job", {
+        p_user_id: user,
+        p_prompt: "race",
+        p_now: now,
+      });
       await rpc(svc, "start_job", { p_job_id: job.id, p_lease_seconds: 90, p_now: now });
       const later = addSeconds(now, 90 + 301); // the lease is past its grace: the sweeper may end it
       const [complete, cancel, fail, dlq, sweep] = await Promise.all([
-        rpc(svc, "complete_job", { p_job_id: job.id, p_attempt: 1, p_output: "late", p_now: later }),
+        rpc(svc, "complete_job", {
+          p_job_id: job.id,
+          p_attempt: 1,
+          p_output: "late",
+          p_now: later,
+        }),
         rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: later }),
-        rpc(svc, "fail_job", { p_job_id: job.id, p_reason: "model_refused", p_attempt: 1, p_now: later }),
+        rpc(svc, "fail_job", {
+          p_job_id: job.id,
+          p_reason: "model_refused",
+          p_attempt: 1,
+          p_now: later,
+        }),
         rpc(svc, "fail_job", { p_job_id: job.id, p_reason: "delivery_failed", p_now: later }),
         rpc(svc, "sweep_jobs", { p_now: later }),
       ]);
@@ -89,12 +129,21 @@ describe("races on a real PostgreSQL", () => {
       const winner = winners[0] as string;
       tally[winner] = (tally[winner] ?? 0) + 1;
 
-      const row = (await admin.query("select status, refunded_at, output from public.generation_jobs where id = $1", [job.id])).rows[0];
-      const used = (await admin.query("select units_used from public.quota_usage where user_id = $1", [user])).rows[0].units_used;
-      const endings = (await admin.query(
-        "select count(*)::int as n from public.job_events where job_id = $1 and to_status in ('succeeded', 'failed', 'canceled')",
-        [job.id],
-      )).rows[0].n;
+      const row = (
+        await admin.query(
+          "select status, refunded_at, output from public.generation_jobs where id = $1",
+          [job.id],
+        )
+      ).rows[0];
+      const used = (
+        await admin.query("select units_used from public.quota_usage where user_id = $1", [user])
+      ).rows[0].units_used;
+      const endings = (
+        await admin.query(
+          "select count(*)::int as n from public.job_events where job_id = $1 and to_status in ('succeeded', 'failed', 'canceled')",
+          [job.id],
+        )
+      ).rows[0].n;
       expect(endings).toBe(1);
       if (winner === "complete") {
         expect(row).toMatchObject({ status: "succeeded", refunded_at: null, output: "late" });
@@ -115,7 +164,9 @@ describe("races on a real PostgreSQL", () => {
     for (let round = 0; round < ROUNDS; round++) {
       const user = await newUser(admin, "pro");
       const { job } = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "dup" });
-      const claims = await Promise.all(Array.from({ length: 5 }, () => rpc(svc, "start_job", { p_job_id: job.id })));
+      const claims = await Promise.all(
+        Array.from({ length: 5 }, () => rpc(svc, "start_job", { p_job_id: job.id })),
+      );
       expect(claims.filter((c) => c.outcome === "started")).toHaveLength(1);
       expect(claims.filter((c) => c.outcome === "already_running")).toHaveLength(4);
       await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user });

@@ -1,6 +1,13 @@
 import type pg from "pg";
 import { afterAll, describe, expect, test } from "vitest";
-import { adminPool, expectNoDrift, newUser, rpc, servicePool, useFreshDatabase } from "../support/db.ts";
+import {
+  adminPool,
+  expectNoDrift,
+  newUser,
+  rpc,
+  servicePool,
+  useFreshDatabase,
+} from "../support/db.ts";
 
 // Row level security with real role switching, the way PostgREST runs a user's request:
 // transaction-local request.jwt.claims and `set local role`. A database of its own, so the list of
@@ -13,7 +20,11 @@ afterAll(async () => {
   await expectNoDrift(admin);
 });
 
-async function as<T>(role: "anon" | "authenticated", sub: string | null, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+async function as<T>(
+  role: "anon" | "authenticated",
+  sub: string | null,
+  fn: (c: pg.PoolClient) => Promise<T>,
+): Promise<T> {
   const client = await admin.connect();
   try {
     await client.query("begin");
@@ -53,39 +64,68 @@ describe("row level security", () => {
 
   test("plans are readable by signed-in users", async () => {
     const a = await userWithJob();
-    const plans = await as("authenticated", a.user, async (c) => (await c.query("select id from public.plans order by id")).rows);
+    const plans = await as(
+      "authenticated",
+      a.user,
+      async (c) => (await c.query("select id from public.plans order by id")).rows,
+    );
     expect(plans.map((p) => p.id)).toEqual(["free", "pro"]);
   });
 
   test.each([
-    ["insert a job", "insert into public.generation_jobs (user_id, prompt, request_hash, plan_id, period_start, created_at, queued_at, updated_at) values ((select auth.uid()), 'x', 'h', 'free', now(), now(), now(), now())"],
-    ["update their job", "update public.generation_jobs set status = 'canceled' where user_id = (select auth.uid())"],
+    [
+      "insert a job",
+      "insert into public.generation_jobs (user_id, prompt, request_hash, plan_id, period_start, created_at, queued_at, updated_at) values ((select auth.uid()), 'x', 'h', 'free', now(), now(), now(), now())",
+    ],
+    [
+      "update their job",
+      "update public.generation_jobs set status = 'canceled' where user_id = (select auth.uid())",
+    ],
     ["delete their job", "delete from public.generation_jobs where user_id = (select auth.uid())"],
-    ["reset their usage", "update public.quota_usage set units_used = 0 where user_id = (select auth.uid())"],
-    ["give themselves a plan", "insert into public.user_plans (user_id, plan_id) values ((select auth.uid()), 'pro')"],
-    ["write an event", "insert into public.job_events (job_id, user_id, at, event, to_status) select id, user_id, now(), 'x', 'queued' from public.generation_jobs limit 1"],
+    [
+      "reset their usage",
+      "update public.quota_usage set units_used = 0 where user_id = (select auth.uid())",
+    ],
+    [
+      "give themselves a plan",
+      "insert into public.user_plans (user_id, plan_id) values ((select auth.uid()), 'pro')",
+    ],
+    [
+      "write an event",
+      "insert into public.job_events (job_id, user_id, at, event, to_status) select id, user_id, now(), 'x', 'queued' from public.generation_jobs limit 1",
+    ],
   ])("no signed-in user can %s", async (_name, sql) => {
     const a = await userWithJob();
-    await expect(as("authenticated", a.user, (c) => c.query(sql))).rejects.toMatchObject({ code: "42501" });
+    await expect(as("authenticated", a.user, (c) => c.query(sql))).rejects.toMatchObject({
+      code: "42501",
+    });
   });
 
   test("no signed-in user can call a transition function (cancel someone's job, enqueue for free)", async () => {
     const a = await userWithJob();
     await expect(
-      as("authenticated", a.user, (c) => c.query("select public.cancel_job($1, $2)", [a.jobId, a.user])),
+      as("authenticated", a.user, (c) =>
+        c.query("select public.cancel_job($1, $2)", [a.jobId, a.user]),
+      ),
     ).rejects.toMatchObject({ code: "42501" });
     await expect(
       as("authenticated", a.user, (c) => c.query("select public.enqueue_job($1, 'x')", [a.user])),
     ).rejects.toMatchObject({ code: "42501" });
-    await expect(as("authenticated", a.user, (c) => c.query("select * from public.quota_drift"))).rejects.toMatchObject({ code: "42501" });
+    await expect(
+      as("authenticated", a.user, (c) => c.query("select * from public.quota_drift")),
+    ).rejects.toMatchObject({ code: "42501" });
   });
 
   test("anon sees nothing and calls nothing", async () => {
     await userWithJob();
     for (const table of ["generation_jobs", "quota_usage", "job_events", "user_plans", "plans"]) {
-      await expect(as("anon", null, (c) => c.query(`select * from public.${table}`))).rejects.toMatchObject({ code: "42501" });
+      await expect(
+        as("anon", null, (c) => c.query(`select * from public.${table}`)),
+      ).rejects.toMatchObject({ code: "42501" });
     }
-    await expect(as("anon", null, (c) => c.query("select public.get_usage(gen_random_uuid())"))).rejects.toMatchObject({ code: "42501" });
+    await expect(
+      as("anon", null, (c) => c.query("select public.get_usage(gen_random_uuid())")),
+    ).rejects.toMatchObject({ code: "42501" });
   });
 
   test("the service role calls every transition", async () => {
@@ -96,10 +136,20 @@ describe("row level security", () => {
       from pg_proc p join pg_namespace n on n.oid = p.pronamespace
       where n.nspname = 'public' order by p.proname`);
     expect(fns.rows.map((r) => r.proname)).toEqual([
-      "cancel_job", "complete_job", "enqueue_job", "fail_job", "get_job", "get_usage", "list_jobs",
-      "release_job", "requeue_job", "start_job", "sweep_jobs",
+      "cancel_job",
+      "complete_job",
+      "enqueue_job",
+      "fail_job",
+      "get_job",
+      "get_usage",
+      "list_jobs",
+      "release_job",
+      "requeue_job",
+      "start_job",
+      "sweep_jobs",
     ]);
-    for (const row of fns.rows) expect(row).toMatchObject({ service: true, authed: false, anon: false });
+    for (const row of fns.rows)
+      expect(row).toMatchObject({ service: true, authed: false, anon: false });
   });
 
   test("every table has row level security on", async () => {

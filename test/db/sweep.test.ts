@@ -1,5 +1,14 @@
 import { afterEach, describe, expect, test } from "vitest";
-import { addSeconds, adminPool, at, expectNoDrift, newUser, rpc, servicePool, useFreshDatabase } from "../support/db.ts";
+import {
+  addSeconds,
+  adminPool,
+  at,
+  expectNoDrift,
+  newUser,
+  rpc,
+  servicePool,
+  useFreshDatabase,
+} from "../support/db.ts";
 
 // The sweeper touches every job in the database: this file gets a database of its own, and each
 // test ends every job it left active, so the next test's sweeps see only their own.
@@ -11,10 +20,22 @@ afterEach(async () => {
   await expectNoDrift(admin);
   // leave no active job behind for the next test's sweeps (its clock may be later)
   await sweepAll(at("2100-01-01T00:00:00Z"), { p_max_republish: 0 });
-  expect((await admin.query("select count(*)::int as n from public.generation_jobs where status in ('queued', 'running')")).rows[0].n).toBe(0);
+  expect(
+    (
+      await admin.query(
+        "select count(*)::int as n from public.generation_jobs where status in ('queued', 'running')",
+      )
+    ).rows[0].n,
+  ).toBe(0);
 });
 
-const defaults = { p_batch_size: 100, p_lease_grace_seconds: 300, p_undelivered_after_seconds: 900, p_max_age_seconds: 10800, p_max_republish: 1 };
+const defaults = {
+  p_batch_size: 100,
+  p_lease_grace_seconds: 300,
+  p_undelivered_after_seconds: 900,
+  p_max_age_seconds: 10800,
+  p_max_republish: 1,
+};
 
 async function enqueue(now: Date) {
   const user = await newUser(admin, "pro");
@@ -44,7 +65,9 @@ describe("sweep_jobs", () => {
     await sweepAll(addSeconds(leaseEnd, 299));
     expect((await job(j.id)).status).toBe("running");
     const [report] = await sweepAll(addSeconds(leaseEnd, 301));
-    expect(report.failed).toEqual([{ id: j.id, user_id: j.user, reason: "lease_expired", from_status: "running" }]);
+    expect(report.failed).toEqual([
+      { id: j.id, user_id: j.user, reason: "lease_expired", from_status: "running" },
+    ]);
     expect(await job(j.id)).toMatchObject({ status: "failed", failure_reason: "lease_expired" });
     expect((await job(j.id)).refunded_at).not.toBeNull();
   });
@@ -56,12 +79,18 @@ describe("sweep_jobs", () => {
     expect((await job(j.id)).publish_seq).toBe(1);
     const [first] = await sweepAll(addSeconds(T, 901));
     expect(first.republish.map((r: { id: string }) => r.id)).toEqual([j.id]);
-    expect(first.republish[0]).toMatchObject({ status: "queued", publish_seq: 2, republish_count: 1 });
+    expect(first.republish[0]).toMatchObject({
+      status: "queued",
+      publish_seq: 2,
+      republish_count: 1,
+    });
     // the republished message is not delivered either
     const [second] = await sweepAll(addSeconds(T, 901 + 899));
     expect(second.republish).toEqual([]);
     const [third] = await sweepAll(addSeconds(T, 901 + 901));
-    expect(third.failed).toEqual([{ id: j.id, user_id: j.user, reason: "never_delivered", from_status: "queued" }]);
+    expect(third.failed).toEqual([
+      { id: j.id, user_id: j.user, reason: "never_delivered", from_status: "queued" },
+    ]);
     expect(await job(j.id)).toMatchObject({ status: "failed", failure_reason: "never_delivered" });
   });
 
@@ -70,7 +99,12 @@ describe("sweep_jobs", () => {
     const j = await enqueue(T);
     await rpc(svc, "start_job", { p_job_id: j.id, p_now: T });
     const resumeAt = addSeconds(T, 1800);
-    await rpc(svc, "requeue_job", { p_job_id: j.id, p_attempt: 1, p_resume_at: resumeAt, p_now: T });
+    await rpc(svc, "requeue_job", {
+      p_job_id: j.id,
+      p_attempt: 1,
+      p_resume_at: resumeAt,
+      p_now: T,
+    });
     const [report] = await sweepAll(addSeconds(resumeAt, 899));
     expect(report.republish).toEqual([]);
     expect(report.failed).toEqual([]);
@@ -82,9 +116,15 @@ describe("sweep_jobs", () => {
     const T = at("2026-01-04T00:00:00Z");
     const j = await enqueue(T);
     const late = addSeconds(T, 10800 + 1);
-    await rpc(svc, "start_job", { p_job_id: j.id, p_lease_seconds: 90, p_now: addSeconds(late, -10) });
+    await rpc(svc, "start_job", {
+      p_job_id: j.id,
+      p_lease_seconds: 90,
+      p_now: addSeconds(late, -10),
+    });
     const [report] = await sweepAll(late);
-    expect(report.failed).toEqual([{ id: j.id, user_id: j.user, reason: "max_age_exceeded", from_status: "running" }]);
+    expect(report.failed).toEqual([
+      { id: j.id, user_id: j.user, reason: "max_age_exceeded", from_status: "running" },
+    ]);
   });
 
   test("works in batches and says when more remain", async () => {
@@ -107,7 +147,10 @@ describe("sweep_jobs", () => {
     const [a, b] = await Promise.all([run(), run()]);
     const failed = [...a, ...b].flatMap((r) => r.failed.map((f: { id: string }) => f.id));
     expect(failed.sort()).toEqual([...ids].sort());
-    const events = await admin.query("select count(*)::int as n from public.job_events where job_id = any($1) and event = 'swept'", [ids]);
+    const events = await admin.query(
+      "select count(*)::int as n from public.job_events where job_id = any($1) and event = 'swept'",
+      [ids],
+    );
     expect(events.rows[0].n).toBe(40);
   });
 
@@ -117,7 +160,9 @@ describe("sweep_jobs", () => {
     await rpc(svc, "start_job", { p_job_id: j.id, p_now: T });
     await rpc(svc, "complete_job", { p_job_id: j.id, p_attempt: 1, p_output: "done", p_now: T });
     const reports = await sweepAll(addSeconds(T, 100000));
-    expect(reports.flatMap((r) => r.failed).filter((f: { id: string }) => f.id === j.id)).toEqual([]);
+    expect(reports.flatMap((r) => r.failed).filter((f: { id: string }) => f.id === j.id)).toEqual(
+      [],
+    );
     expect((await job(j.id)).status).toBe("succeeded");
   });
 });

@@ -1,5 +1,13 @@
 import { afterEach, describe, expect, test } from "vitest";
-import { addSeconds, adminPool, at, expectNoDrift, newUser, rpc, servicePool } from "../support/db.ts";
+import {
+  addSeconds,
+  adminPool,
+  at,
+  expectNoDrift,
+  newUser,
+  rpc,
+  servicePool,
+} from "../support/db.ts";
 
 const svc = servicePool();
 const admin = adminPool();
@@ -24,12 +32,17 @@ async function runningJob(now = T0) {
 }
 
 async function usedUnits(user: string) {
-  const r = await admin.query("select coalesce(sum(units_used), 0)::int as n from public.quota_usage where user_id = $1", [user]);
+  const r = await admin.query(
+    "select coalesce(sum(units_used), 0)::int as n from public.quota_usage where user_id = $1",
+    [user],
+  );
   return r.rows[0].n as number;
 }
 
 async function events(id: string) {
-  const r = await admin.query("select event from public.job_events where job_id = $1 order by id", [id]);
+  const r = await admin.query("select event from public.job_events where job_id = $1 order by id", [
+    id,
+  ]);
   return r.rows.map((e) => e.event as string);
 }
 
@@ -53,9 +66,19 @@ describe("start_job", () => {
     const job = await runningJob();
     const re = await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 90) });
     expect(re).toMatchObject({ outcome: "started", job: { attempts: 2, status: "running" } });
-    const stale = await rpc(svc, "complete_job", { p_job_id: job.id, p_attempt: 1, p_output: "late", p_now: addSeconds(T0, 91) });
+    const stale = await rpc(svc, "complete_job", {
+      p_job_id: job.id,
+      p_attempt: 1,
+      p_output: "late",
+      p_now: addSeconds(T0, 91),
+    });
     expect(stale.outcome).toBe("not_running");
-    const fresh = await rpc(svc, "complete_job", { p_job_id: job.id, p_attempt: 2, p_output: "ok", p_now: addSeconds(T0, 92) });
+    const fresh = await rpc(svc, "complete_job", {
+      p_job_id: job.id,
+      p_attempt: 2,
+      p_output: "ok",
+      p_now: addSeconds(T0, 92),
+    });
     expect(fresh).toMatchObject({ outcome: "completed", job: { output: "ok" } });
     expect(await events(job.id)).toEqual(["enqueued", "started", "reclaimed", "completed"]);
   });
@@ -63,9 +86,18 @@ describe("start_job", () => {
   test("respects resume_at: not_ready before it, started at it", async () => {
     const job = await runningJob();
     const resumeAt = addSeconds(T0, 120);
-    await rpc(svc, "requeue_job", { p_job_id: job.id, p_attempt: 1, p_resume_at: resumeAt, p_now: T0 });
-    expect((await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 119) })).outcome).toBe("not_ready");
-    expect((await rpc(svc, "start_job", { p_job_id: job.id, p_now: resumeAt })).outcome).toBe("started");
+    await rpc(svc, "requeue_job", {
+      p_job_id: job.id,
+      p_attempt: 1,
+      p_resume_at: resumeAt,
+      p_now: T0,
+    });
+    expect(
+      (await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 119) })).outcome,
+    ).toBe("not_ready");
+    expect((await rpc(svc, "start_job", { p_job_id: job.id, p_now: resumeAt })).outcome).toBe(
+      "started",
+    );
   });
 
   test("already_final and not_found", async () => {
@@ -75,29 +107,56 @@ describe("start_job", () => {
       outcome: "already_final",
       job: { status: "canceled" },
     });
-    expect(await rpc(svc, "start_job", { p_job_id: crypto.randomUUID(), p_now: T0 })).toEqual({ outcome: "not_found" });
+    expect(await rpc(svc, "start_job", { p_job_id: crypto.randomUUID(), p_now: T0 })).toEqual({
+      outcome: "not_found",
+    });
   });
 });
 
 describe("complete_job", () => {
   test("stores the output; the unit stays spent", async () => {
     const job = await runningJob();
-    const c = await rpc(svc, "complete_job", { p_job_id: job.id, p_attempt: 1, p_output: "the doc", p_now: addSeconds(T0, 3) });
-    expect(c.job).toMatchObject({ status: "succeeded", output: "the doc", refunded_at: null, lease_expires_at: null });
+    const c = await rpc(svc, "complete_job", {
+      p_job_id: job.id,
+      p_attempt: 1,
+      p_output: "the doc",
+      p_now: addSeconds(T0, 3),
+    });
+    expect(c.job).toMatchObject({
+      status: "succeeded",
+      output: "the doc",
+      refunded_at: null,
+      lease_expires_at: null,
+    });
     expect(c.job.finished_at).not.toBeNull();
     expect(await usedUnits(job.user)).toBe(1);
   });
 
   test("a completion after a cancel is dropped: the job stays canceled and refunded (seeds/000)", async () => {
     const job = await runningJob();
-    await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: job.user, p_now: addSeconds(T0, 1) });
-    const c = await rpc(svc, "complete_job", { p_job_id: job.id, p_attempt: 1, p_output: "late", p_now: addSeconds(T0, 2) });
+    await rpc(svc, "cancel_job", {
+      p_job_id: job.id,
+      p_user_id: job.user,
+      p_now: addSeconds(T0, 1),
+    });
+    const c = await rpc(svc, "complete_job", {
+      p_job_id: job.id,
+      p_attempt: 1,
+      p_output: "late",
+      p_now: addSeconds(T0, 2),
+    });
     expect(c).toMatchObject({ outcome: "not_running", job: { status: "canceled", output: null } });
     expect(await usedUnits(job.user)).toBe(0);
   });
 
   test("not_found for an unknown job", async () => {
-    expect(await rpc(svc, "complete_job", { p_job_id: crypto.randomUUID(), p_attempt: 1, p_output: "x" })).toEqual({
+    expect(
+      await rpc(svc, "complete_job", {
+        p_job_id: crypto.randomUUID(),
+        p_attempt: 1,
+        p_output: "x",
+      }),
+    ).toEqual({
       outcome: "not_found",
     });
   });
@@ -107,10 +166,20 @@ describe("requeue_job (provider quota)", () => {
   test("counts the hit and waits until resume_at; a new message is due (publish_seq grows)", async () => {
     const job = await runningJob();
     const r = await rpc(svc, "requeue_job", {
-      p_job_id: job.id, p_attempt: 1, p_resume_at: addSeconds(T0, 30), p_error: "429 rate_limit_exceeded", p_now: T0,
+      p_job_id: job.id,
+      p_attempt: 1,
+      p_resume_at: addSeconds(T0, 30),
+      p_error: "429 rate_limit_exceeded",
+      p_now: T0,
     });
     expect(r.outcome).toBe("requeued");
-    expect(r.job).toMatchObject({ status: "queued", provider_quota_hits: 1, publish_seq: 2, lease_expires_at: null, last_error: "429 rate_limit_exceeded" });
+    expect(r.job).toMatchObject({
+      status: "queued",
+      provider_quota_hits: 1,
+      publish_seq: 2,
+      lease_expires_at: null,
+      last_error: "429 rate_limit_exceeded",
+    });
     expect(new Date(r.job.resume_at).getTime()).toBe(addSeconds(T0, 30).getTime());
     expect(await usedUnits(job.user)).toBe(1);
   });
@@ -119,98 +188,217 @@ describe("requeue_job (provider quota)", () => {
     const job = await runningJob();
     let now = T0;
     for (let hit = 1; hit <= 3; hit++) {
-      const r = await rpc(svc, "requeue_job", { p_job_id: job.id, p_attempt: hit, p_resume_at: addSeconds(now, 10), p_now: now });
+      const r = await rpc(svc, "requeue_job", {
+        p_job_id: job.id,
+        p_attempt: hit,
+        p_resume_at: addSeconds(now, 10),
+        p_now: now,
+      });
       if (hit < 3) {
         expect(r.outcome).toBe("requeued");
         now = addSeconds(now, 10);
-        expect((await rpc(svc, "start_job", { p_job_id: job.id, p_now: now })).job.attempts).toBe(hit + 1);
+        expect((await rpc(svc, "start_job", { p_job_id: job.id, p_now: now })).job.attempts).toBe(
+          hit + 1,
+        );
       } else {
-        expect(r).toMatchObject({ outcome: "gave_up", by: "hits", job: { status: "failed", failure_reason: "provider_quota_exhausted", provider_quota_hits: 3 } });
+        expect(r).toMatchObject({
+          outcome: "gave_up",
+          by: "hits",
+          job: {
+            status: "failed",
+            failure_reason: "provider_quota_exhausted",
+            provider_quota_hits: 3,
+          },
+        });
         expect(r.job.refunded_at).not.toBeNull();
       }
     }
     expect(await usedUnits(job.user)).toBe(0);
-    expect(await events(job.id)).toEqual(["enqueued", "started", "requeued", "started", "requeued", "started", "gave_up"]);
+    expect(await events(job.id)).toEqual([
+      "enqueued",
+      "started",
+      "requeued",
+      "started",
+      "requeued",
+      "started",
+      "gave_up",
+    ]);
   });
 
   test("gives up by age even on the first hit (seeds/004: no 39-hour wait)", async () => {
     const job = await runningJob();
     const late = addSeconds(T0, 3 * 3600 + 1);
     const re = await rpc(svc, "start_job", { p_job_id: job.id, p_now: late }); // lease long expired
-    const r = await rpc(svc, "requeue_job", { p_job_id: job.id, p_attempt: re.job.attempts, p_resume_at: addSeconds(late, 10), p_now: late });
-    expect(r).toMatchObject({ outcome: "gave_up", by: "age", job: { status: "failed", provider_quota_hits: 1 } });
+    const r = await rpc(svc, "requeue_job", {
+      p_job_id: job.id,
+      p_attempt: re.job.attempts,
+      p_resume_at: addSeconds(late, 10),
+      p_now: late,
+    });
+    expect(r).toMatchObject({
+      outcome: "gave_up",
+      by: "age",
+      job: { status: "failed", provider_quota_hits: 1 },
+    });
     expect(await usedUnits(job.user)).toBe(0);
   });
 
   test("gives up when the provider's resume time lies past the max age", async () => {
     const job = await runningJob();
-    const r = await rpc(svc, "requeue_job", { p_job_id: job.id, p_attempt: 1, p_resume_at: addSeconds(T0, 4 * 3600), p_now: T0 });
+    const r = await rpc(svc, "requeue_job", {
+      p_job_id: job.id,
+      p_attempt: 1,
+      p_resume_at: addSeconds(T0, 4 * 3600),
+      p_now: T0,
+    });
     expect(r).toMatchObject({ outcome: "gave_up", by: "age" });
   });
 
   test("limits are parameters: max hits 1 gives up at once", async () => {
     const job = await runningJob();
-    const r = await rpc(svc, "requeue_job", { p_job_id: job.id, p_attempt: 1, p_resume_at: addSeconds(T0, 5), p_max_hits: 1, p_now: T0 });
+    const r = await rpc(svc, "requeue_job", {
+      p_job_id: job.id,
+      p_attempt: 1,
+      p_resume_at: addSeconds(T0, 5),
+      p_max_hits: 1,
+      p_now: T0,
+    });
     expect(r.outcome).toBe("gave_up");
   });
 
   test("not_running for a stale claim or a canceled job; not_found", async () => {
     const job = await runningJob();
-    expect((await rpc(svc, "requeue_job", { p_job_id: job.id, p_attempt: 7, p_resume_at: T0, p_now: T0 })).outcome).toBe("not_running");
+    expect(
+      (
+        await rpc(svc, "requeue_job", {
+          p_job_id: job.id,
+          p_attempt: 7,
+          p_resume_at: T0,
+          p_now: T0,
+        })
+      ).outcome,
+    ).toBe("not_running");
     await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: job.user, p_now: T0 });
-    expect((await rpc(svc, "requeue_job", { p_job_id: job.id, p_attempt: 1, p_resume_at: T0, p_now: T0 })).outcome).toBe("not_running");
-    expect(await rpc(svc, "requeue_job", { p_job_id: crypto.randomUUID(), p_attempt: 1, p_resume_at: T0 })).toEqual({ outcome: "not_found" });
+    expect(
+      (
+        await rpc(svc, "requeue_job", {
+          p_job_id: job.id,
+          p_attempt: 1,
+          p_resume_at: T0,
+          p_now: T0,
+        })
+      ).outcome,
+    ).toBe("not_running");
+    expect(
+      await rpc(svc, "requeue_job", {
+        p_job_id: crypto.randomUUID(),
+        p_attempt: 1,
+        p_resume_at: T0,
+      }),
+    ).toEqual({ outcome: "not_found" });
   });
 });
 
 describe("release_job (transient error)", () => {
   test("puts the job back without counting a quota hit", async () => {
     const job = await runningJob();
-    const r = await rpc(svc, "release_job", { p_job_id: job.id, p_attempt: 1, p_error: "timeout", p_now: addSeconds(T0, 45) });
-    expect(r.job).toMatchObject({ status: "queued", provider_quota_hits: 0, lease_expires_at: null, resume_at: null, publish_seq: 1, last_error: "timeout" });
+    const r = await rpc(svc, "release_job", {
+      p_job_id: job.id,
+      p_attempt: 1,
+      p_error: "timeout",
+      p_now: addSeconds(T0, 45),
+    });
+    expect(r.job).toMatchObject({
+      status: "queued",
+      provider_quota_hits: 0,
+      lease_expires_at: null,
+      resume_at: null,
+      publish_seq: 1,
+      last_error: "timeout",
+    });
     const again = await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 60) });
     expect(again.job.attempts).toBe(2);
   });
 
   test("not_running for a stale claim, not_found for none", async () => {
     const job = await runningJob();
-    expect((await rpc(svc, "release_job", { p_job_id: job.id, p_attempt: 2, p_now: T0 })).outcome).toBe("not_running");
-    expect(await rpc(svc, "release_job", { p_job_id: crypto.randomUUID(), p_attempt: 1 })).toEqual({ outcome: "not_found" });
+    expect(
+      (await rpc(svc, "release_job", { p_job_id: job.id, p_attempt: 2, p_now: T0 })).outcome,
+    ).toBe("not_running");
+    expect(await rpc(svc, "release_job", { p_job_id: crypto.randomUUID(), p_attempt: 1 })).toEqual({
+      outcome: "not_found",
+    });
   });
 });
 
 describe("fail_job", () => {
   test("fails a running job with its claim and refunds once", async () => {
     const job = await runningJob();
-    const r = await rpc(svc, "fail_job", { p_job_id: job.id, p_reason: "model_refused", p_error: "400", p_attempt: 1, p_now: T0 });
-    expect(r.job).toMatchObject({ status: "failed", failure_reason: "model_refused", last_error: "400" });
+    const r = await rpc(svc, "fail_job", {
+      p_job_id: job.id,
+      p_reason: "model_refused",
+      p_error: "400",
+      p_attempt: 1,
+      p_now: T0,
+    });
+    expect(r.job).toMatchObject({
+      status: "failed",
+      failure_reason: "model_refused",
+      last_error: "400",
+    });
     expect(await usedUnits(job.user)).toBe(0);
-    const again = await rpc(svc, "fail_job", { p_job_id: job.id, p_reason: "delivery_failed", p_now: T0 });
-    expect(again).toMatchObject({ outcome: "already_final", job: { failure_reason: "model_refused" } });
+    const again = await rpc(svc, "fail_job", {
+      p_job_id: job.id,
+      p_reason: "delivery_failed",
+      p_now: T0,
+    });
+    expect(again).toMatchObject({
+      outcome: "already_final",
+      job: { failure_reason: "model_refused" },
+    });
     expect(await usedUnits(job.user)).toBe(0);
   });
 
   test("without a claim (failure callback) it fails a queued or running job", async () => {
     const queued = await queuedJob();
-    expect((await rpc(svc, "fail_job", { p_job_id: queued.id, p_reason: "publish_failed", p_now: T0 })).outcome).toBe("failed");
+    expect(
+      (await rpc(svc, "fail_job", { p_job_id: queued.id, p_reason: "publish_failed", p_now: T0 }))
+        .outcome,
+    ).toBe("failed");
     const running = await runningJob();
-    expect((await rpc(svc, "fail_job", { p_job_id: running.id, p_reason: "delivery_failed", p_now: T0 })).outcome).toBe("failed");
+    expect(
+      (await rpc(svc, "fail_job", { p_job_id: running.id, p_reason: "delivery_failed", p_now: T0 }))
+        .outcome,
+    ).toBe("failed");
   });
 
   test("with a stale claim it is not_running and changes nothing", async () => {
     const job = await runningJob();
-    expect((await rpc(svc, "fail_job", { p_job_id: job.id, p_reason: "model_refused", p_attempt: 2, p_now: T0 })).outcome).toBe("not_running");
+    expect(
+      (
+        await rpc(svc, "fail_job", {
+          p_job_id: job.id,
+          p_reason: "model_refused",
+          p_attempt: 2,
+          p_now: T0,
+        })
+      ).outcome,
+    ).toBe("not_running");
     expect(await usedUnits(job.user)).toBe(1);
   });
 
   test("an unknown reason is refused by the table, and nothing changes", async () => {
     const job = await runningJob();
-    await expect(rpc(svc, "fail_job", { p_job_id: job.id, p_reason: "because", p_now: T0 })).rejects.toMatchObject({ code: "23514" });
+    await expect(
+      rpc(svc, "fail_job", { p_job_id: job.id, p_reason: "because", p_now: T0 }),
+    ).rejects.toMatchObject({ code: "23514" });
     expect(await usedUnits(job.user)).toBe(1);
   });
 
   test("not_found", async () => {
-    expect(await rpc(svc, "fail_job", { p_job_id: crypto.randomUUID(), p_reason: "delivery_failed" })).toEqual({ outcome: "not_found" });
+    expect(
+      await rpc(svc, "fail_job", { p_job_id: crypto.randomUUID(), p_reason: "delivery_failed" }),
+    ).toEqual({ outcome: "not_found" });
   });
 });
 
@@ -226,9 +414,13 @@ describe("cancel_job", () => {
   test("a finished job is already_finished, another user's job is not_found", async () => {
     const job = await queuedJob();
     const stranger = await newUser(admin);
-    expect(await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: stranger, p_now: T0 })).toEqual({ outcome: "not_found" });
+    expect(
+      await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: stranger, p_now: T0 }),
+    ).toEqual({ outcome: "not_found" });
     await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: job.user, p_now: T0 });
-    expect(await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: job.user, p_now: T0 })).toMatchObject({
+    expect(
+      await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: job.user, p_now: T0 }),
+    ).toMatchObject({
       outcome: "already_finished",
     });
     expect(await usedUnits(job.user)).toBe(0);
@@ -240,25 +432,40 @@ describe("the database itself refuses bad states", () => {
     const job = await queuedJob();
     await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: job.user, p_now: T0 });
     await expect(
-      svc.query("update public.generation_jobs set status = 'succeeded', refunded_at = null, output = 'x' where id = $1", [job.id]),
+      svc.query(
+        "update public.generation_jobs set status = 'succeeded', refunded_at = null, output = 'x' where id = $1",
+        [job.id],
+      ),
     ).rejects.toThrow(/final/);
-    await expect(svc.query("update public.generation_jobs set refunded_at = now() where id = $1", [job.id])).rejects.toThrow(/final/);
+    await expect(
+      svc.query("update public.generation_jobs set refunded_at = now() where id = $1", [job.id]),
+    ).rejects.toThrow(/final/);
   });
 
   test("a failed or canceled job without a refund, or a refunded success, is unrepresentable", async () => {
     const job = await runningJob();
     await expect(
-      svc.query("update public.generation_jobs set status = 'failed', failure_reason = 'model_refused', finished_at = now(), lease_expires_at = null where id = $1", [job.id]),
+      svc.query(
+        "update public.generation_jobs set status = 'failed', failure_reason = 'model_refused', finished_at = now(), lease_expires_at = null where id = $1",
+        [job.id],
+      ),
     ).rejects.toMatchObject({ code: "23514" });
     await expect(
-      svc.query("update public.generation_jobs set status = 'succeeded', finished_at = now(), refunded_at = now(), lease_expires_at = null where id = $1", [job.id]),
+      svc.query(
+        "update public.generation_jobs set status = 'succeeded', finished_at = now(), refunded_at = now(), lease_expires_at = null where id = $1",
+        [job.id],
+      ),
     ).rejects.toMatchObject({ code: "23514" });
   });
 
   test("job_events is append-only", async () => {
     const job = await queuedJob();
-    await expect(svc.query("delete from public.job_events where job_id = $1", [job.id])).rejects.toThrow(/append-only/);
-    await expect(svc.query("update public.job_events set event = 'x' where job_id = $1", [job.id])).rejects.toThrow(/append-only/);
+    await expect(
+      svc.query("delete from public.job_events where job_id = $1", [job.id]),
+    ).rejects.toThrow(/append-only/);
+    await expect(
+      svc.query("update public.job_events set event = 'x' where job_id = $1", [job.id]),
+    ).rejects.toThrow(/append-only/);
   });
 });
 
@@ -267,8 +474,17 @@ describe("requeue_job without a hit (the shared provider gate was closed)", () =
     const job = await runningJob();
     let now = T0;
     for (let i = 1; i <= 5; i++) {
-      const r = await rpc(svc, "requeue_job", { p_job_id: job.id, p_attempt: i, p_resume_at: addSeconds(now, 10), p_count_hit: false, p_now: now });
-      expect(r).toMatchObject({ outcome: "requeued", job: { provider_quota_hits: 0, publish_seq: i + 1 } });
+      const r = await rpc(svc, "requeue_job", {
+        p_job_id: job.id,
+        p_attempt: i,
+        p_resume_at: addSeconds(now, 10),
+        p_count_hit: false,
+        p_now: now,
+      });
+      expect(r).toMatchObject({
+        outcome: "requeued",
+        job: { provider_quota_hits: 0, publish_seq: i + 1 },
+      });
       now = addSeconds(now, 10);
       await rpc(svc, "start_job", { p_job_id: job.id, p_now: now });
     }
@@ -276,7 +492,17 @@ describe("requeue_job without a hit (the shared provider gate was closed)", () =
 
   test("still gives up by age", async () => {
     const job = await runningJob();
-    const r = await rpc(svc, "requeue_job", { p_job_id: job.id, p_attempt: 1, p_resume_at: addSeconds(T0, 4 * 3600), p_count_hit: false, p_now: T0 });
-    expect(r).toMatchObject({ outcome: "gave_up", by: "age", job: { provider_quota_hits: 0, status: "failed" } });
+    const r = await rpc(svc, "requeue_job", {
+      p_job_id: job.id,
+      p_attempt: 1,
+      p_resume_at: addSeconds(T0, 4 * 3600),
+      p_count_hit: false,
+      p_now: T0,
+    });
+    expect(r).toMatchObject({
+      outcome: "gave_up",
+      by: "age",
+      job: { provider_quota_hits: 0, status: "failed" },
+    });
   });
 });

@@ -80,7 +80,10 @@ export async function newUser(admin: pg.Pool, plan: "free" | "pro" = "free"): Pr
   const id = randomUUID();
   if (plan !== "free") {
     await admin.query("insert into auth.users (id) values ($1)", [id]);
-    await admin.query("insert into public.user_plans (user_id, plan_id) values ($1, $2)", [id, plan]);
+    await admin.query("insert into public.user_plans (user_id, plan_id) values ($1, $2)", [
+      id,
+      plan,
+    ]);
   }
   return id;
 }
