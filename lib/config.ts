@@ -23,6 +23,7 @@ const services = z.object({
   SUPABASE_URL: httpUrl.transform(stripSlash),
   SUPABASE_SERVICE_ROLE_KEY: secret,
   SUPABASE_JWT_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
+  SUPABASE_ANON_KEY: z.string().min(1).optional(),
   QSTASH_URL: httpUrl.transform(stripSlash).optional(),
   QSTASH_TOKEN: secret,
   QSTASH_CURRENT_SIGNING_KEY: secret,
@@ -57,6 +58,8 @@ const tunables = z.object({
 export type Config = {
   supabaseUrl: string;
   supabaseServiceRoleKey: string;
+  /** The public anon key the browser page signs in with (not a secret; optional). */
+  supabaseAnonKey: string | undefined;
   /** When set, user tokens are HS256-verified with it; else with the project's JWKS. */
   supabaseJwtSecret: string | undefined;
   /** QStash API base URL; `undefined` means the SDK default `https://qstash.upstash.io`. */
@@ -161,6 +164,7 @@ export function loadConfig(env: Env = process.env): Config {
     supabaseUrl: e.SUPABASE_URL,
     supabaseServiceRoleKey: e.SUPABASE_SERVICE_ROLE_KEY,
     supabaseJwtSecret: e.SUPABASE_JWT_SECRET,
+    supabaseAnonKey: e.SUPABASE_ANON_KEY,
     qstashUrl: e.QSTASH_URL,
     qstashToken: e.QSTASH_TOKEN,
     qstashCurrentSigningKey: e.QSTASH_CURRENT_SIGNING_KEY,
