@@ -154,10 +154,13 @@ async function onModelError(
         status: failure.status,
         message: failure.message,
       });
-      await deps.jobs.release(job.id, {
+      const r = await deps.jobs.release(job.id, {
         attempt,
         error: `transient: ${failure.status ?? "no response"}`,
       });
+      // Canceled, failed or reclaimed while the model ran: that caller owns the job's fate, and
+      // a redelivery cannot help (it would only find the job final and count as a retry).
+      if (r.outcome !== "released") return { status: 200, outcome: r.outcome };
       return { status: 503, outcome: "released" };
     }
     case "refused": {

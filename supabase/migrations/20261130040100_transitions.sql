@@ -126,6 +126,9 @@ begin
   set status = p_status,
       failure_reason = case when p_status = 'failed' then p_reason end,
       last_error = coalesce(p_error, j.last_error),
+      -- The client was told "nothing was charged, retry": its retry with the same key must
+      -- start a job, not replay this one.
+      idempotency_key = case when p_reason = 'publish_failed' then null else j.idempotency_key end,
       lease_expires_at = null,
       resume_at = null,
       finished_at = p_now,

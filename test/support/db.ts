@@ -14,11 +14,18 @@ let fileDatabaseUrl: string | undefined;
  */
 export const databaseUrl = (): string => fileDatabaseUrl ?? inject("databaseUrl");
 
-/** Gives this test file a database of its own, copied from the migrated template. */
+/**
+ * Gives this test file a database of its own, copied from the migrated template. Call it first,
+ * at the top level: the URL is fixed at once, so pools made at the top level of the file (they
+ * connect on first use) reach the copy, which is created before any test or later hook runs.
+ */
 export function useFreshDatabase(): void {
+  const shared = inject("databaseUrl");
+  const name = `t_${randomUUID().replaceAll("-", "")}`;
+  const url = new URL(shared);
+  url.pathname = `/${name}`;
+  fileDatabaseUrl = url.toString();
   beforeAll(async () => {
-    const shared = inject("databaseUrl");
-    const name = `t_${randomUUID().replaceAll("-", "")}`;
     const client = new pg.Client({ connectionString: shared });
     await client.connect();
     try {
@@ -26,9 +33,6 @@ export function useFreshDatabase(): void {
     } finally {
       await client.end();
     }
-    const url = new URL(shared);
-    url.pathname = `/${name}`;
-    fileDatabaseUrl = url.toString();
   });
 }
 
