@@ -63,6 +63,8 @@ export type Phase =
 /** A job as the HTTP API shows it (DESIGN §3). */
 export interface Job {
   id: string;
+  /** The owner's own prompt (the API only ever shows a job to its owner). */
+  prompt: string;
   status: JobStatus;
   phase: Phase;
   createdAt: string;
@@ -93,6 +95,7 @@ export function toJob(row: JobRow, now: Date = new Date()): Job {
     row.status === "queued" && row.resume_at !== null && new Date(row.resume_at) > now;
   return {
     id: row.id,
+    prompt: row.prompt,
     status: row.status,
     phase: waiting ? "waiting_for_provider" : row.status,
     createdAt: new Date(row.created_at).toISOString(),

@@ -3,6 +3,7 @@
  * with skip locked, so two sweepers at once share the work), republishes queued jobs whose
  * message was lost, and pages on-call with a summary when it had to end jobs.
  */
+import { createHash } from "node:crypto";
 import type { Deps } from "./deps.ts";
 import { dedupId } from "./jobs.ts";
 import { log } from "./log.ts";
@@ -59,7 +60,13 @@ export async function sweepStaleJobs(
   if (total > 0 || report.republished > 0 || report.republishFailed > 0) {
     await deps.alerts.send({
       kind: "stuck_jobs",
-      dedupKey: `sweep:${deps.now().toISOString().slice(0, 16)}`,
+      // One page per distinct finding: a second sweep in the same minute that ended other jobs
+      // still pages (the per-kind throttle bounds an incident), the same finding twice does not.
+      dedupKey: `sweep:${createHash("sha256")
+        .update([...failedJobs].sort().join(","))
+        .update(`|${report.republished}|${report.republishFailed}`)
+        .digest("hex")
+        .slice(0, 16)}`,
       title: `Sweeper ended ${total} stuck job(s) with refunds, republished ${report.republished}`,
       fields: {
         ...Object.fromEntries(Object.entries(report.failed)),

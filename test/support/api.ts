@@ -549,8 +549,9 @@ export async function eventually<T>(
   }
 }
 
-/** The job fields the API promises (DESIGN §3). */
+/** The job fields the API promises (DESIGN §3, plus the owner's own prompt for the job card). */
 export const JOB_KEYS = [
+  "prompt",
   "attempts",
   "createdAt",
   "failureReason",
