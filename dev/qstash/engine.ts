@@ -10,6 +10,8 @@ import { after, type Timer } from "./timers.ts";
 export interface EngineConfig {
   /** Multiplies every delay, notBefore and backoff wait. */
   timeScale: number;
+  /** When false, a publish's notBefore/delay wait runs in real time (only retries are scaled). */
+  scaleNotBefore?: boolean;
   maxTimeoutMs: number;
   log: (line: string) => void;
 }
@@ -52,7 +54,7 @@ export class Engine {
     this.messages.set(message.id, message);
     this.published++;
     this.config.log(`publish ${message.id} ${message.method} ${message.url}`);
-    this.schedule(message, Math.max(0, message.notBefore - now));
+    this.schedule(message, Math.max(0, message.notBefore - now), this.config.scaleNotBefore);
     return { messageId: message.id, deduplicated: false };
   }
 
@@ -138,9 +140,9 @@ export class Engine {
     this.changed();
   }
 
-  private schedule(message: Message, waitMs: number): void {
+  private schedule(message: Message, waitMs: number, scaled = true): void {
     if (this.closed) return;
-    const timer = after(waitMs * this.config.timeScale, () => {
+    const timer = after(scaled === false ? waitMs : waitMs * this.config.timeScale, () => {
       this.timers.delete(message.id);
       const run = this.run(message).catch((error: unknown) => {
         // A bug here must not become an unhandled rejection that kills the dev stack.

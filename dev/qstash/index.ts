@@ -29,6 +29,11 @@ export interface QStashOptions {
   host?: string;
   /** Multiplies every backoff, delay and notBefore wait: 1 = real time, 0.001 in tests. @default 1 */
   timeScale?: number;
+  /**
+   * Scale notBefore/delay waits too. An app that compares notBefore with its own clock (a job's
+   * resume_at in the database) needs them in real time while retries stay fast. @default true
+   */
+  scaleNotBefore?: boolean;
   /** The plan's maximum response duration; Upstash-Timeout can only shorten it. @default 15 min */
   deliveryTimeoutMs?: number;
   log?: (line: string) => void;
@@ -40,6 +45,7 @@ export async function startQStash(opts: QStashOptions): Promise<QStashStandIn> {
   const log = opts.log ?? (() => {});
   const engine = new Engine({
     timeScale: opts.timeScale ?? 1,
+    scaleNotBefore: opts.scaleNotBefore ?? true,
     maxTimeoutMs,
     log: (line) => log(`[qstash] ${line}`),
   });

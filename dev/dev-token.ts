@@ -1,0 +1,63 @@
+/**
+ * `npm run dev:token -- [--plan free|pro] [--user <uuid>] [--expires <seconds>]`: a signed
+ * access token for a local user, printed alone on stdout (so `TOKEN=$(npm run -s dev:token)`
+ * works). Creates the user in the RUNNING dev stack's database (auth.users, and user_plans for
+ * pro). A command, never an API route: nothing here can ship.
+ */
+import pg from "pg";
+import { parseSignIn, signInDevUser } from "./dev-users.ts";
+import { DEFAULT_PORTS } from "./ports.ts";
+import { LOCAL_JWT_SECRET } from "./token.ts";
+
+function option(args: string[], name: string): string | undefined {
+  const i = args.indexOf(name);
+  return i === -1 ? undefined : args[i + 1];
+}
+
+function fail(message: string): never {
+  process.stderr.write(`dev:token: ${message}\n`);
+  process.exit(1);
+}
+
+const args = process.argv.slice(2);
+if (args.includes("--help")) {
+  process.stdout.write(
+    "usage: npm run -s dev:token -- [--plan free|pro] [--user <uuid>] [--expires <seconds>]\n",
+  );
+  process.exit(0);
+}
+const input = parseSignIn({
+  ...(option(args, "--plan") ? { plan: option(args, "--plan") } : {}),
+  ...(option(args, "--user") ? { userId: option(args, "--user") } : {}),
+});
+if (typeof input === "string") fail(input);
+const expires = Number(option(args, "--expires") ?? 8 * 3600);
+if (!Number.isInteger(expires) || expires < 1) fail("--expires must be a whole number of seconds");
+
+// A dev command, not lib/: reading the environment directly is fine here.
+const databaseUrl =
+  process.env.DEV_DATABASE_URL ??
+  `postgres://postgres:postgres@127.0.0.1:${DEFAULT_PORTS.postgres}/postgres`;
+const db = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 3_000 });
+try {
+  await db.connect();
+} catch {
+  fail(
+    `no dev database at ${databaseUrl.replace(/:[^:@/]+@/, ":***@")}: start it with "npm run dev" first`,
+  );
+}
+try {
+  const session = await signInDevUser(db, {
+    ...input,
+    jwtSecret: process.env.SUPABASE_JWT_SECRET || LOCAL_JWT_SECRET,
+    expiresInSeconds: expires,
+  });
+  process.stderr.write(
+    `user ${session.userId} (${session.plan}), token expires ${session.expiresAt}\n`,
+  );
+  process.stdout.write(`${session.accessToken}\n`);
+} catch (error) {
+  fail(`could not create the user: ${(error as Error).message}`);
+} finally {
+  await db.end();
+}

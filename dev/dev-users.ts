@@ -1,0 +1,68 @@
+/**
+ * Local users for the dev stack and tests: an `auth.users` row (what Supabase Auth would have
+ * created), the plan (a `user_plans` row for pro; none for free), and a signed access token.
+ * Never imported by `api/` or `lib/`.
+ */
+import { randomUUID } from "node:crypto";
+import type pg from "pg";
+import { mintUserToken } from "./token.ts";
+
+export type DevPlan = "free" | "pro";
+
+export interface DevSession {
+  userId: string;
+  accessToken: string;
+  plan: DevPlan;
+  /** ISO time the token expires. */
+  expiresAt: string;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Checks a sign-in request body; returns a message for a bad one. */
+export function parseSignIn(body: unknown): { plan: DevPlan; userId: string } | string {
+  const b = (body ?? {}) as { plan?: unknown; userId?: unknown };
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    return "body must be a JSON object";
+  if (b.plan !== undefined && b.plan !== "free" && b.plan !== "pro")
+    return 'plan must be "free" or "pro"';
+  if (b.userId !== undefined && (typeof b.userId !== "string" || !UUID.test(b.userId)))
+    return "userId must be a UUID";
+  return {
+    plan: (b.plan as DevPlan | undefined) ?? "free",
+    userId: ((b.userId as string | undefined) ?? randomUUID()).toLowerCase(),
+  };
+}
+
+/** Creates (or updates) the user and their plan, then mints a token for them. */
+export async function signInDevUser(
+  db: Pick<pg.Pool, "query">,
+  input: { userId?: string; plan?: DevPlan; jwtSecret: string; expiresInSeconds?: number },
+): Promise<DevSession> {
+  const userId = input.userId ?? randomUUID();
+  const plan = input.plan ?? "free";
+  await db.query(
+    `with u as (insert into auth.users (id, email) values ($1, $2) on conflict (id) do nothing)
+     select 1`,
+    [userId, `${userId.slice(0, 8)}@example.test`],
+  );
+  if (plan === "free") {
+    await db.query("delete from public.user_plans where user_id = $1", [userId]);
+  } else {
+    await db.query(
+      `insert into public.user_plans (user_id, plan_id) values ($1, $2)
+       on conflict (user_id) do update set plan_id = excluded.plan_id, updated_at = now()`,
+      [userId, plan],
+    );
+  }
+  const expiresInSeconds = input.expiresInSeconds ?? 8 * 3600;
+  const now = new Date();
+  const accessToken = await mintUserToken({
+    secret: input.jwtSecret,
+    userId,
+    expiresInSeconds,
+    now,
+  });
+  const expiresAt = new Date(Math.floor(now.getTime() / 1000) * 1000 + expiresInSeconds * 1000);
+  return { userId, accessToken, plan, expiresAt: expiresAt.toISOString() };
+}

@@ -1,0 +1,144 @@
+/**
+ * End to end, over HTTP, on the whole local stack: a job's life as the page sees it, with
+ * QStash deliveries made by the stand-in and the fake model answering.
+ */
+import { expect, test } from "vitest";
+import { events, newUser, publishThroughQStash, refundEvents, useStack } from "../support/stack.ts";
+
+const fixture = useStack();
+
+test("happy path: enqueue → delivered → model → succeeded, output readable, 1 unit used", async () => {
+  const { stack } = fixture;
+  const { api } = await newUser(stack);
+  const calls = stack.model.calls();
+
+  const created = await api.enqueue("Write a haiku about queues");
+  expect(created.status).toBe(202);
+  expect(created.body.job).toMatchObject({ status: "queued", phase: "queued", attempts: 0 });
+  expect(created.body.usage).toMatchObject({ plan: "pro", used: 1, active: 1 });
+
+  const job = await api.waitTerminal(created.body.job.id);
+  expect(job).toMatchObject({
+    status: "succeeded",
+    phase: "succeeded",
+    attempts: 1,
+    quotaRefunded: false,
+    failureReason: null,
+  });
+  expect(job.output).toContain("Write a haiku about queues");
+  expect(stack.model.calls() - calls).toBe(1);
+
+  const usage = await api.usage();
+  expect(usage.body).toMatchObject({ used: 1, active: 0 });
+  const list = await api.list();
+  expect(list.body.jobs.map((j: { id: string }) => j.id)).toEqual([job.id]);
+  expect(await events(stack, job.id)).toEqual(["enqueued", "started", "completed"]);
+});
+
+test("the same message delivered twice: one model call", async () => {
+  const { stack } = fixture;
+  const { api } = await newUser(stack);
+  const calls = stack.model.calls();
+
+  const created = await api.enqueue("[fake:slow:1500] a slow document");
+  const id = created.body.job.id;
+  await api.waitFor(id, (j) => j.status === "running", "running");
+  // A second delivery of {jobId} while the first still runs (QStash is at-least-once).
+  await publishThroughQStash(stack, "/api/worker", { jobId: id });
+  const job = await api.waitTerminal(id);
+  expect(job).toMatchObject({ status: "succeeded", attempts: 1 });
+  // And once more after it finished.
+  await publishThroughQStash(stack, "/api/worker", { jobId: id });
+  await stack.qstash.waitIdle(10_000);
+
+  expect(stack.model.calls() - calls).toBe(1);
+  expect((await api.job(id)).body.job).toMatchObject({ status: "succeeded", attempts: 1 });
+  expect(fixture.logs.some((l) => l.includes('"already_running"') && l.includes(id))).toBe(true);
+  expect(await events(stack, id)).toEqual(["enqueued", "started", "completed"]);
+});
+
+test("cancel while the model runs: canceled, refunded once, the late completion does not overwrite it", async () => {
+  const { stack } = fixture;
+  const { api } = await newUser(stack);
+  const calls = stack.model.calls();
+
+  const created = await api.enqueue("[fake:slow:2000] take your time");
+  const id = created.body.job.id;
+  await api.waitFor(id, (j) => j.status === "running", "running");
+
+  const canceled = await api.cancel(id);
+  expect(canceled.status).toBe(200);
+  expect(canceled.body).toMatchObject({
+    quotaRefunded: true,
+    job: { status: "canceled", quotaRefunded: true },
+  });
+  expect((await api.usage()).body).toMatchObject({ used: 0, active: 0 });
+
+  // The worker's model call ends after the cancel; its output must be dropped.
+  await stack.qstash.waitIdle(10_000);
+  expect(fixture.logs.some((l) => l.includes("late_output_dropped") && l.includes(id))).toBe(true);
+  const job = (await api.job(id)).body.job;
+  expect(job).toMatchObject({ status: "canceled", output: null, quotaRefunded: true });
+  expect(stack.model.calls() - calls).toBe(1);
+  expect(await refundEvents(stack, id)).toBe(1);
+  expect(await events(stack, id)).toEqual(["enqueued", "started", "canceled"]);
+
+  // A second cancel is refused and refunds nothing.
+  const again = await api.cancel(id);
+  expect(again.status).toBe(409);
+  expect(again.body.error.code).toBe("already_finished");
+  expect((await api.usage()).body.used).toBe(0);
+});
+
+test("provider 429 rate_limit_exceeded: waiting_for_provider with resumeAt, then succeeded", async () => {
+  const { stack } = fixture;
+  const { api } = await newUser(stack);
+  const calls = stack.model.calls();
+  stack.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 2 });
+
+  const created = await api.enqueue("Summarise the quarterly report");
+  const id = created.body.job.id;
+  const waiting = await api.waitFor(id, (j) => j.phase === "waiting_for_provider", "waiting");
+  expect(waiting).toMatchObject({ status: "queued", providerQuotaHits: 1 });
+  expect(Date.parse(waiting.resumeAt)).toBeGreaterThan(Date.now() - 1_000);
+
+  const job = await api.waitTerminal(id);
+  expect(job).toMatchObject({
+    status: "succeeded",
+    attempts: 2,
+    providerQuotaHits: 1,
+    quotaRefunded: false,
+  });
+  expect(stack.model.calls() - calls).toBe(2);
+  expect((await api.usage()).body).toMatchObject({ used: 1, active: 0 });
+  expect(await events(stack, id)).toEqual([
+    "enqueued",
+    "started",
+    "requeued",
+    "started",
+    "completed",
+  ]);
+});
+
+test("cancel while queued (waiting for the provider): canceled, refunded once, never run again", async () => {
+  const { stack } = fixture;
+  const { api } = await newUser(stack);
+  const calls = stack.model.calls();
+  stack.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 2 });
+
+  const created = await api.enqueue("Draft a polite reminder");
+  const id = created.body.job.id;
+  await api.waitFor(id, (j) => j.phase === "waiting_for_provider", "waiting");
+
+  const canceled = await api.cancel(id);
+  expect(canceled.status).toBe(200);
+  expect(canceled.body.job).toMatchObject({ status: "canceled", quotaRefunded: true });
+
+  // The requeued message still arrives at its notBefore; the claim finds the job final.
+  await stack.qstash.waitIdle(15_000);
+  expect(stack.model.calls() - calls).toBe(1);
+  expect((await api.job(id)).body.job).toMatchObject({ status: "canceled", output: null });
+  expect(await refundEvents(stack, id)).toBe(1);
+  expect(await events(stack, id)).toEqual(["enqueued", "started", "requeued", "canceled"]);
+  expect((await api.usage()).body).toMatchObject({ used: 0, active: 0 });
+});

@@ -1,0 +1,237 @@
+/**
+ * The whole local stack for one end-to-end test file: free ports, a temp data folder, QStash
+ * retries scaled down (notBefore stays real time), and tunables that keep the suite fast. Tests
+ * reach the app over HTTP exactly as the page does (fetch + Bearer token); QStash deliveries are
+ * made by the stand-in; no handler is called directly.
+ *
+ * After every test: nothing left queued or running (polled with a deadline) and no drift.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, expect } from "vitest";
+import { DEV_TOKEN } from "../../dev/qstash/index.ts";
+import { type Stack, type StackOptions, startStack } from "../../dev/stack.ts";
+
+/** Tunables for the e2e suite (lib/config.ts names). Each file may override some. */
+export const E2E_ENV: Record<string, string> = {
+  QSTASH_RETRIES: "1",
+  PROVIDER_QUOTA_MAX_HITS: "3",
+  PROVIDER_BACKOFF_SECONDS: "1",
+  WORKER_MAX_DURATION_SECONDS: "10",
+  MODEL_TIMEOUT_MS: "8000",
+  JOB_LEASE_SECONDS: "12",
+  SWEEP_UNDELIVERED_AFTER_SECONDS: "60",
+  SWEEP_LEASE_GRACE_SECONDS: "0",
+  RATE_LIMIT_REQUESTS: "100",
+};
+
+export interface StackFixture {
+  /** The running stack (after beforeAll). */
+  readonly stack: Stack;
+  /** Every log line of the stack so far (app JSON lines, [qstash] lines, [alert] lines). */
+  readonly logs: string[];
+}
+
+/**
+ * Starts a stack for this file. `waitIdle: false` skips waiting for QStash to drain after each
+ * test (for files that leave slow failure-callback retries behind on purpose).
+ */
+export function useStack(
+  options: Pick<StackOptions, "appInChildProcess" | "timeScale"> & {
+    env?: Record<string, string>;
+    waitIdle?: boolean;
+  } = {},
+): StackFixture {
+  let stack: Stack | undefined;
+  let dataDir = "";
+  const logs: string[] = [];
+  beforeAll(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), "quota-jobs-e2e-"));
+    stack = await startStack({
+      ports: {
+        app: 0,
+        postgres: 0,
+        supabase: 0,
+        qstash: 0,
+        redisRest: 0,
+        redisServer: 0,
+        openai: 0,
+        alerts: 0,
+      },
+      dataDir,
+      reset: true,
+      timeScale: options.timeScale ?? 0.01,
+      env: { ...E2E_ENV, ...options.env },
+      ...(options.appInChildProcess ? { appInChildProcess: true } : {}),
+      log: (line) => {
+        logs.push(line);
+      },
+    });
+  }, 60_000);
+
+  afterEach(async (ctx) => {
+    if (!stack) return;
+    if (options.waitIdle !== false) await stack.qstash.waitIdle(20_000).catch(() => undefined);
+    try {
+      await expectAllSettled(stack);
+    } finally {
+      if (ctx.task.result?.state === "fail") {
+        process.stderr.write(`--- last stack log lines (${ctx.task.name}) ---\n`);
+        process.stderr.write(`${logs.slice(-60).join("\n")}\n`);
+      }
+    }
+  }, 40_000);
+
+  afterAll(async () => {
+    await stack?.stop();
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  }, 30_000);
+
+  return {
+    get stack() {
+      if (!stack) throw new Error("the stack is not started yet (use it inside a test)");
+      return stack;
+    },
+    logs,
+  };
+}
+
+/** Polls `read` until `done(value)` holds; fails with the last value after the deadline. */
+export async function until<T>(
+  read: () => Promise<T>,
+  done: (value: T) => boolean,
+  { timeoutMs = 20_000, intervalMs = 50, what = "condition" } = {},
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read();
+    if (done(value)) return value;
+    if (Date.now() > deadline)
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}: ${JSON.stringify(value)}`,
+      );
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
+
+const TERMINAL = new Set(["succeeded", "failed", "canceled"]);
+export const isTerminal = (status: string): boolean => TERMINAL.has(status);
+
+/** Invariants 1 and 5 at the end of a test: nothing active (after a deadline), no drift. */
+export async function expectAllSettled(stack: Stack, timeoutMs = 20_000): Promise<void> {
+  await until(
+    async () =>
+      (
+        await stack.sql.query<{ id: string; status: string }>(
+          "select id, status from public.generation_jobs where status in ('queued', 'running')",
+        )
+      ).rows,
+    (rows) => rows.length === 0,
+    { timeoutMs, intervalMs: 100, what: "every job to reach a terminal state" },
+  );
+  const drift = await stack.sql.query("select * from public.quota_drift");
+  expect(drift.rows).toEqual([]);
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: JSON bodies as the API returns them
+export type Json = any;
+export interface Reply {
+  status: number;
+  headers: Headers;
+  body: Json;
+}
+
+/** The frontend's view of the API: fetch with the user's Bearer token. */
+export function apiAs(stack: Stack, accessToken: string) {
+  const call = async (method: string, path: string, body?: unknown): Promise<Reply> => {
+    const res = await fetch(`${stack.urls.app}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${accessToken}`,
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await res.text();
+    let parsed: Json = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      // not JSON: keep the text
+    }
+    return { status: res.status, headers: res.headers, body: parsed };
+  };
+  const api = {
+    call,
+    enqueue: (prompt: string) => call("POST", "/api/jobs", { prompt }),
+    job: (id: string) => call("GET", `/api/jobs/${id}`),
+    cancel: (id: string) => call("DELETE", `/api/jobs/${id}`),
+    usage: () => call("GET", "/api/usage"),
+    list: () => call("GET", "/api/jobs"),
+    /** Polls GET /api/jobs/:id until `done(job)`. */
+    waitFor: (id: string, done: (job: Json) => boolean, what: string, timeoutMs = 20_000) =>
+      until(
+        async () => (await api.job(id)).body.job as Json,
+        (job) => job !== undefined && done(job),
+        { timeoutMs, what: `job ${id}: ${what}` },
+      ),
+    /** Polls until the job is succeeded, failed or canceled. */
+    waitTerminal: (id: string, timeoutMs = 20_000) =>
+      api.waitFor(id, (job) => isTerminal(job.status), "a terminal state", timeoutMs),
+  };
+  return api;
+}
+
+/** A signed-in user of the stack (pro unless asked) and their API client. */
+export async function newUser(stack: Stack, plan: "free" | "pro" = "pro") {
+  const session = await stack.signIn({ plan });
+  return { ...session, api: apiAs(stack, session.accessToken) };
+}
+
+/** Refund-bearing transitions of a job (ended failed or canceled): 0 or 1, never more. */
+export async function refundEvents(stack: Stack, jobId: string): Promise<number> {
+  const { rows } = await stack.sql.query<{ n: number }>(
+    "select count(*)::int as n from public.job_events where job_id = $1 and to_status in ('failed', 'canceled')",
+    [jobId],
+  );
+  return rows[0]?.n ?? 0;
+}
+
+/** The job's event names in order (started, requeued, completed, canceled, ...). */
+export async function events(stack: Stack, jobId: string): Promise<string[]> {
+  const { rows } = await stack.sql.query<{ event: string }>(
+    "select event from public.job_events where job_id = $1 order by id",
+    [jobId],
+  );
+  return rows.map((r) => r.event);
+}
+
+/** Alerts the receiver got that mention `text` (a job id), optionally of one kind. */
+export function alertsAbout(stack: Stack, text: string, kind?: string): unknown[] {
+  return stack.alerts
+    .received()
+    .filter((a) => JSON.stringify(a).includes(text))
+    .filter(
+      (a) => kind === undefined || String((a as { text?: string }).text).startsWith(`[${kind}]`),
+    );
+}
+
+/** Publishes a message through the QStash stand-in, as QStash would deliver it (signed). */
+export async function publishThroughQStash(
+  stack: Stack,
+  path: string,
+  body: unknown,
+): Promise<{ messageId: string }> {
+  const res = await fetch(`${stack.urls.qstash}/v2/publish/${stack.env.APP_URL}${path}`, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${DEV_TOKEN}`,
+      "content-type": "application/json",
+      "Upstash-Retries": "0",
+    },
+    body: JSON.stringify(body),
+  });
+  expect(res.status).toBe(200);
+  return (await res.json()) as { messageId: string };
+}
