@@ -1,0 +1,360 @@
+// @ts-check
+/**
+ * The page: sign-in, usage, the prompt form and the job cards. Pure decisions live in the
+ * modules beside it (status.js: words; poll.js: when to look; submission.js: which
+ * Idempotency-Key); this file only wires them to the DOM and the API.
+ */
+import { ApiError, createApi } from "./api.js";
+import { AuthError, authErrorSentence, createAuth } from "./auth.js";
+import { createCard } from "./cards.js";
+import { formatClock } from "./format.js";
+import { createPoller } from "./poll.js";
+import { errorSentence, isActive, phaseLabel, phaseSentence, usageSentence } from "./status.js";
+import { createSubmission } from "./submission.js";
+
+/** @typedef {import("./status.js").Job} Job */
+/** @typedef {import("./status.js").Usage} Usage */
+/** @typedef {import("./cards.js").Card} Card */
+/** @typedef {import("./poll.js").Poller} Poller */
+
+/**
+ * @template {HTMLElement} T
+ * @param {string} id
+ * @returns {T}
+ */
+function byId(id) {
+  const node = document.getElementById(id);
+  if (!node) throw new Error(`#${id} is missing`);
+  return /** @type {T} */ (node);
+}
+
+const ui = {
+  loading: byId("loading"),
+  account: byId("account"),
+  who: byId("who"),
+  signOut: /** @type {HTMLButtonElement} */ (byId("sign-out")),
+  signIn: byId("sign-in"),
+  signInNotice: byId("sign-in-notice"),
+  signInError: byId("sign-in-error"),
+  passwordForm: /** @type {HTMLFormElement} */ (byId("password-form")),
+  devForm: /** @type {HTMLFormElement} */ (byId("dev-form")),
+  noSignIn: byId("no-sign-in"),
+  app: byId("app"),
+  usage: byId("usage"),
+  form: /** @type {HTMLFormElement} */ (byId("prompt-form")),
+  prompt: /** @type {HTMLTextAreaElement} */ (byId("prompt")),
+  generate: /** @type {HTMLButtonElement} */ (byId("generate")),
+  sending: byId("sending"),
+  formError: byId("form-error"),
+  jobs: byId("jobs"),
+  jobsEmpty: byId("jobs-empty"),
+  more: /** @type {HTMLButtonElement} */ (byId("more")),
+  announcer: byId("announcer"),
+};
+
+const now = () => new Date();
+
+/** What the deployment offers: the dev sign-in (npm run dev only) and/or Supabase Auth. */
+async function discover() {
+  const [dev, config] = await Promise.all([
+    fetch("/__dev/info", { cache: "no-store" })
+      .then(async (r) => r.ok && (await r.json())?.mode === "dev")
+      .catch(() => false),
+    fetch("/api/public-config", { cache: "no-store" })
+      .then(async (r) => (r.ok ? await r.json() : null))
+      .catch(() => null),
+  ]);
+  const supabase =
+    config && typeof config.supabaseUrl === "string" && typeof config.supabaseAnonKey === "string"
+      ? { url: config.supabaseUrl.replace(/\/+$/, ""), anonKey: config.supabaseAnonKey }
+      : null;
+  return { dev: Boolean(dev), supabase };
+}
+
+/** @param {string} text */
+function announce(text) {
+  // Clearing first makes a repeated sentence be read again.
+  ui.announcer.textContent = "";
+  setTimeout(() => {
+    ui.announcer.textContent = text;
+  }, 50);
+}
+
+async function main() {
+  const offer = await discover();
+  const auth = createAuth({ supabase: offer.supabase, storage: sessionStorage });
+  const api = createApi({ token: auth.accessToken, refresh: auth.refresh });
+  const submission = createSubmission();
+
+  /** @type {Map<string, { card: Card, poller: Poller | null }>} */
+  const cards = new Map();
+  /** @type {string | null} */
+  let cursor = null;
+  let busy = false;
+  /** @type {ReturnType<typeof setInterval> | null} */
+  let clockTimer = null;
+
+  // ---- sign-in --------------------------------------------------------------------------
+
+  /** @param {string} [notice] */
+  function showSignIn(notice = "") {
+    stopAll();
+    ui.loading.hidden = true;
+    ui.app.hidden = true;
+    ui.account.hidden = true;
+    ui.signIn.hidden = false;
+    ui.signInNotice.textContent = notice;
+    ui.signInError.textContent = "";
+    // `npm run dev` has no Supabase Auth (only its database): there, the dev sign-in only.
+    ui.passwordForm.hidden = !offer.supabase || offer.dev;
+    ui.devForm.hidden = !offer.dev;
+    ui.noSignIn.hidden = Boolean(offer.supabase || offer.dev);
+    const first = /** @type {HTMLElement | null} */ (
+      ui.signIn.querySelector("form:not([hidden]) input")
+    );
+    first?.focus();
+  }
+
+  /** @param {() => Promise<void>} signIn @param {HTMLFormElement} form */
+  async function trySignIn(signIn, form) {
+    const button = /** @type {HTMLButtonElement} */ (form.querySelector("button[type=submit]"));
+    if (button.getAttribute("aria-disabled") === "true") return;
+    button.setAttribute("aria-disabled", "true");
+    ui.signInError.textContent = "";
+    try {
+      await signIn();
+      await showApp();
+    } catch (e) {
+      ui.signInError.textContent = authErrorSentence(
+        e instanceof AuthError ? e.code : "unavailable",
+      );
+    } finally {
+      button.removeAttribute("aria-disabled");
+    }
+  }
+
+  ui.passwordForm.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const data = new FormData(ui.passwordForm);
+    void trySignIn(
+      () => auth.signInWithPassword(String(data.get("email")), String(data.get("password"))),
+      ui.passwordForm,
+    );
+  });
+  ui.devForm.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const plan = new FormData(ui.devForm).get("plan") === "pro" ? "pro" : "free";
+    void trySignIn(() => auth.devSignIn(plan), ui.devForm);
+  });
+  ui.signOut.addEventListener("click", () => {
+    void auth.signOut();
+  });
+  auth.onChange((s) => {
+    if (!s) showSignIn("You are signed out.");
+  });
+
+  // ---- the signed-in page ---------------------------------------------------------------
+
+  async function showApp() {
+    const s = auth.session();
+    if (!s) return showSignIn();
+    ui.loading.hidden = true;
+    ui.signIn.hidden = true;
+    ui.app.hidden = false;
+    ui.account.hidden = false;
+    ui.who.textContent = s.email
+      ? `Signed in as ${s.email}`
+      : `Signed in (local user ${s.userId.slice(0, 8)})`;
+    ui.formError.textContent = "";
+    ui.prompt.focus();
+    clockTimer ??= setInterval(() => {
+      const t = now();
+      for (const { card } of cards.values()) card.tick(t);
+    }, 1000);
+    await Promise.all([refreshUsage(), loadJobs(null)]);
+  }
+
+  /** @param {unknown} e */
+  function handleAuthFailure(e) {
+    if (e instanceof ApiError && e.problem.code === "unauthorized") {
+      void auth.signOut().then(() => showSignIn(errorSentence(e.problem, now())));
+      return true;
+    }
+    return false;
+  }
+
+  /** @param {Usage} usage */
+  function renderUsage(usage) {
+    ui.usage.textContent = usageSentence(usage, now());
+  }
+
+  async function refreshUsage() {
+    try {
+      renderUsage(await api.usage());
+    } catch (e) {
+      if (!handleAuthFailure(e)) ui.usage.textContent = "Your usage could not be loaded just now.";
+    }
+  }
+
+  /** @param {string | null} from */
+  async function loadJobs(from) {
+    try {
+      const page = await api.listJobs(from);
+      for (const job of page.jobs) upsert(job, { atTop: false });
+      cursor = page.nextCursor;
+      ui.more.hidden = cursor === null;
+    } catch (e) {
+      if (!handleAuthFailure(e))
+        ui.jobsEmpty.textContent = "Your jobs could not be loaded just now.";
+    }
+    ui.jobsEmpty.hidden = cards.size > 0;
+  }
+
+  ui.more.addEventListener("click", () => {
+    if (cursor) void loadJobs(cursor);
+  });
+
+  /**
+   * Show a job (new or updated); start or stop polling it; announce a phase change.
+   * @param {Job} job
+   * @param {{ atTop: boolean }} where
+   */
+  function upsert(job, where) {
+    const t = now();
+    const known = cards.get(job.id);
+    if (known) {
+      const before = known.card.job;
+      known.card.update(job, t);
+      if (before.phase !== job.phase) {
+        announce(announcement(job));
+        if (!isActive(job)) {
+          known.poller?.stop();
+          known.poller = null;
+          void refreshUsage();
+        }
+      }
+      return;
+    }
+    const card = createCard(job, { prompt: job.prompt, now: t, onCancel: cancel });
+    if (where.atTop) ui.jobs.prepend(card.el);
+    else ui.jobs.append(card.el);
+    cards.set(job.id, { card, poller: isActive(job) ? startPolling(job.id) : null });
+    ui.jobsEmpty.hidden = true;
+  }
+
+  /** @param {Job} job */
+  function announcement(job) {
+    const name = `Job from ${formatClock(job.createdAt)}`;
+    return job.phase === "running"
+      ? `${name}: ${phaseLabel(job.phase)}.`
+      : `${name}: ${phaseSentence(job, now())}`;
+  }
+
+  /** @param {string} id */
+  function startPolling(id) {
+    const poller = createPoller({
+      tick: async () => {
+        const entry = cards.get(id);
+        if (!entry) return "stop";
+        let job;
+        try {
+          job = await api.getJob(id);
+        } catch (e) {
+          if (handleAuthFailure(e)) return "stop";
+          if (e instanceof ApiError && e.problem.code === "not_found") return "stop";
+          throw e;
+        }
+        const before = entry.card.job;
+        const changed =
+          before.phase !== job.phase ||
+          before.attempts !== job.attempts ||
+          before.resumeAt !== job.resumeAt ||
+          before.startedAt !== job.startedAt;
+        upsert(job, { atTop: false });
+        if (!isActive(job)) return "stop";
+        return changed ? "changed" : "same";
+      },
+    });
+    if (document.hidden) poller.pause();
+    poller.start();
+    return poller;
+  }
+
+  function stopAll() {
+    for (const { poller } of cards.values()) poller?.stop();
+    cards.clear();
+    ui.jobs.replaceChildren();
+    if (clockTimer !== null) clearInterval(clockTimer);
+    clockTimer = null;
+  }
+
+  document.addEventListener("visibilitychange", () => {
+    for (const { poller } of cards.values()) {
+      if (document.hidden) poller?.pause();
+      else poller?.resume();
+    }
+  });
+
+  /** @param {Job} job */
+  async function cancel(job) {
+    const entry = cards.get(job.id);
+    try {
+      const updated = await api.cancelJob(job.id);
+      upsert(updated, { atTop: false });
+      // the Cancel button is gone now: keep keyboard focus on this card
+      entry?.card.el.querySelector("h3")?.focus();
+    } catch (e) {
+      if (handleAuthFailure(e)) return;
+      if (e instanceof ApiError) announce(errorSentence(e.problem, now()));
+    }
+  }
+
+  // ---- submitting -----------------------------------------------------------------------
+
+  ui.prompt.addEventListener("input", () => {
+    submission.edited(ui.prompt.value);
+    ui.formError.textContent = "";
+  });
+
+  ui.form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    // A second click while the first is on its way does nothing; a retry after a lost
+    // answer reuses the same Idempotency-Key (submission.js), so neither spends twice.
+    if (busy) return;
+    const prompt = ui.prompt.value;
+    if (prompt.trim() === "") {
+      ui.formError.textContent = "Write a prompt first.";
+      ui.prompt.focus();
+      return;
+    }
+    busy = true;
+    ui.generate.setAttribute("aria-disabled", "true");
+    ui.formError.textContent = "";
+    ui.sending.textContent = "Sending…";
+    try {
+      const { job, usage } = await api.submit(prompt, submission.keyFor(prompt));
+      submission.succeeded();
+      ui.prompt.value = "";
+      renderUsage(usage);
+      const known = cards.has(job.id);
+      upsert(job, { atTop: true });
+      if (!known) announce(announcement(job));
+    } catch (e) {
+      if (handleAuthFailure(e)) return;
+      const problem = e instanceof ApiError ? e.problem : { code: "network" };
+      ui.formError.textContent = errorSentence(problem, now());
+      if (problem.usage) renderUsage(problem.usage);
+    } finally {
+      busy = false;
+      ui.generate.removeAttribute("aria-disabled");
+      ui.sending.textContent = "";
+    }
+  });
+
+  if (auth.session()) await showApp();
+  else showSignIn();
+}
+
+main().catch(() => {
+  ui.loading.textContent = "The page could not start. Reload to try again.";
+});

@@ -1,0 +1,90 @@
+// @ts-check
+/**
+ * One job card. Everything that came from a person or a model (the prompt, the output) goes
+ * in with `textContent`, never `innerHTML`: markup in it is shown as text and never runs.
+ */
+import { formatClock } from "./format.js";
+import { isActive, phaseLabel, phaseSentence } from "./status.js";
+
+/** @typedef {import("./status.js").Job} Job */
+/** @typedef {import("./format.js").Clock} Clock */
+
+/**
+ * @typedef {object} Card
+ * @property {HTMLLIElement} el
+ * @property {Job} job
+ * @property {(job: Job, now: Date) => void} update
+ * @property {(now: Date) => void} tick  refresh the running clock text only
+ */
+
+/**
+ * @template {keyof HTMLElementTagNameMap} K
+ * @param {K} tag
+ * @param {string} className
+ * @param {string} [text]
+ */
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+/**
+ * @param {Job} job
+ * @param {{ prompt: string | null, now: Date, clock?: Clock, onCancel: (job: Job) => void }} o
+ * @returns {Card}
+ */
+export function createCard(job, o) {
+  const clock = o.clock ?? {};
+  const li = el("li", "job");
+  li.dataset.jobId = job.id;
+  const titleId = `job-${job.id}-title`;
+  li.setAttribute("aria-labelledby", titleId);
+
+  const h3 = el("h3", "");
+  h3.id = titleId;
+  h3.tabIndex = -1;
+  const name = `Job from ${formatClock(job.createdAt, clock)}`;
+  const title = el("span", "", name);
+  const badge = el("span", "badge");
+  h3.append(title, badge);
+
+  const prompt = el("p", "job-prompt");
+  const phase = el("p", "job-phase");
+  const output = el("div", "job-output");
+  output.setAttribute("role", "region");
+  output.setAttribute("aria-label", `Output of the ${name.toLowerCase()}`);
+  output.tabIndex = 0;
+  const cancel = el("button", "cancel secondary", "Cancel");
+  cancel.type = "button";
+  cancel.setAttribute("aria-label", `Cancel the ${name.toLowerCase()}`);
+  cancel.addEventListener("click", () => o.onCancel(card.job));
+
+  li.append(h3, prompt, phase, output, cancel);
+
+  const promptText = job.prompt ?? o.prompt;
+
+  /** @type {Card} */
+  const card = {
+    el: li,
+    job,
+    update(next, now) {
+      card.job = next;
+      li.dataset.phase = next.phase;
+      badge.textContent = phaseLabel(next.phase);
+      const p = next.prompt ?? promptText;
+      prompt.textContent = p ? `“${p}”` : "";
+      prompt.hidden = !p;
+      phase.textContent = phaseSentence(next, now, clock);
+      output.textContent = next.output ?? "";
+      output.hidden = next.phase !== "succeeded" || next.output === null;
+      cancel.hidden = !isActive(next);
+    },
+    tick(now) {
+      if (card.job.phase === "running") phase.textContent = phaseSentence(card.job, now, clock);
+    },
+  };
+  card.update(job, o.now);
+  return card;
+}

@@ -1,0 +1,167 @@
+// @ts-check
+/**
+ * What the page says, as pure functions of the API's data: a job's phase, a refusal's code,
+ * the usage line. Honest by construction: every sentence states a fact the API returned
+ * (a phase, a time, a refund), never an estimate of progress.
+ */
+import { formatClock, formatDuration, formatWait, formatWhen } from "./format.js";
+
+/** @typedef {import("../lib/jobs.ts").Job} Job */
+/** @typedef {import("../lib/jobs.ts").Usage} Usage */
+/** @typedef {import("./format.js").Clock} Clock */
+
+/** Phases in which a job can still change (and be canceled). */
+export const ACTIVE_PHASES = ["queued", "waiting_for_provider", "running"];
+
+/** @param {Pick<Job, "phase">} job */
+export const isActive = (job) => ACTIVE_PHASES.includes(job.phase);
+
+/** @type {Record<string, string>} */
+const REASONS = {
+  model_refused: "the AI provider refused this prompt",
+  delivery_failed: "it could not be delivered to a worker, even after retrying",
+  publish_failed: "it could not be put in the queue",
+  provider_quota_exhausted: "the AI provider stayed unavailable for too long",
+  lease_expired: "the worker handling it stopped responding",
+  max_age_exceeded: "it did not finish within the time limit",
+  never_delivered: "no worker ever picked it up",
+};
+
+/**
+ * Why a job failed, in words.
+ * @param {string | null} reason
+ */
+export function failureSentence(reason) {
+  return (reason && REASONS[reason]) || "something went wrong while generating it";
+}
+
+/**
+ * The one sentence a job card shows for its phase.
+ * @param {Job} job
+ * @param {Date} now
+ * @param {Clock} [clock]
+ */
+export function phaseSentence(job, now, clock = {}) {
+  switch (job.phase) {
+    case "queued":
+      return "Queued. It starts as soon as a worker is free.";
+    case "waiting_for_provider":
+      return job.resumeAt
+        ? `Waiting for the AI provider, resumes around ${formatClock(job.resumeAt, clock)}. You can close this page.`
+        : "Waiting for the AI provider. You can close this page.";
+    case "running": {
+      const since = job.startedAt ? Date.parse(job.startedAt) : Date.parse(job.createdAt);
+      return `Generating now, running for ${formatDuration(now.getTime() - since)}.`;
+    }
+    case "succeeded":
+      return job.finishedAt ? `Done ${formatWhen(job.finishedAt, now, clock)}.` : "Done.";
+    case "failed":
+      return `Failed: ${failureSentence(job.failureReason)}.${job.quotaRefunded ? " Your generation was refunded." : ""}`;
+    case "canceled":
+      return `Canceled.${job.quotaRefunded ? " Your generation was refunded." : ""}`;
+    default:
+      return `Status: ${job.status}.`;
+  }
+}
+
+/**
+ * The short word for a phase, used in a card's badge and in announcements.
+ * @param {Job["phase"]} phase
+ */
+export function phaseLabel(phase) {
+  return (
+    {
+      queued: "Queued",
+      waiting_for_provider: "Waiting for the AI provider",
+      running: "Generating",
+      succeeded: "Done",
+      failed: "Failed",
+      canceled: "Canceled",
+    }[phase] ?? phase
+  );
+}
+
+/**
+ * "today's", "this month's", "this period's": read from the quota period's length.
+ * @param {Pick<Usage, "periodStart" | "resetsAt">} usage
+ */
+export function periodWord(usage) {
+  const days = (Date.parse(usage.resetsAt) - Date.parse(usage.periodStart)) / 86_400_000;
+  if (days <= 1.05) return "today's";
+  if (days >= 27 && days <= 32) return "this month's";
+  return "this period's";
+}
+
+/**
+ * "Free plan: 0 of 1 generation used. Resets tomorrow at 09:00."
+ * @param {Usage} usage
+ * @param {Date} now
+ * @param {Clock} [clock]
+ */
+export function usageSentence(usage, now, clock = {}) {
+  const plan = usage.plan.charAt(0).toUpperCase() + usage.plan.slice(1);
+  const unit = usage.limit === 1 ? "generation" : "generations";
+  return `${plan} plan: ${usage.used} of ${usage.limit} ${unit} used. Resets ${formatWhen(usage.resetsAt, now, clock)}.`;
+}
+
+/**
+ * A refusal or failure as the page knows it: the API's error code and what came with it.
+ * `code: "network"` means no answer arrived (the request may or may not have been processed).
+ * @typedef {{
+ *   code: string,
+ *   message?: string,
+ *   status?: number,
+ *   retryAfterSeconds?: number | null,
+ *   usage?: Usage | null,
+ * }} Problem
+ */
+
+/**
+ * The sentence a person reads for an API refusal. `now` and `clock` place times in the
+ * user's day.
+ * @param {Problem} problem
+ * @param {Date} now
+ * @param {Clock} [clock]
+ */
+export function errorSentence(problem, now, clock = {}) {
+  const wait = problem.retryAfterSeconds;
+  const retryIn = wait ? ` Try again in ${formatWait(wait)}.` : " Try again in a moment.";
+  switch (problem.code) {
+    case "quota_exceeded": {
+      const usage = problem.usage;
+      const resetsAt =
+        usage?.resetsAt ?? (wait ? new Date(now.getTime() + wait * 1000).toISOString() : null);
+      const period = usage ? periodWord(usage) : "this period's";
+      const when = resetsAt ? formatWhen(resetsAt, now, clock) : "when your quota resets";
+      return usage && usage.limit !== 1
+        ? `You have used all ${usage.limit} of ${period} generations. They come back ${when}.`
+        : `You have used ${period} generation. It comes back ${when}.`;
+    }
+    case "too_many_active_jobs": {
+      const max = problem.usage?.maxActive ?? 1;
+      return max === 1
+        ? "Your plan runs one job at a time. Wait for it to finish, or cancel it, then try again."
+        : `Your plan runs ${max} jobs at a time. Wait for one to finish, or cancel one, then try again.`;
+    }
+    case "rate_limited":
+      return `You are sending requests too quickly.${retryIn}`;
+    case "unavailable":
+      return `The service is busy right now, and nothing was charged.${retryIn}`;
+    case "invalid_prompt":
+      return `This prompt cannot be sent. ${problem.message ?? "Write 1 to 8,000 characters of text."}`;
+    case "payload_too_large":
+      return "This prompt is too long. Keep it under 8,000 characters.";
+    case "unauthorized":
+      return "Your session has ended. Please sign in again.";
+    case "idempotency_key_reused":
+      return "This prompt changed while it was being sent. Press Generate again.";
+    case "not_found":
+      return "This job no longer exists.";
+    case "already_finished":
+      return "This job had already finished, so there was nothing to cancel.";
+    case "network":
+      return "Could not reach the service. Check your connection and try again: retrying will not charge you twice.";
+    default:
+      return "Something went wrong on our side. Please try again in a moment.";
+  }
+}

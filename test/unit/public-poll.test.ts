@@ -1,0 +1,107 @@
+import { describe, expect, test } from "vitest";
+import { createPoller, POLL_MAX_MS, pollDelay, type TickResult } from "../../public/poll.js";
+
+describe("polling backoff schedule", () => {
+  test("starts at 1.5 s, grows by half, and stops growing at 10 s", () => {
+    expect([0, 1, 2, 3, 4, 5, 6, 20].map(pollDelay)).toEqual([
+      1500, 2250, 3375, 5063, 7594, 10_000, 10_000, 10_000,
+    ]);
+  });
+
+  test("never exceeds the cap and never shrinks", () => {
+    let previous = 0;
+    for (let i = 0; i < 50; i++) {
+      const d = pollDelay(i);
+      expect(d).toBeGreaterThanOrEqual(previous);
+      expect(d).toBeLessThanOrEqual(POLL_MAX_MS);
+      previous = d;
+    }
+  });
+});
+
+/** A hand-driven clock: `fire()` runs the one pending timer and says after how long. */
+function manualTimers() {
+  let pending: { fn: () => void; ms: number; id: number } | null = null;
+  let next = 1;
+  return {
+    timers: {
+      setTimeout(fn: () => void, ms: number) {
+        pending = { fn, ms, id: next++ };
+        return pending.id;
+      },
+      clearTimeout(id: unknown) {
+        if (pending?.id === id) pending = null;
+      },
+    },
+    pendingMs: () => pending?.ms ?? null,
+    async fire() {
+      const p = pending;
+      if (!p) throw new Error("nothing scheduled");
+      pending = null;
+      p.fn();
+      // let the tick's promise settle
+      for (let i = 0; i < 5; i++) await Promise.resolve();
+      return p.ms;
+    },
+  };
+}
+
+describe("the poller", () => {
+  test("backs off while nothing changes, resets on a change, stops when the job ends", async () => {
+    const clock = manualTimers();
+    const results: TickResult[] = ["same", "same", "changed", "same", "stop"];
+    let ticks = 0;
+    const poller = createPoller({
+      tick: async () => results[ticks++] ?? "stop",
+      timers: clock.timers,
+    });
+    poller.start();
+    const waits: number[] = [];
+    while (clock.pendingMs() !== null) waits.push(await clock.fire());
+    expect(waits).toEqual([1500, 2250, 3375, 1500, 2250]);
+    expect(ticks).toBe(5);
+    expect(poller.stopped()).toBe(true);
+  });
+
+  test("a failed look counts as no change: polling slows down, it does not stop", async () => {
+    const clock = manualTimers();
+    let ticks = 0;
+    const poller = createPoller({
+      tick: async () => {
+        ticks++;
+        throw new Error("offline");
+      },
+      timers: clock.timers,
+    });
+    poller.start();
+    await clock.fire();
+    await clock.fire();
+    expect(ticks).toBe(2);
+    expect(clock.pendingMs()).toBe(3375);
+    poller.stop();
+  });
+
+  test("paused while the tab is hidden: no request; resumed: one look right away", async () => {
+    const clock = manualTimers();
+    let ticks = 0;
+    const poller = createPoller({
+      tick: async () => {
+        ticks++;
+        return "same";
+      },
+      timers: clock.timers,
+    });
+    poller.start();
+    await clock.fire();
+    expect(ticks).toBe(1);
+    poller.pause();
+    expect(clock.pendingMs()).toBeNull();
+    poller.resume();
+    for (let i = 0; i < 5; i++) await Promise.resolve();
+    expect(ticks).toBe(2);
+    // and the backoff carries on from where it was
+    expect(clock.pendingMs()).toBe(3375);
+    poller.stop();
+    expect(clock.pendingMs()).toBeNull();
+  });
+});

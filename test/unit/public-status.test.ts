@@ -1,0 +1,227 @@
+import { describe, expect, test } from "vitest";
+import type { Job, Usage } from "../../lib/jobs.ts";
+import {
+  errorSentence,
+  failureSentence,
+  isActive,
+  periodWord,
+  phaseSentence,
+  usageSentence,
+} from "../../public/status.js";
+
+const tokyo = { locale: "en-GB", timeZone: "Asia/Tokyo" };
+const now = new Date("2026-11-30T05:00:00Z"); // 14:00 in Tokyo
+
+const job = (over: Partial<Job>): Job => ({
+  id: "7b0c2f0e-1d7e-4a55-9d2a-0c7d1f1f0a01",
+  prompt: "a prompt",
+  status: "queued",
+  phase: "queued",
+  createdAt: "2026-11-30T04:59:00Z",
+  startedAt: null,
+  finishedAt: null,
+  attempts: 0,
+  providerQuotaHits: 0,
+  resumeAt: null,
+  failureReason: null,
+  quotaRefunded: false,
+  output: null,
+  ...over,
+});
+
+const freeUsage: Usage = {
+  plan: "free",
+  used: 1,
+  limit: 1,
+  periodStart: "2026-11-30T00:00:00Z",
+  resetsAt: "2026-12-01T00:00:00Z",
+  active: 0,
+  maxActive: 1,
+};
+const proUsage: Usage = {
+  plan: "pro",
+  used: 100,
+  limit: 100,
+  periodStart: "2026-11-01T00:00:00Z",
+  resetsAt: "2026-12-01T00:00:00Z",
+  active: 3,
+  maxActive: 3,
+};
+
+describe("phase → sentence: only what the API knows, no progress estimate", () => {
+  test("queued", () => {
+    expect(phaseSentence(job({}), now, tokyo)).toBe(
+      "Queued. It starts as soon as a worker is free.",
+    );
+  });
+
+  test("waiting for the provider names the resume time in local time and says the page may close", () => {
+    const j = job({ phase: "waiting_for_provider", resumeAt: "2026-11-30T05:42:10Z" });
+    expect(phaseSentence(j, now, tokyo)).toBe(
+      "Waiting for the AI provider, resumes around 14:42. You can close this page.",
+    );
+    expect(phaseSentence({ ...j, resumeAt: null }, now, tokyo)).toBe(
+      "Waiting for the AI provider. You can close this page.",
+    );
+  });
+
+  test("running shows the time elapsed since startedAt", () => {
+    const j = job({ status: "running", phase: "running", startedAt: "2026-11-30T04:58:55Z" });
+    expect(phaseSentence(j, now, tokyo)).toBe("Generating now, running for 1 min 5 s.");
+  });
+
+  test("succeeded says when", () => {
+    const j = job({
+      status: "succeeded",
+      phase: "succeeded",
+      finishedAt: "2026-11-30T04:59:30Z",
+      output: "text",
+    });
+    expect(phaseSentence(j, now, tokyo)).toBe("Done at 13:59.");
+  });
+
+  test("failed gives the reason in words and the refund", () => {
+    const j = job({
+      status: "failed",
+      phase: "failed",
+      failureReason: "provider_quota_exhausted",
+      quotaRefunded: true,
+    });
+    expect(phaseSentence(j, now, tokyo)).toBe(
+      "Failed: the AI provider stayed unavailable for too long. Your generation was refunded.",
+    );
+    expect(phaseSentence({ ...j, quotaRefunded: false }, now, tokyo)).toBe(
+      "Failed: the AI provider stayed unavailable for too long.",
+    );
+  });
+
+  test("canceled says it was refunded", () => {
+    const j = job({ status: "canceled", phase: "canceled", quotaRefunded: true });
+    expect(phaseSentence(j, now, tokyo)).toBe("Canceled. Your generation was refunded.");
+  });
+
+  test("every failure reason of the API has words of its own", () => {
+    const reasons = [
+      "model_refused",
+      "delivery_failed",
+      "publish_failed",
+      "provider_quota_exhausted",
+      "lease_expired",
+      "max_age_exceeded",
+      "never_delivered",
+    ];
+    const sentences = reasons.map(failureSentence);
+    expect(new Set(sentences).size).toBe(reasons.length);
+    for (const s of sentences) expect(s).not.toMatch(/_/);
+    expect(failureSentence(null)).toMatch(/went wrong/);
+  });
+
+  test("only queued, waiting and running jobs are active", () => {
+    expect(isActive(job({ phase: "waiting_for_provider" }))).toBe(true);
+    expect(isActive(job({ phase: "running" }))).toBe(true);
+    expect(isActive(job({ phase: "succeeded" }))).toBe(false);
+    expect(isActive(job({ phase: "canceled" }))).toBe(false);
+  });
+});
+
+describe("usage", () => {
+  test("the period is named from its length", () => {
+    expect(periodWord(freeUsage)).toBe("today's");
+    expect(periodWord(proUsage)).toBe("this month's");
+  });
+
+  test("plan, used of limit, and the reset in local time", () => {
+    expect(usageSentence({ ...freeUsage, used: 0 }, now, tokyo)).toBe(
+      "Free plan: 0 of 1 generation used. Resets tomorrow at 09:00.",
+    );
+    expect(usageSentence(proUsage, now, tokyo)).toBe(
+      "Pro plan: 100 of 100 generations used. Resets tomorrow at 09:00.",
+    );
+  });
+});
+
+describe("error code → sentence", () => {
+  test("quota_exceeded on the free plan: today's generation, back at the reset time", () => {
+    const late = new Date("2026-11-30T23:30:00Z"); // 08:30 on 1 Dec in Tokyo
+    expect(
+      errorSentence(
+        { code: "quota_exceeded", usage: freeUsage, retryAfterSeconds: 1800 },
+        late,
+        tokyo,
+      ),
+    ).toBe("You have used today's generation. It comes back at 09:00.");
+    expect(errorSentence({ code: "quota_exceeded", usage: freeUsage }, now, tokyo)).toBe(
+      "You have used today's generation. It comes back tomorrow at 09:00.",
+    );
+  });
+
+  test("quota_exceeded on a monthly plan, and from Retry-After alone", () => {
+    expect(
+      errorSentence(
+        { code: "quota_exceeded", usage: proUsage },
+        new Date("2026-11-20T00:00:00Z"),
+        tokyo,
+      ),
+    ).toBe("You have used all 100 of this month's generations. They come back on 1 Dec at 09:00.");
+    expect(errorSentence({ code: "quota_exceeded", retryAfterSeconds: 3600 }, now, tokyo)).toBe(
+      "You have used this period's generation. It comes back at 15:00.",
+    );
+  });
+
+  test("too_many_active_jobs names the plan's limit", () => {
+    expect(errorSentence({ code: "too_many_active_jobs", usage: freeUsage }, now)).toBe(
+      "Your plan runs one job at a time. Wait for it to finish, or cancel it, then try again.",
+    );
+    expect(errorSentence({ code: "too_many_active_jobs", usage: proUsage }, now)).toBe(
+      "Your plan runs 3 jobs at a time. Wait for one to finish, or cancel one, then try again.",
+    );
+  });
+
+  test("rate_limited and unavailable say when to retry, from Retry-After", () => {
+    expect(errorSentence({ code: "rate_limited", retryAfterSeconds: 20 }, now)).toBe(
+      "You are sending requests too quickly. Try again in 20 seconds.",
+    );
+    expect(errorSentence({ code: "unavailable", retryAfterSeconds: 5 }, now)).toBe(
+      "The service is busy right now, and nothing was charged. Try again in 5 seconds.",
+    );
+    expect(errorSentence({ code: "unavailable" }, now)).toBe(
+      "The service is busy right now, and nothing was charged. Try again in a moment.",
+    );
+  });
+
+  test("invalid_prompt keeps the server's reason; unauthorized asks to sign in again", () => {
+    expect(errorSentence({ code: "invalid_prompt", message: "The prompt is empty." }, now)).toBe(
+      "This prompt cannot be sent. The prompt is empty.",
+    );
+    expect(errorSentence({ code: "unauthorized" }, now)).toBe(
+      "Your session has ended. Please sign in again.",
+    );
+  });
+
+  test("no answer at all says retrying is safe; unknown codes get a plain apology", () => {
+    expect(errorSentence({ code: "network" }, now)).toMatch(/will not charge you twice/);
+    expect(errorSentence({ code: "internal", status: 500 }, now)).toBe(
+      "Something went wrong on our side. Please try again in a moment.",
+    );
+  });
+
+  test("no sentence leaks a machine code", () => {
+    for (const code of [
+      "quota_exceeded",
+      "too_many_active_jobs",
+      "rate_limited",
+      "unavailable",
+      "invalid_prompt",
+      "payload_too_large",
+      "unauthorized",
+      "idempotency_key_reused",
+      "not_found",
+      "already_finished",
+      "network",
+      "internal",
+      "invalid_json",
+    ]) {
+      expect(errorSentence({ code }, now, tokyo)).not.toMatch(/[a-z]+_[a-z]+/);
+    }
+  });
+});
