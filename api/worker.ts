@@ -16,7 +16,7 @@ export function createHandler(deps: () => WorkerDeps) {
         url: `${d.config.appUrl}/api/worker`,
       });
       const jobId = parseJobId(raw);
-      const r = await runJob(d, jobId);
+      const r = await runJob(d, jobId, { messageId: req.headers.get("upstash-message-id") });
       return json(
         r.status,
         { outcome: r.outcome },

@@ -25,14 +25,27 @@ export interface WorkerResult {
   outcome: string;
 }
 
-export async function runJob(deps: WorkerDeps, jobId: string): Promise<WorkerResult> {
+/**
+ * @param delivery the delivered message's `Upstash-Message-Id` (a QStash retry of the same
+ *   message carries the same id).
+ */
+export async function runJob(
+  deps: WorkerDeps,
+  jobId: string,
+  delivery: { messageId: string | null } = { messageId: null },
+): Promise<WorkerResult> {
   const claim = await deps.jobs.start(jobId, { leaseSeconds: deps.settings.leaseSeconds });
   if (claim.outcome === "not_ready") {
-    // Delivered before its resume time: the requeue's own publish may have failed. Publishing
-    // the same message again is deduplicated if it did not.
+    // Delivered before its resume time: the requeue's own publish failed (this is QStash's
+    // retry of the message that found the provider busy), or QStash's clock runs ahead of the
+    // database's. Either way this message is spent once we answer, so publish one for the
+    // resume time under an id of its own: the job's id would be dropped as a duplicate if the
+    // requeue's publish did happen, leaving the job to the sweeper. A retry of this same
+    // delivery reuses the id, so it publishes once; a second message for the job would only
+    // find it claimed.
     await deps.queue.publishJob({
       jobId,
-      dedupId: dedupId(claim.job),
+      dedupId: `${dedupId(claim.job)}-after-${(delivery.messageId ?? "unknown").replace(/[^\w-]/g, "_")}`,
       notBefore: new Date(claim.job.resume_at ?? Date.now()),
     });
     return { status: 200, outcome: "not_ready" };
@@ -178,7 +191,7 @@ async function onModelError(
 async function afterRequeue(deps: WorkerDeps, r: RequeueResult): Promise<WorkerResult> {
   if (r.outcome === "requeued") {
     // If this publish fails we answer 503: QStash retries this delivery, whose claim then finds
-    // the job not_ready and publishes the same message (same deduplication id) again.
+    // the job not_ready and publishes a message for the resume time itself.
     await deps.queue.publishJob({
       jobId: r.job.id,
       dedupId: dedupId(r.job),

@@ -291,7 +291,17 @@ describe("POST /api/worker: model failures", () => {
     expect(retry.status).toBe(200);
     expect(await outcomeOf(retry)).toBe("not_ready");
     const republished = app.qstash.latestFor(id);
-    expect(republished.headers["upstash-deduplication-id"]).toBe(`job-${id}-2`);
+    // An id of its own: had the requeue's publish got through after all, the job's id would be
+    // dropped as a duplicate and the job left to the sweeper.
+    expect(republished.headers["upstash-deduplication-id"]).toBe(
+      `job-${id}-2-after-${message.messageId}`,
+    );
+    expect(republished.deduplicated).toBe(false);
+    // QStash retrying this same delivery publishes nothing new: QStash drops the copy.
+    const accepted = app.qstash.forJob(id).length;
+    expect(await outcomeOf(await app.deliver(message, { retried: 2 }))).toBe("not_ready");
+    expect(app.qstash.forJob(id)).toHaveLength(accepted);
+    expect(app.qstash.messages.at(-1)).toMatchObject({ deduplicated: true });
     expect(republished.headers["upstash-not-before"]).toBe(
       String(Math.ceil((row.resume_at?.getTime() ?? 0) / 1000)),
     );
