@@ -1,0 +1,302 @@
+/**
+ * Section 5: growth. The hot statements' latency with 10 k, 100 k and 1 M jobs in the table,
+ * and their plans captured with auto_explain (ANALYZE, BUFFERS, nested statements: the plans of
+ * the statements INSIDE the transition functions, not of the outer `select fn()`), which must
+ * stay index paths. Then the sweeper ending the stale tenth of the table in its batches of 100.
+ *
+ * The table is bulk-loaded with generate_series: 10,000 users on a no-limit plan, each job's
+ * status drawn from a hash of its row number: 10 % stale (queued or running, created 4-5 h ago,
+ * past the 3 h max age), 1 % recently active, the rest finished over the past year; quota_usage
+ * is filled by the same statement, so the drift view stays empty.
+ */
+import type pg from "pg";
+import { bulkJobs, createUsers, driftRows, startBenchDb } from "./support/pg.ts";
+import { log, median, quantile, round, table, writeResult } from "./support/util.ts";
+
+const STATUS_SQL = `case
+  when (hashint8(i) & 2147483647) % 100 < 10 then case when i % 2 = 0 then 'queued' else 'running' end
+  when (hashint8(i) & 2147483647) % 100 < 11 then 'running'
+  when (hashint8(i) & 2147483647) % 100 < 80 then 'succeeded'
+  when (hashint8(i) & 2147483647) % 100 < 90 then 'failed'
+  else 'canceled' end`;
+const CREATED_SQL = `case
+  when (hashint8(i) & 2147483647) % 100 < 10 then now() - interval '4 hours' - make_interval(secs => i % 3600)
+  when (hashint8(i) & 2147483647) % 100 < 11 then now() - make_interval(secs => i % 600)
+  else now() - make_interval(days => (i % 365)::int, secs => i % 86400) end`;
+
+type Stat = { medianMs: number; p99Ms: number; n: number };
+
+async function timed(n: number, fn: (i: number) => Promise<void>): Promise<Stat> {
+  const ms: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t = performance.now();
+    await fn(i);
+    ms.push(performance.now() - t);
+  }
+  return { medianMs: round(median(ms), 3), p99Ms: round(quantile(ms, 0.99), 3), n };
+}
+
+/** Plans of every statement run inside the call, via auto_explain at NOTICE level. */
+async function explain(
+  client: pg.PoolClient,
+  text: string,
+  values: unknown[],
+  rollback = false,
+): Promise<string[]> {
+  const plans: string[] = [];
+  const onNotice = (msg: { message?: string }) => {
+    if (msg.message?.includes("Query Text:")) plans.push(msg.message);
+  };
+  client.on("notice", onNotice);
+  try {
+    if (rollback) await client.query("begin");
+    // auto_explain's settings are superuser-only: set them first, then call as the service role.
+    await client.query("set auto_explain.log_min_duration = 0");
+    await client.query("set role service_role");
+    await client.query(text, values);
+  } finally {
+    await client.query("reset role");
+    await client.query("set auto_explain.log_min_duration = -1");
+    if (rollback) await client.query("rollback");
+    client.off("notice", onNotice);
+  }
+  return plans;
+}
+
+const BIG_TABLES = /Seq Scan on (generation_jobs|quota_usage|job_events)\b/;
+
+export async function runGrowth(opts: { quick: boolean }) {
+  const sizes = opts.quick ? [10_000, 100_000] : [10_000, 100_000, 1_000_000];
+  const samples = opts.quick ? 100 : 300;
+  const db = await startBenchDb();
+  try {
+    const users = await createUsers(db.admin, 10_000, "bench");
+    const service = db.service(2);
+    const c = await service.connect();
+    const x = await db.admin.connect();
+    await x.query(`load 'auto_explain';
+      set auto_explain.log_min_duration = -1; set auto_explain.log_analyze = on;
+      set auto_explain.log_buffers = on; set auto_explain.log_timing = on;
+      set auto_explain.log_nested_statements = on; set auto_explain.log_level = notice;
+      set timezone = 'UTC'`);
+    try {
+      const points = [];
+      let loaded = 0;
+      for (const size of sizes) {
+        const t0 = performance.now();
+        await bulkJobs(db.admin, {
+          users,
+          from: loaded,
+          to: size - 1,
+          statusSql: STATUS_SQL,
+          createdSql: CREATED_SQL,
+        });
+        await db.admin.query("analyze public.generation_jobs; analyze public.quota_usage");
+        const loadSeconds = round((performance.now() - t0) / 1000, 1);
+        loaded = size;
+        log(`  growth: ${size} jobs loaded in ${loadSeconds} s`);
+        const pick = (i: number) => users[(i * 7919) % users.length] as string;
+
+        const enqueued: string[] = [];
+        const enqueue = await timed(samples, async (i) => {
+          const { rows } = await c.query(
+            "select public.enqueue_job(p_user_id => $1, p_prompt => $2) r",
+            [pick(i + size), `growth prompt ${size} ${i}`],
+          );
+          enqueued.push(rows[0].r.job.id);
+        });
+        const claim = await timed(samples, async (i) => {
+          await c.query("select public.start_job(p_job_id => $1) r", [enqueued[i]]);
+        });
+        const complete = await timed(samples, async (i) => {
+          await c.query(
+            "select public.complete_job(p_job_id => $1, p_attempt => 1, p_output => 'ok') r",
+            [enqueued[i]],
+          );
+        });
+        const { rows: existing } = await db.admin.query<{ id: string; user_id: string }>(
+          `select id, user_id from public.generation_jobs tablesample system (${Math.max(0.2, (100 * samples * 20) / size)}) limit $1`,
+          [samples],
+        );
+        const status = await timed(existing.length, async (i) => {
+          const e = existing[i] as { id: string; user_id: string };
+          await c.query("select public.get_job(p_job_id => $1, p_user_id => $2) r", [
+            e.id,
+            e.user_id,
+          ]);
+        });
+        const usage = await timed(samples, async (i) => {
+          await c.query("select public.get_usage(p_user_id => $1) r", [pick(i)]);
+        });
+        // One sweep batch, rolled back, so the stale tenth stays for the sweep below.
+        const sweepBatch = await timed(opts.quick ? 3 : 5, async () => {
+          await c.query("begin");
+          await c.query("select public.sweep_jobs() r");
+          await c.query("rollback");
+        });
+
+        // Warm the capture session's plan cache past plpgsql's 5 custom plans, then capture.
+        const u = pick(size + 1);
+        await x.query("set role service_role");
+        for (let i = 0; i < 6; i++)
+          await x.query("select public.enqueue_job(p_user_id => $1, p_prompt => $2)", [
+            u,
+            `warm ${i} ${size}`,
+          ]);
+        const { rows: fresh } = await x.query<{ r: { job: { id: string } } }>(
+          "select public.enqueue_job(p_user_id => $1, p_prompt => 'warm again') r",
+          [u],
+        );
+        await x.query("reset role");
+        const e0 = existing[0] as { id: string; user_id: string };
+        const plans: Record<string, string[]> = {
+          enqueue_job: await explain(
+            x,
+            "select public.enqueue_job(p_user_id => $1, p_prompt => $2)",
+            [pick(size + 2), `explained ${size}`],
+          ),
+          start_job: await explain(x, "select public.start_job(p_job_id => $1)", [
+            fresh[0]?.r.job.id,
+          ]),
+          complete_job: await explain(
+            x,
+            "select public.complete_job(p_job_id => $1, p_attempt => 1, p_output => 'ok')",
+            [fresh[0]?.r.job.id],
+          ),
+          get_job: await explain(x, "select public.get_job(p_job_id => $1, p_user_id => $2)", [
+            e0.id,
+            e0.user_id,
+          ]),
+          get_usage: await explain(x, "select public.get_usage(p_user_id => $1)", [pick(3)]),
+          sweep_jobs: await explain(x, "select public.sweep_jobs()", [], true),
+        };
+        const seqScans = Object.fromEntries(
+          Object.entries(plans).map(([k, ps]) => [k, ps.filter((p) => BIG_TABLES.test(p)).length]),
+        );
+        const point = {
+          jobs: size,
+          loadSeconds,
+          enqueue,
+          claim,
+          complete,
+          status,
+          usage,
+          sweepBatch,
+          seqScans,
+          plans,
+        };
+        points.push(point);
+        log(
+          `  growth ${size}: enqueue ${enqueue.medianMs} ms, claim ${claim.medianMs}, status ${status.medianMs}, usage ${usage.medianMs}, sweep batch ${sweepBatch.medianMs} ms, seq scans ${JSON.stringify(seqScans)}`,
+        );
+      }
+
+      // The sweeper ending the stale tenth, batch after batch, as the cron would (SQL side).
+      const { rows: before } = await db.admin.query<{ n: number }>(
+        `select count(*)::int n from public.generation_jobs
+       where status in ('queued', 'running') and created_at < now() - interval '3 hours'`,
+      );
+      const batches: number[] = [];
+      let ended = 0;
+      const started = performance.now();
+      for (;;) {
+        const t = performance.now();
+        const { rows } = await c.query("select public.sweep_jobs() r");
+        batches.push(performance.now() - t);
+        const r = rows[0].r as { failed: unknown[]; republish: unknown[]; more: boolean };
+        ended += r.failed.length;
+        if (!r.more) break;
+      }
+      const totalSeconds = (performance.now() - started) / 1000;
+      const { rows: after } = await db.admin.query<{ n: number }>(
+        `select count(*)::int n from public.generation_jobs
+       where status in ('queued', 'running') and created_at < now() - interval '3 hours'`,
+      );
+      const q = (p: number) => round(quantile(batches, p), 1);
+      const sweep = {
+        jobs: loaded,
+        staleBefore: before[0]?.n ?? 0,
+        staleAfter: after[0]?.n ?? 0,
+        ended,
+        batches: batches.length,
+        totalSeconds: round(totalSeconds, 1),
+        jobsPerSecond: round(ended / totalSeconds, 0),
+        batchMs: {
+          first: round(batches[0] ?? 0, 1),
+          median: q(0.5),
+          p99: q(0.99),
+          max: q(1),
+          last: round(batches.at(-1) ?? 0, 1),
+        },
+        // lib/sweeper.ts stops a cron run after 50 batches or 20 s.
+        cronRunsNeeded: Math.ceil(batches.length / 50),
+      };
+      log(`  growth sweep: ${JSON.stringify(sweep)}`);
+      const drift = await driftRows(db.admin);
+      const result = { postgres: db.version, samples, points, sweep, drift };
+      await writeResult("growth", result);
+      return result;
+    } finally {
+      c.release();
+      x.release();
+    }
+  } finally {
+    await db.stop();
+  }
+}
+
+export function printGrowth(r: Awaited<ReturnType<typeof runGrowth>>): string {
+  const ms = (s: Stat) => `${s.medianMs} / ${s.p99Ms}`;
+  const lat = table(
+    [
+      "jobs",
+      "load s",
+      "enqueue ms p50/p99",
+      "claim",
+      "complete",
+      "status",
+      "usage",
+      "1 sweep batch (p50/p99)",
+      "seq scans on big tables",
+    ],
+    r.points.map((p) => [
+      p.jobs,
+      p.loadSeconds,
+      ms(p.enqueue),
+      ms(p.claim),
+      ms(p.complete),
+      ms(p.status),
+      ms(p.usage),
+      ms(p.sweepBatch),
+      Object.values(p.seqScans).reduce((a, b) => a + b, 0),
+    ]),
+  );
+  const s = r.sweep;
+  const sw = table(
+    [
+      "jobs",
+      "stale before",
+      "ended",
+      "stale after",
+      "batches",
+      "total s",
+      "jobs/s",
+      "batch ms first / p50 / p99 / last",
+      "cron runs (50 batches each)",
+    ],
+    [
+      [
+        s.jobs,
+        s.staleBefore,
+        s.ended,
+        s.staleAfter,
+        s.batches,
+        s.totalSeconds,
+        s.jobsPerSecond,
+        `${s.batchMs.first} / ${s.batchMs.median} / ${s.batchMs.p99} / ${s.batchMs.last}`,
+        s.cronRunsNeeded,
+      ],
+    ],
+  );
+  return `${lat}\n\n${sw}\n\ndrift rows after the sweep: ${r.drift}`;
+}

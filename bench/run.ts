@@ -1,0 +1,69 @@
+/**
+ * `npm run bench`: every section, or some (`--only=sql,cold` / `--sql --cold`), `--quick` for a
+ * short run. Each section writes bench/results/<section>.json and prints its table; the run
+ * writes bench/results/summary.json with the machine and the time each section took.
+ */
+import { printColdStart, runColdStart } from "./cold-start.ts";
+import { printGrowth, runGrowth } from "./growth.ts";
+import { printHttp, runHttp } from "./http.ts";
+import { printRoundtrips, runRoundtrips } from "./roundtrips.ts";
+import { printSqlThroughput, runSqlThroughput } from "./sql-throughput.ts";
+import {
+  log,
+  machine,
+  parseFlags,
+  round,
+  SECTIONS,
+  type Section,
+  writeResult,
+} from "./support/util.ts";
+
+const flags = parseFlags(process.argv.slice(2));
+const titles: Record<Section, string> = {
+  roundtrips: "1. Round trips per flow (counted at the stand-ins)",
+  sql: "2. SQL throughput against the floor",
+  http: "3. HTTP through the local stack",
+  cold: "4. Cold start (esbuild bundles, fresh Node process)",
+  growth: "5. Growth (10k / 100k / 1M jobs) and the sweeper",
+};
+const run: Record<Section, (o: { quick: boolean }) => Promise<string>> = {
+  roundtrips: async (o) => printRoundtrips(await runRoundtrips(o)),
+  sql: async (o) => printSqlThroughput(await runSqlThroughput(o)),
+  http: async (o) => printHttp(await runHttp(o)),
+  cold: async (o) => printColdStart(await runColdStart(o)),
+  growth: async (o) => printGrowth(await runGrowth(o)),
+};
+
+const started = performance.now();
+const seconds: Record<string, number> = {};
+const failed: Record<string, string> = {};
+for (const section of SECTIONS) {
+  if (flags.only && !flags.only.has(section)) continue;
+  log(`== ${titles[section]}${flags.quick ? " (quick)" : ""}`);
+  const t = performance.now();
+  try {
+    const text = await run[section]({ quick: flags.quick });
+    console.log(`\n## ${titles[section]}\n\n${text}\n`);
+  } catch (error) {
+    failed[section] = error instanceof Error ? (error.stack ?? error.message) : String(error);
+    console.error(`section ${section} failed:`, error);
+  }
+  seconds[section] = round((performance.now() - t) / 1000, 1);
+  log(`   ${section} took ${seconds[section]} s`);
+}
+const total = round((performance.now() - started) / 1000, 1);
+await writeResult("summary", {
+  at: new Date().toISOString(),
+  command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(" ")}` : ""}`,
+  quick: flags.quick,
+  machine: machine(),
+  seconds,
+  totalSeconds: total,
+  failed,
+});
+console.log(
+  `total: ${total} s (${Object.entries(seconds)
+    .map(([k, v]) => `${k} ${v} s`)
+    .join(", ")})`,
+);
+process.exit(Object.keys(failed).length > 0 ? 1 : 0);

