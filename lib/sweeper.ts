@@ -54,7 +54,7 @@ export async function sweepStaleJobs(
       }
     }
     report.more = r.more;
-    if (!r.more || report.batches >= (options.maxBatches ?? 50) || Date.now() > deadline) break;
+    if (!r.more || report.batches >= (options.maxBatches ?? 1000) || Date.now() > deadline) break;
   }
   const total = failedJobs.length;
   if (total > 0 || report.republished > 0 || report.republishFailed > 0) {
