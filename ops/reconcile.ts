@@ -1,0 +1,277 @@
+/**
+ * Reconciliation for any quota-jobs database, production included:
+ *
+ *   npm run reconcile -- --db-url postgres://...            read-only report, exit 1 if anything found
+ *   npm run reconcile -- --db-url postgres://... --fix      also end what the sweeper would end
+ *
+ * The report (in one READ ONLY transaction, one snapshot):
+ * - drift: users and periods whose counter differs from their unrefunded jobs (public.quota_drift);
+ * - active jobs older than the max age (the sweeper should have ended them);
+ * - running jobs whose lease expired more than the grace ago (a dead worker's job);
+ * - queued jobs never delivered (the outbox: the sweeper republishes or ends them);
+ * - failed/canceled jobs without a refund, or without exactly one refund-bearing event;
+ * - succeeded jobs with a refund or a refund-bearing event.
+ * The last two are impossible by the table's constraints; they are checked anyway, because this
+ * command is for databases whose history nobody here has seen.
+ *
+ * `--fix` never writes a row itself: it calls `public.sweep_jobs(...)`, the sweeper's own
+ * transition (row locks with skip locked, one refund per job, every change in job_events), in
+ * batches until it reports nothing more. It passes `p_max_republish => 0`: this command cannot
+ * publish to QStash, so a never-delivered job is failed with its refund instead of being marked
+ * for a republish no one would make. Drift is reported, never "fixed": no transition creates or
+ * removes units, and a counter that disagrees with its jobs needs a human to read job_events.
+ *
+ * Exit codes: 0 nothing found, 1 findings, 2 usage or connection error.
+ */
+import { pathToFileURL } from "node:url";
+import pg from "pg";
+
+export interface ReconcileOptions {
+  dbUrl: string;
+  fix?: boolean;
+  /** @default 10800 (JOB_MAX_AGE_SECONDS) */
+  maxAgeSeconds?: number;
+  /** @default 300 (SWEEP_LEASE_GRACE_SECONDS) */
+  leaseGraceSeconds?: number;
+  /** @default 900 (SWEEP_UNDELIVERED_AFTER_SECONDS) */
+  undeliveredAfterSeconds?: number;
+  /** @default 100 */
+  batchSize?: number;
+  /** Rows listed per finding. @default 20 */
+  sample?: number;
+}
+
+export interface Finding {
+  check: string;
+  count: number;
+  /** Up to `sample` rows. */
+  rows: Record<string, unknown>[];
+  /** Whether `--fix` (sweep_jobs) ends these. */
+  fixable: boolean;
+}
+
+export interface ReconcileReport {
+  checkedAt: string;
+  findings: Finding[];
+  fixed?: { batches: number; failed: Record<string, number>; markedForRepublish: number };
+  /** Findings left after the fix (when `fix`). */
+  after?: Finding[];
+  ok: boolean;
+}
+
+type Param = "maxAgeSeconds" | "leaseGraceSeconds" | "undeliveredAfterSeconds";
+const CHECKS: Array<{ check: string; fixable: boolean; sql: string; param?: Param }> = [
+  {
+    check: "drift",
+    fixable: false,
+    sql: "select user_id, period_start, units_used, units_expected from public.quota_drift",
+  },
+  {
+    check: "active_past_max_age",
+    fixable: true,
+    param: "maxAgeSeconds",
+    sql: `select id, user_id, status, created_at from public.generation_jobs
+          where status in ('queued', 'running') and created_at < now() - make_interval(secs => $1)
+          order by created_at`,
+  },
+  {
+    check: "running_lease_expired",
+    fixable: true,
+    param: "leaseGraceSeconds",
+    sql: `select id, user_id, attempts, lease_expires_at from public.generation_jobs
+          where status = 'running' and lease_expires_at < now() - make_interval(secs => $1)
+          order by lease_expires_at`,
+  },
+  {
+    check: "queued_never_delivered",
+    fixable: true,
+    param: "undeliveredAfterSeconds",
+    sql: `select id, user_id, republish_count, coalesce(resume_at, queued_at) as due_since
+          from public.generation_jobs
+          where status = 'queued' and coalesce(resume_at, queued_at) < now() - make_interval(secs => $1)
+          order by 4`,
+  },
+  {
+    check: "failed_or_canceled_without_refund",
+    fixable: false,
+    sql: `select j.id, j.user_id, j.status, j.refunded_at,
+            (select count(*) from public.job_events e
+             where e.job_id = j.id and e.to_status in ('failed', 'canceled'))::int as refund_events
+          from public.generation_jobs j
+          where j.status in ('failed', 'canceled')
+            and (j.refunded_at is null or (select count(*) from public.job_events e
+                 where e.job_id = j.id and e.to_status in ('failed', 'canceled')) <> 1)`,
+  },
+  {
+    check: "succeeded_with_refund",
+    fixable: false,
+    sql: `select j.id, j.user_id, j.refunded_at from public.generation_jobs j
+          where j.status = 'succeeded' and (j.refunded_at is not null or exists (
+            select 1 from public.job_events e
+            where e.job_id = j.id and e.to_status in ('failed', 'canceled')))`,
+  },
+];
+
+async function inspect(client: pg.ClientBase, o: Required<ReconcileOptions>): Promise<Finding[]> {
+  await client.query("begin isolation level repeatable read read only");
+  try {
+    const findings: Finding[] = [];
+    for (const c of CHECKS) {
+      const { rows } = await client.query(c.sql, c.param ? [o[c.param]] : []);
+      if (rows.length > 0)
+        findings.push({
+          check: c.check,
+          count: rows.length,
+          rows: rows.slice(0, o.sample),
+          fixable: c.fixable,
+        });
+    }
+    return findings;
+  } finally {
+    await client.query("rollback");
+  }
+}
+
+/** Runs the report (and the fix when asked). Never throws for findings; only for errors. */
+export async function reconcile(options: ReconcileOptions): Promise<ReconcileReport> {
+  const o: Required<ReconcileOptions> = {
+    fix: false,
+    maxAgeSeconds: 10_800,
+    leaseGraceSeconds: 300,
+    undeliveredAfterSeconds: 900,
+    batchSize: 100,
+    sample: 20,
+    ...options,
+  };
+  const client = new pg.Client({
+    connectionString: o.dbUrl,
+    application_name: "quota-jobs reconcile",
+  });
+  await client.connect();
+  try {
+    await client.query("set time zone 'UTC'");
+    const findings = await inspect(client, o);
+    const report: ReconcileReport = {
+      checkedAt: new Date().toISOString(),
+      findings,
+      ok: findings.length === 0,
+    };
+    if (!o.fix || !findings.some((f) => f.fixable)) return report;
+
+    const fixed = { batches: 0, failed: {} as Record<string, number>, markedForRepublish: 0 };
+    for (let more = true; more && fixed.batches < 1000; ) {
+      const { rows } = await client.query<{
+        r: { failed: Array<{ reason: string }>; republish: unknown[]; more: boolean };
+      }>(
+        `select public.sweep_jobs(
+           p_batch_size => $1, p_lease_grace_seconds => $2, p_undelivered_after_seconds => $3,
+           p_max_age_seconds => $4, p_max_republish => 0) as r`,
+        [o.batchSize, o.leaseGraceSeconds, o.undeliveredAfterSeconds, o.maxAgeSeconds],
+      );
+      const r = rows[0]?.r;
+      if (!r) break;
+      fixed.batches++;
+      for (const f of r.failed) fixed.failed[f.reason] = (fixed.failed[f.reason] ?? 0) + 1;
+      fixed.markedForRepublish += r.republish.length;
+      more = r.more;
+    }
+    report.fixed = fixed;
+    report.after = await inspect(client, o);
+    report.ok = report.after.length === 0;
+    return report;
+  } finally {
+    await client.end();
+  }
+}
+
+function parseArgs(argv: string[]): ReconcileOptions & { json: boolean } {
+  const out: ReconcileOptions & { json: boolean } = {
+    dbUrl: process.env.DATABASE_URL ?? "",
+    json: false,
+  };
+  const num = (name: string, v: string | undefined) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 0) throw new Error(`${name} needs a whole number`);
+    return n;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const [flag, inline] = a?.startsWith("--") && a.includes("=") ? a.split(/=(.*)/s) : [a];
+    const value = () => inline ?? argv[++i];
+    switch (flag) {
+      case "--db-url":
+        out.dbUrl = value() ?? "";
+        break;
+      case "--fix":
+        out.fix = true;
+        break;
+      case "--json":
+        out.json = true;
+        break;
+      case "--max-age-seconds":
+        out.maxAgeSeconds = num(flag, value());
+        break;
+      case "--lease-grace-seconds":
+        out.leaseGraceSeconds = num(flag, value());
+        break;
+      case "--undelivered-after-seconds":
+        out.undeliveredAfterSeconds = num(flag, value());
+        break;
+      case "--batch-size":
+        out.batchSize = num(flag, value());
+        break;
+      default:
+        throw new Error(`unknown argument ${a}`);
+    }
+  }
+  if (!out.dbUrl) throw new Error("--db-url postgres://... (or DATABASE_URL) is required");
+  return out;
+}
+
+function describe(findings: Finding[]): string {
+  if (findings.length === 0) return "  nothing found";
+  return findings
+    .map(
+      (f) =>
+        `  ${f.check}: ${f.count}${f.fixable ? " (--fix ends these with the sweeper's transition)" : ""}\n` +
+        f.rows.map((r) => `    ${JSON.stringify(r)}`).join("\n"),
+    )
+    .join("\n");
+}
+
+export async function main(argv: string[]): Promise<number> {
+  let args: ReturnType<typeof parseArgs>;
+  try {
+    args = parseArgs(argv);
+  } catch (error) {
+    process.stderr.write(`reconcile: ${(error as Error).message}\n`);
+    return 2;
+  }
+  let report: ReconcileReport;
+  try {
+    report = await reconcile(args);
+  } catch (error) {
+    process.stderr.write(`reconcile: ${(error as Error).message}\n`);
+    return 2;
+  }
+  if (args.json) {
+    process.stdout.write(`${JSON.stringify(report)}\n`);
+  } else {
+    process.stdout.write(
+      `reconcile (${report.checkedAt}, read only):\n${describe(report.findings)}\n`,
+    );
+    if (report.fixed) {
+      process.stdout.write(
+        `fixed with public.sweep_jobs in ${report.fixed.batches} batch(es): ${JSON.stringify(report.fixed.failed)}\n` +
+          `after the fix:\n${describe(report.after ?? [])}\n`,
+      );
+    }
+  }
+  return report.ok ? 0 : 1;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
+  main(process.argv.slice(2)).then((code) => {
+    process.exitCode = code;
+  });
+}

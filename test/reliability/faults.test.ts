@@ -1,0 +1,177 @@
+/**
+ * Every boundary call of every invocation, broken every way (issue 6, fault injection): for each
+ * flow (an enqueue, a delivery for each model outcome, a failure callback, a cancel, a sweep)
+ * the boundary calls it makes are listed by name, and for each of them and each action (fail,
+ * hang, lose the response after the far side did it, die before it, die after it) the flow runs
+ * once with that one fault on the real database, then the system settles (deliveries drained,
+ * the sweeper run past the max age) and the invariants are checked (test/support/sim.ts).
+ */
+import { describe, expect, test } from "vitest";
+import { useApi } from "../support/api.ts";
+import { servicePool } from "../support/db.ts";
+import { type Fault, Faults, kill, lose } from "../support/faults.ts";
+import { FLOWS, type Flow } from "../support/flows.ts";
+import { freePort } from "../support/ports.ts";
+import { ACTIONS } from "../support/schedules.ts";
+import { Sim } from "../support/sim.ts";
+
+const app = useApi();
+const service = servicePool(6);
+let deadModelUrl = "";
+
+/** The boundary calls each flow makes with no fault, in order: the points the matrix breaks. */
+const TRACES: Record<string, string[]> = {
+  enqueue: ["redis:evalsha", "redis:eval", "rpc:enqueue_job", "publish"],
+  "delivery, model answers": ["rpc:start_job", "redis:get", "model", "rpc:complete_job"],
+  "delivery, 429 rate_limit_exceeded": [
+    "rpc:start_job",
+    "redis:get",
+    "model",
+    "redis:get",
+    "redis:set",
+    "rpc:requeue_job",
+    "publish",
+  ],
+  "delivery, 429 insufficient_quota": [
+    "rpc:start_job",
+    "redis:get",
+    "model",
+    "redis:get",
+    "redis:set",
+    "redis:set",
+    "redis:incr",
+    "redis:expire",
+    "webhook",
+    "rpc:requeue_job",
+    "publish",
+  ],
+  "delivery, model 500": ["rpc:start_job", "redis:get", "model", "rpc:release_job"],
+  "delivery, model refuses (400)": ["rpc:start_job", "redis:get", "model", "rpc:fail_job"],
+  "failure callback": ["rpc:fail_job", "redis:set", "redis:incr", "redis:expire", "webhook"],
+  cancel: ["rpc:cancel_job"],
+  "sweep (a dead worker's job, a lost message)": [
+    "rpc:sweep_jobs",
+    "publish",
+    "redis:set",
+    "redis:incr",
+    "redis:expire",
+    "webhook",
+  ],
+};
+
+async function newSim(): Promise<Sim> {
+  if (!deadModelUrl) deadModelUrl = `http://127.0.0.1:${await freePort()}/v1`;
+  await app.redis.flushall();
+  // Scripts survive FLUSHALL: flush them too, so the rate limiter's first EVALSHA always meets
+  // NOSCRIPT and falls back to EVAL (both are points below).
+  await app.redis.script("FLUSH");
+  return new Sim({ service, admin: app.admin, env: app.env, deadModelUrl });
+}
+
+/** Runs a flow with one fault, settles, checks; returns the sim for more assertions. */
+async function runWith(flow: Flow, fault: Fault | undefined): Promise<Sim> {
+  const sim = await newSim();
+  await flow.setup(sim);
+  await sim.command({ ...flow.act, ...(fault ? { fault } : {}) } as typeof flow.act);
+  const outcome = sim.lastOutcome;
+  const trace = sim.lastTrace;
+  await sim.settle();
+  try {
+    await sim.check();
+  } catch (error) {
+    throw new Error(`${(error as Error).message}\n${sim.journal.join("\n")}`);
+  }
+  sim.lastOutcome = outcome;
+  sim.lastTrace = trace;
+  return sim;
+}
+
+/** "<name>#<nth>" for each call in a trace. */
+function points(trace: string[]): Array<{ at: string; nth: number }> {
+  const seen = new Map<string, number>();
+  return trace.map((at) => {
+    const nth = (seen.get(at) ?? 0) + 1;
+    seen.set(at, nth);
+    return { at, nth };
+  });
+}
+
+describe.each(FLOWS)("$name", (flow) => {
+  test("makes exactly the boundary calls listed (the points broken below)", async () => {
+    const sim = await runWith(flow, undefined);
+    expect(sim.lastTrace).toEqual(TRACES[flow.name]);
+  });
+
+  const cases = points(TRACES[flow.name] ?? []).flatMap((p) =>
+    ACTIONS.map((action) => ({ ...p, action })),
+  );
+  test.for(cases)("$action at $at #$nth: settles with every invariant", async (c) => {
+    const sim = await runWith(flow, { at: c.at, action: c.action, nth: c.nth });
+    const fired = sim.journal.find((l) => l.includes(`[${c.action} ${c.at}]`));
+    expect(fired, "the fault fired").toBeDefined();
+  });
+});
+
+describe("named points, what exactly happens", () => {
+  const flow = (name: string) => {
+    const f = FLOWS.find((x) => x.name === name);
+    if (!f) throw new Error(name);
+    return f;
+  };
+  const job = async (sim: Sim) => {
+    const { rows } = await app.admin.query(
+      "select status, failure_reason, attempts from public.generation_jobs where user_id = $1",
+      [sim.users[0]],
+    );
+    return rows;
+  };
+
+  test('kill("after:rpc:start_job"): the claim committed, the model was never called, the sweeper ends it with one refund', async () => {
+    const sim = await runWith(flow("delivery, model answers"), kill("after:rpc:start_job"));
+    expect(sim.lastOutcome).toMatchObject({ kind: "killed", at: "after:rpc:start_job" });
+    expect(sim.stats.modelCalls).toBe(0);
+    expect(await job(sim)).toEqual([
+      { status: "failed", failure_reason: "max_age_exceeded", attempts: 1 },
+    ]);
+  });
+
+  test('lose("rpc:complete_job"): the completion committed, its response lost; the retry reads back its own success', async () => {
+    const sim = await runWith(flow("delivery, model answers"), lose("rpc:complete_job"));
+    expect(sim.lastOutcome).toMatchObject({ kind: "returned", value: { status: 200 } });
+    expect(sim.stats.modelCalls).toBe(1);
+    expect(await job(sim)).toEqual([{ status: "succeeded", failure_reason: null, attempts: 1 }]);
+  });
+
+  test('lose("publish") at enqueue: 503 with the job failed publish_failed and refunded; the message that did go out finds it final', async () => {
+    const sim = await runWith(flow("enqueue"), lose("publish"));
+    expect(sim.lastOutcome).toMatchObject({
+      kind: "returned",
+      value: { outcome: "unavailable", refunded: true },
+    });
+    expect(sim.stats.modelCalls).toBe(0);
+    expect(await job(sim)).toEqual([
+      { status: "failed", failure_reason: "publish_failed", attempts: 0 },
+    ]);
+  });
+
+  test('lose("rpc:fail_job") in the failure callback: 5xx, the callback retries, finds it final: one refund, one alert', async () => {
+    const sim = await runWith(flow("failure callback"), lose("rpc:fail_job"));
+    expect(sim.lastOutcome?.kind).toBe("threw");
+    expect(await job(sim)).toEqual([
+      { status: "failed", failure_reason: "delivery_failed", attempts: 0 },
+    ]);
+  });
+
+  test("a fault outside any invocation scope (armed on the root) hits the next matching call", async () => {
+    const faults = new Faults();
+    faults.arm(lose("rpc:x"));
+    let done = 0;
+    const rpc = faults.rpc(async () => {
+      done++;
+      return { outcome: "ok" };
+    });
+    await expect(rpc("x", {})).rejects.toMatchObject({ name: "DatabaseError" });
+    expect(done).toBe(1);
+    await expect(rpc("x", {})).resolves.toEqual({ outcome: "ok" });
+  });
+});

@@ -1,0 +1,182 @@
+/**
+ * ops/reconcile.ts against a real database (this file's own copy): bad states are seeded by
+ * backdating rows through the transitions (p_now in the past) or, for drift, by a raw write a
+ * careless operator could make; the states the constraints make unrepresentable are proven so.
+ */
+import { spawnSync } from "node:child_process";
+import { describe, expect, test } from "vitest";
+import { reconcile } from "../../ops/reconcile.ts";
+import {
+  adminPool,
+  databaseUrl,
+  newUser,
+  rpc,
+  servicePool,
+  useFreshDatabase,
+} from "../support/db.ts";
+
+useFreshDatabase();
+const admin = adminPool();
+const service = servicePool();
+const hoursAgo = (h: number) => new Date(Date.now() - h * 3_600_000);
+
+async function enqueue(userId: string, at: Date): Promise<string> {
+  const r = await rpc(service, "enqueue_job", {
+    p_user_id: userId,
+    p_prompt: `reconcile ${Math.random()}`,
+    p_now: at,
+  });
+  expect(r.outcome).toBe("enqueued");
+  return r.job.id as string;
+}
+
+const checks = (r: Awaited<ReturnType<typeof reconcile>>["findings"]) =>
+  Object.fromEntries(r.map((f) => [f.check, f.count]));
+
+describe("npm run reconcile", () => {
+  test("a clean database: nothing found, exit code 0", async () => {
+    const user = await newUser(admin, "pro");
+    const id = await enqueue(user, new Date());
+    await rpc(service, "cancel_job", { p_job_id: id, p_user_id: user });
+    const report = await reconcile({ dbUrl: databaseUrl() });
+    expect(report).toMatchObject({ ok: true, findings: [] });
+  });
+
+  test("reports old active jobs, dead workers' jobs, undelivered jobs and drift read-only; --fix ends them with sweep_jobs, one refund each; drift is left to a human", async () => {
+    const user = await newUser(admin, "pro");
+    const old = await enqueue(user, hoursAgo(4)); // past the max age, still queued
+    const dead = await enqueue(user, hoursAgo(1)); // its worker died: lease long expired
+    await rpc(service, "start_job", { p_job_id: dead, p_lease_seconds: 90, p_now: hoursAgo(1) });
+    const lost = await enqueue(user, hoursAgo(0.5)); // its message was lost
+    const drifted = await newUser(admin, "free");
+    await admin.query(
+      "insert into public.quota_usage (user_id, period_start, units_used) values ($1, date_trunc('day', now() at time zone 'UTC') at time zone 'UTC', 1)",
+      [drifted],
+    );
+
+    const before = await admin.query(
+      "select id, status, updated_at from public.generation_jobs order by id",
+    );
+    const report = await reconcile({ dbUrl: databaseUrl() });
+    expect(report.ok).toBe(false);
+    expect(checks(report.findings)).toEqual({
+      drift: 1,
+      active_past_max_age: 1,
+      running_lease_expired: 1,
+      queued_never_delivered: 2, // the old one too: it was never delivered either
+    });
+    const rowsOf = (check: string) =>
+      report.findings.find((f) => f.check === check)?.rows.map((r) => r.id ?? r.user_id);
+    expect(rowsOf("active_past_max_age")).toEqual([old]);
+    expect(rowsOf("running_lease_expired")).toEqual([dead]);
+    expect(rowsOf("queued_never_delivered")).toEqual([old, lost]);
+    expect(rowsOf("drift")).toEqual([drifted]);
+    // Read-only: nothing changed.
+    expect(
+      (await admin.query("select id, status, updated_at from public.generation_jobs order by id"))
+        .rows,
+    ).toEqual(before.rows);
+
+    const fixed = await reconcile({ dbUrl: databaseUrl(), fix: true });
+    expect(fixed.fixed?.failed).toEqual({
+      max_age_exceeded: 1,
+      lease_expired: 1,
+      never_delivered: 1,
+    });
+    expect(checks(fixed.after ?? [])).toEqual({ drift: 1 });
+    expect(fixed.ok).toBe(false);
+    const { rows } = await admin.query(
+      `select j.id, j.status, j.failure_reason,
+         (select count(*)::int from public.job_events e where e.job_id = j.id and e.event = 'swept') as swept
+       from public.generation_jobs j where j.user_id = $1 order by j.created_at`,
+      [user],
+    );
+    expect(rows).toEqual([
+      { id: old, status: "failed", failure_reason: "max_age_exceeded", swept: 1 },
+      { id: dead, status: "failed", failure_reason: "lease_expired", swept: 1 },
+      { id: lost, status: "failed", failure_reason: "never_delivered", swept: 1 },
+    ]);
+    const drift = await admin.query("select user_id from public.quota_drift where user_id = $1", [
+      user,
+    ]);
+    expect(drift.rows).toEqual([]);
+
+    // A second --fix finds nothing it could end (drift only): it runs no sweep at all.
+    const again = await reconcile({ dbUrl: databaseUrl(), fix: true });
+    expect(checks(again.findings)).toEqual({ drift: 1 });
+    expect(again.fixed).toBeUndefined();
+
+    // The human fixes the drift; then it is clean.
+    await admin.query("delete from public.quota_usage where user_id = $1", [drifted]);
+    expect((await reconcile({ dbUrl: databaseUrl() })).ok).toBe(true);
+  });
+
+  test("a job ended by a raw UPDATE (no transition, no refund): reported twice, as drift and as a failure without its refund event", async () => {
+    const user = await newUser(admin, "pro");
+    const id = await enqueue(user, new Date());
+    await admin.query(
+      `update public.generation_jobs set status = 'failed', failure_reason = 'delivery_failed',
+         finished_at = now(), refunded_at = now() where id = $1`,
+      [id],
+    );
+    const report = await reconcile({ dbUrl: databaseUrl() });
+    expect(checks(report.findings)).toEqual({ drift: 1, failed_or_canceled_without_refund: 1 });
+    // Clean up for the next test: the unit the raw update never returned.
+    await admin.query(
+      "update public.quota_usage set units_used = units_used - 1 where user_id = $1",
+      [user],
+    );
+    await admin.query(
+      "insert into public.job_events (job_id, user_id, at, event, from_status, to_status) values ($1, $2, now(), 'failed', 'queued', 'failed')",
+      [id, user],
+    );
+    expect((await reconcile({ dbUrl: databaseUrl() })).ok).toBe(true);
+  });
+
+  test("a failed/canceled job without refunded_at, or a succeeded one with it, cannot be written at all", async () => {
+    const user = await newUser(admin, "pro");
+    const a = await enqueue(user, new Date());
+    await expect(
+      admin.query(
+        "update public.generation_jobs set status = 'canceled', finished_at = now() where id = $1",
+        [a],
+      ),
+    ).rejects.toMatchObject({ code: "23514" }); // check_violation: refunded iff failed/canceled
+    await rpc(service, "start_job", { p_job_id: a, p_lease_seconds: 90 });
+    await rpc(service, "complete_job", { p_job_id: a, p_attempt: 1, p_output: "done" });
+    await expect(
+      admin.query("update public.generation_jobs set refunded_at = now() where id = $1", [a]),
+    ).rejects.toMatchObject({ code: "P0001" }); // final is final
+    await expect(
+      admin.query(
+        `insert into public.generation_jobs (user_id, status, prompt, request_hash, plan_id, period_start,
+           created_at, queued_at, updated_at, finished_at, output, refunded_at)
+         values ($1, 'succeeded', 'x', 'x', 'pro', now(), now(), now(), now(), now(), 'out', now())`,
+        [user],
+      ),
+    ).rejects.toMatchObject({ code: "23514" });
+    expect((await reconcile({ dbUrl: databaseUrl() })).ok).toBe(true);
+  });
+
+  test("the command line: exit 1 with findings, 0 when clean, 2 without --db-url", async () => {
+    const run = (...args: string[]) =>
+      spawnSync(process.execPath, ["--import", "tsx", "ops/reconcile.ts", ...args], {
+        encoding: "utf8",
+        timeout: 30_000,
+      });
+    expect(run("--db-url", databaseUrl()).status).toBe(0);
+    const user = await newUser(admin, "free");
+    await enqueue(user, hoursAgo(5));
+    const found = run("--db-url", databaseUrl(), "--json");
+    expect(found.status).toBe(1);
+    expect(JSON.parse(found.stdout).findings.map((f: { check: string }) => f.check)).toContain(
+      "active_past_max_age",
+    );
+    const fixed = run(`--db-url=${databaseUrl()}`, "--fix");
+    expect(fixed.stdout).toContain("max_age_exceeded");
+    expect(fixed.status).toBe(0);
+    const bad = run();
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toContain("--db-url");
+  });
+});

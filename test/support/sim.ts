@@ -1,0 +1,580 @@
+/**
+ * A schedule runner for reliability tests: the app's own lib/ functions (enqueueJob, runJob,
+ * handleDeliveryFailure, sweepStaleJobs, jobs.cancel) against the REAL database (rpc straight
+ * to Postgres through pg-rpc.ts: the HTTP layer is not what is under test here), the real
+ * Upstash Redis stand-in in front of a real redis-server, the fake OpenAI model through the
+ * real `openai` SDK, and a queue that behaves like QStash (at-least-once, deduplication ids,
+ * notBefore, retries, then the failure callback) but lets a schedule pick which message is
+ * delivered next, deliver it twice or early, or give up on it while its worker still runs.
+ *
+ * Every port goes through `Faults`, so each invocation can carry a fault at any boundary call;
+ * every transition gets the schedule's clock as `p_now`, and `deps.now()` reads the same clock.
+ */
+import { randomUUID } from "node:crypto";
+import type pg from "pg";
+import { createAlerter } from "../../lib/alerts.ts";
+import { type Config, loadConfig } from "../../lib/config.ts";
+import type { Deps } from "../../lib/deps.ts";
+import { enqueueJob } from "../../lib/enqueue.ts";
+import { handleDeliveryFailure } from "../../lib/failures.ts";
+import { createJobs } from "../../lib/jobs.ts";
+import { createModel, ModelOutputError } from "../../lib/model.ts";
+import type { PublishInput } from "../../lib/queue.ts";
+import { createProviderGate, createRateLimiter, createRedis } from "../../lib/redis.ts";
+import { sweepStaleJobs } from "../../lib/sweeper.ts";
+import { runJob, type WorkerDeps } from "../../lib/worker.ts";
+import { type Fault, Faults, type Outcome } from "./faults.ts";
+import { pgRpc, withClock } from "./pg-rpc.ts";
+
+export type ModelOutcome =
+  | "ok"
+  | "rate_limit"
+  | "insufficient_quota"
+  | "server_error"
+  | "timeout"
+  | "bad_request"
+  | "refusal"
+  | "unreachable";
+
+export type Cmd =
+  | { t: "enqueue"; user: number; key: number | null; fault?: Fault | undefined }
+  | {
+      t: "deliver";
+      msg: number;
+      model: ModelOutcome;
+      /** QStash delivers it again later (at-least-once): the message stays. */
+      duplicate: boolean;
+      /** Delivered before its notBefore (a QStash clock ahead of the database's). */
+      early: boolean;
+      fault?: Fault | undefined;
+    }
+  /** QStash gives up on a delivery (maybe while its worker still runs): the failure callback. */
+  | { t: "callback"; msg: number; fault?: Fault | undefined }
+  | { t: "cancel"; user: number; job: number; fault?: Fault | undefined }
+  | { t: "sweep"; fault?: Fault | undefined }
+  | { t: "clock"; seconds: number };
+
+/** Commands of one round run at the same time. */
+export type Round = Cmd[];
+export interface Schedule {
+  users: Array<"free" | "pro">;
+  rounds: Round[];
+}
+
+interface Message {
+  id: string;
+  kind: "deliver" | "callback";
+  jobId: string;
+  notBefore: number | null;
+  retried: number;
+  lastStatus: number | null;
+}
+
+/** QStash as the app sees it: publish with dedup ids, and messages a schedule delivers. */
+export class SimQueue {
+  pending: Message[] = [];
+  published = 0;
+  private readonly dedup = new Map<string, string>();
+  private n = 0;
+
+  constructor(private readonly clock: () => Date) {}
+
+  async publishJob(input: PublishInput): Promise<{ messageId: string; deduplicated: boolean }> {
+    const earlier = this.dedup.get(input.dedupId);
+    if (earlier) return { messageId: earlier, deduplicated: true };
+    const id = `msg_${++this.n}`;
+    this.dedup.set(input.dedupId, id);
+    this.published++;
+    this.pending.push({
+      id,
+      kind: "deliver",
+      jobId: input.jobId,
+      notBefore: input.notBefore ? input.notBefore.getTime() : null,
+      retried: 0,
+      lastStatus: null,
+    });
+    return { messageId: id, deduplicated: false };
+  }
+
+  isDue(m: Message): boolean {
+    return m.notBefore === null || m.notBefore <= this.clock().getTime();
+  }
+
+  remove(m: Message): void {
+    this.pending = this.pending.filter((x) => x !== m);
+  }
+}
+
+export interface SimParts {
+  /** Service-role pool on the test database. */
+  service: pg.Pool;
+  admin: pg.Pool;
+  /** The harness's environment (useApi's `env`): Redis stand-in, fake model, webhook URL. */
+  env: Record<string, string>;
+  /** A closed port's URL, for a model that cannot be reached at all. */
+  deadModelUrl: string;
+  /**
+   * Where the schedule's clock starts (default: now). Runs sharing a database should each start
+   * after the last one ended, so one run's sweeps never see another's jobs as younger.
+   */
+  startAt?: Date;
+}
+
+export interface SimStats {
+  invocations: number;
+  killed: number;
+  threw: number;
+  faultsFired: number;
+  modelCalls: number;
+  byCommand: Record<string, number>;
+}
+
+const SETTINGS_ENV = {
+  QSTASH_RETRIES: "1",
+  PROVIDER_QUOTA_MAX_HITS: "3",
+  JOB_MAX_AGE_SECONDS: "10800",
+  JOB_LEASE_SECONDS: "90",
+  PROVIDER_BACKOFF_SECONDS: "60",
+  SWEEP_BATCH_SIZE: "4",
+  SWEEP_UNDELIVERED_AFTER_SECONDS: "900",
+  SWEEP_LEASE_GRACE_SECONDS: "300",
+  RATE_LIMIT_REQUESTS: "1000",
+};
+
+/** One schedule on a fresh set of users. Build with {@link createSim}. */
+export class Sim {
+  clock: Date;
+  readonly queue: SimQueue;
+  readonly faults = new Faults();
+  readonly config: Config;
+  readonly deps: Deps;
+  readonly workerDeps: WorkerDeps;
+  readonly users: string[] = [];
+  readonly jobs: string[][] = [];
+  /** Model calls that reached the fake model, by prompt. */
+  readonly modelCalls = new Map<string, number>();
+  readonly stats: SimStats = {
+    invocations: 0,
+    killed: 0,
+    threw: 0,
+    faultsFired: 0,
+    modelCalls: 0,
+    byCommand: {},
+  };
+  /** The boundary calls of the last invocation, in order. */
+  lastTrace: string[] = [];
+  /** How the last invocation ended. */
+  lastOutcome: Outcome<unknown> | undefined;
+  /** What happened, one line per invocation (printed with a counterexample). */
+  readonly journal: string[] = [];
+  private readonly runId = randomUUID().slice(0, 8);
+
+  constructor(private readonly parts: SimParts) {
+    this.clock = new Date(
+      Math.max(Math.ceil(Date.now() / 1000) * 1000, parts.startAt?.getTime() ?? 0),
+    );
+    const now = () => this.clock;
+    this.queue = new SimQueue(now);
+    this.config = loadConfig({ ...parts.env, ...SETTINGS_ENV });
+    const f = this.faults;
+    const rpc = f.rpc(withClock(pgRpc(parts.service), now));
+    const redis = f.redis(
+      createRedis({
+        url: this.config.upstashRedisRestUrl,
+        token: this.config.upstashRedisRestToken,
+      }),
+    );
+    this.deps = {
+      config: this.config,
+      jobs: createJobs(rpc),
+      queue: f.queue(this.queue),
+      auth: {
+        userFromRequest: () => Promise.reject(new Error("the simulator calls lib/, not routes")),
+      },
+      rateLimiter: createRateLimiter(redis, {
+        requests: this.config.rateLimitRequests,
+        windowSeconds: this.config.rateLimitWindowSeconds,
+      }),
+      gate: createProviderGate(redis),
+      alerts: createAlerter({
+        redis,
+        webhookUrl: this.config.alertWebhookUrl,
+        throttleSeconds: this.config.alertThrottleSeconds,
+        fetch: f.fetch("webhook"),
+      }),
+      redis,
+      now,
+    };
+    const real = createModel({
+      apiKey: this.config.openaiApiKey,
+      baseURL: this.config.openaiBaseUrl,
+      model: this.config.openaiModel,
+      timeoutMs: 100,
+    });
+    const dead = createModel({
+      apiKey: this.config.openaiApiKey,
+      baseURL: parts.deadModelUrl,
+      model: this.config.openaiModel,
+      timeoutMs: 100,
+    });
+    const scripted = {
+      generate: async (prompt: string) => {
+        this.modelCalls.set(prompt, (this.modelCalls.get(prompt) ?? 0) + 1);
+        this.stats.modelCalls++;
+        const outcome = (f.scope().data.model as ModelOutcome | undefined) ?? "ok";
+        switch (outcome) {
+          case "ok":
+            return real.generate(prompt);
+          case "rate_limit":
+            return real.generate(`${prompt} [fake:rate_limit_exceeded:20]`);
+          case "insufficient_quota":
+            return real.generate(`${prompt} [fake:insufficient_quota]`);
+          case "server_error":
+            return real.generate(`${prompt} [fake:server_error]`);
+          case "timeout":
+            return real.generate(`${prompt} [fake:slow:3000]`);
+          case "bad_request":
+            return real.generate(`${prompt} [fake:bad_request]`);
+          case "refusal":
+            // A 200 whose message is a refusal: what createModel throws for it.
+            await real.generate(prompt);
+            throw new ModelOutputError("the model refused the request");
+          case "unreachable":
+            return dead.generate(prompt);
+        }
+      },
+    };
+    this.workerDeps = {
+      ...this.deps,
+      model: f.model(scripted),
+      settings: {
+        leaseSeconds: this.config.jobLeaseSeconds,
+        providerQuotaMaxHits: this.config.providerQuotaMaxHits,
+        jobMaxAgeSeconds: this.config.jobMaxAgeSeconds,
+        providerBackoffSeconds: this.config.providerBackoffSeconds,
+      },
+    };
+  }
+
+  async addUsers(plans: Array<"free" | "pro">): Promise<void> {
+    for (const plan of plans) {
+      const id = randomUUID();
+      if (plan === "pro") {
+        await this.parts.admin.query("insert into auth.users (id) values ($1)", [id]);
+        await this.parts.admin.query(
+          "insert into public.user_plans (user_id, plan_id) values ($1, 'pro')",
+          [id],
+        );
+      }
+      this.users.push(id);
+      this.jobs.push([]);
+    }
+  }
+
+  /** Runs a schedule round by round, then lets the system settle. */
+  async run(schedule: Schedule): Promise<void> {
+    await this.addUsers(schedule.users);
+    for (const round of schedule.rounds) await this.round(round);
+    await this.settle();
+  }
+
+  async round(round: Round): Promise<void> {
+    for (const c of round) if (c.t === "clock") this.tick(c.seconds);
+    const running = round.filter((c) => c.t !== "clock").map((c) => this.command(c));
+    await Promise.all(running);
+  }
+
+  tick(seconds: number): void {
+    this.clock = new Date(this.clock.getTime() + seconds * 1000);
+    this.journal.push(`clock +${seconds}s`);
+  }
+
+  private async invoke<T>(
+    what: string,
+    fn: () => Promise<T>,
+    fault: Fault | undefined,
+    data: Record<string, unknown> = {},
+  ): Promise<Outcome<T>> {
+    this.stats.invocations++;
+    const kind = what.split(" ")[0] ?? what;
+    this.stats.byCommand[kind] = (this.stats.byCommand[kind] ?? 0) + 1;
+    const r = await this.faults.run(fn, fault ? [fault] : [], data);
+    this.lastTrace = r.scope.trace;
+    this.lastOutcome = r;
+    this.stats.faultsFired += r.scope.fired.length;
+    if (r.kind === "killed") this.stats.killed++;
+    if (r.kind === "threw") this.stats.threw++;
+    const how =
+      r.kind === "returned"
+        ? JSON.stringify(r.value).slice(0, 120)
+        : r.kind === "killed"
+          ? `KILLED at ${r.at}`
+          : `THREW ${(r.error as Error)?.name}: ${(r.error as Error)?.message?.slice(0, 80)}`;
+    this.journal.push(
+      `${what}${r.scope.fired.length ? ` [${r.scope.fired.join(", ")}]` : ""} -> ${how}`,
+    );
+    return r;
+  }
+
+  private prompt(user: number, key: number | null): string {
+    return key === null ? `p ${this.runId} ${randomUUID()}` : `p ${this.runId} u${user} k${key}`;
+  }
+
+  async command(c: Cmd): Promise<void> {
+    switch (c.t) {
+      case "clock":
+        this.tick(c.seconds);
+        return;
+      case "enqueue": {
+        const u = c.user % this.users.length;
+        const userId = this.users[u] as string;
+        const r = await this.invoke(
+          `enqueue u${u} key=${c.key}`,
+          () =>
+            enqueueJob(this.deps, {
+              userId,
+              prompt: this.prompt(u, c.key),
+              idempotencyKey: c.key === null ? null : `key-${c.key}`,
+            }),
+          c.fault,
+        );
+        if (r.kind === "returned" && "job" in r.value) {
+          const jobs = this.jobs[u] as string[];
+          if (!jobs.includes(r.value.job.id)) jobs.push(r.value.job.id);
+        }
+        if (r.kind === "returned" && r.value.outcome === "unavailable") {
+          const jobs = this.jobs[u] as string[];
+          if (!jobs.includes(r.value.jobId)) jobs.push(r.value.jobId);
+        }
+        return;
+      }
+      case "cancel": {
+        const u = c.user % this.users.length;
+        const jobs = this.jobs[u] as string[];
+        if (jobs.length === 0) return;
+        const jobId = jobs[c.job % jobs.length] as string;
+        await this.invoke(
+          `cancel u${u} ${jobId.slice(0, 8)}`,
+          () => this.deps.jobs.cancel(jobId, this.users[u] as string),
+          c.fault,
+        );
+        return;
+      }
+      case "sweep":
+        await this.invoke("sweep", () => sweepStaleJobs(this.deps), c.fault);
+        return;
+      case "callback": {
+        const m = this.pick(c.msg, true, (x) => x.kind === "deliver");
+        if (!m) return;
+        await this.invoke(
+          `callback ${m.id} ${m.jobId.slice(0, 8)}`,
+          () => handleDeliveryFailure(this.deps, callbackFor(m)),
+          c.fault,
+        );
+        return;
+      }
+      case "deliver": {
+        const m = this.pick(c.msg, c.early);
+        if (!m) return;
+        await this.deliver(m, c.model, c.duplicate, c.fault);
+        return;
+      }
+    }
+  }
+
+  private pick(i: number, early: boolean, also: (m: Message) => boolean = () => true) {
+    const candidates = this.queue.pending.filter((m) => also(m) && (early || this.queue.isDue(m)));
+    return candidates.length === 0 ? undefined : candidates[i % candidates.length];
+  }
+
+  /** One delivery of a message, with QStash's bookkeeping: 2xx consumes it, else a retry. */
+  async deliver(
+    m: Message,
+    model: ModelOutcome,
+    duplicate: boolean,
+    fault: Fault | undefined,
+  ): Promise<void> {
+    if (m.kind === "callback") {
+      const r = await this.invoke(
+        `dlq ${m.id} ${m.jobId.slice(0, 8)}`,
+        () => handleDeliveryFailure(this.deps, callbackFor(m)),
+        fault,
+      );
+      if (duplicate) return;
+      if (r.kind === "returned") this.queue.remove(m);
+      else if (++m.retried > 3) this.queue.remove(m); // the callback's own retries ran out
+      return;
+    }
+    const r = await this.invoke(
+      `deliver ${m.id} ${m.jobId.slice(0, 8)} model=${model}${duplicate ? " dup" : ""}`,
+      () => runJob(this.workerDeps, m.jobId, { messageId: m.id }),
+      fault,
+      { model },
+    );
+    if (duplicate) return;
+    const status = r.kind === "returned" ? r.value.status : r.kind === "threw" ? 503 : null;
+    if (status === 200) {
+      this.queue.remove(m);
+      return;
+    }
+    m.lastStatus = status;
+    if (++m.retried > this.config.qstashRetries) {
+      this.queue.remove(m);
+      this.queue.pending.push({ ...m, kind: "callback", id: `${m.id}-dlq` });
+    }
+  }
+
+  /**
+   * Lets the system settle: deliver whatever is left (the model now answers), then move the
+   * clock past the max age and sweep until nothing is left, then deliver what the sweep
+   * published. Faults are off from here on.
+   */
+  async settle(): Promise<void> {
+    this.journal.push("-- settle --");
+    for (let i = 0; i < 100 && this.queue.pending.length > 0; i++) {
+      const due = this.queue.pending.filter((m) => this.queue.isDue(m));
+      if (due.length === 0) {
+        const next = Math.min(...this.queue.pending.map((m) => m.notBefore ?? 0));
+        this.clock = new Date(Math.max(next, this.clock.getTime()));
+        continue;
+      }
+      for (const m of due) await this.deliver(m, "ok", false, undefined);
+    }
+    for (let pass = 0; pass < 3; pass++) {
+      this.tick(this.config.jobMaxAgeSeconds + this.config.sweepLeaseGraceSeconds + 3600);
+      for (let i = 0; i < 50; i++) {
+        const r = await this.invoke("sweep (settle)", () => sweepStaleJobs(this.deps), undefined);
+        if (r.kind !== "returned" || !r.value.more) break;
+      }
+      for (const m of [...this.queue.pending]) await this.deliver(m, "ok", false, undefined);
+    }
+  }
+
+  /** The invariants of DESIGN §2, checked on the database for this schedule's users. */
+  async check(): Promise<void> {
+    // Only this run's prompts: a failed run may leave jobs another run's sweep republishes.
+    const mine = new Map([...this.modelCalls].filter(([p]) => p.startsWith(`p ${this.runId} `)));
+    await checkInvariants(this.parts.admin, this.users, mine);
+  }
+}
+
+function callbackFor(m: Message) {
+  return {
+    jobId: m.jobId,
+    status: m.lastStatus,
+    retried: m.retried,
+    maxRetries: 1,
+    dlqId: `dlq-${m.id}`,
+    sourceMessageId: m.id,
+  };
+}
+
+export class InvariantError extends Error {
+  override readonly name = "InvariantError";
+}
+
+/**
+ * 1 no drift; 5 every job terminal; 2 each failed/canceled job refunded exactly once (one
+ * refund-bearing event, refunded_at set) and no succeeded job refunded; 4 limits never
+ * exceeded at any moment, replayed from job_events in commit-consistent id order; 7 no more
+ * model calls than claims (started + reclaimed events) for any prompt.
+ */
+export async function checkInvariants(
+  admin: pg.Pool,
+  users: string[],
+  modelCalls: Map<string, number> = new Map(),
+): Promise<void> {
+  const problems: string[] = [];
+  // public.quota_drift's definition, restricted to these users before aggregating (the view
+  // aggregates every job in the database, which grows with every run; the whole view is
+  // checked after each test by useApi).
+  const drift = await admin.query(
+    `with reserved as (
+       select user_id, period_start, count(*) filter (where refunded_at is null) as units_expected
+       from public.generation_jobs where user_id = any($1) group by user_id, period_start
+     ), used as (select * from public.quota_usage where user_id = any($1))
+     select coalesce(u.user_id, r.user_id) as user_id, coalesce(u.units_used, 0) as units_used,
+       coalesce(r.units_expected, 0) as units_expected
+     from used u full join reserved r on r.user_id = u.user_id and r.period_start = u.period_start
+     where coalesce(u.units_used, 0) <> coalesce(r.units_expected, 0)`,
+    [users],
+  );
+  if (drift.rows.length > 0) problems.push(`drift: ${JSON.stringify(drift.rows)}`);
+
+  const jobs = await admin.query<{
+    id: string;
+    status: string;
+    prompt: string;
+    refunded_at: Date | null;
+    output: string | null;
+    refunds: number;
+    claims: number;
+    terminal_events: number;
+  }>(
+    `select j.id, j.status, j.prompt, j.refunded_at, j.output,
+       (select count(*)::int from public.job_events e where e.job_id = j.id and e.to_status in ('failed', 'canceled')) as refunds,
+       (select count(*)::int from public.job_events e where e.job_id = j.id and e.event in ('started', 'reclaimed')) as claims,
+       (select count(*)::int from public.job_events e where e.job_id = j.id and e.to_status in ('succeeded', 'failed', 'canceled')) as terminal_events
+     from public.generation_jobs j where j.user_id = any($1)`,
+    [users],
+  );
+  const claimsByPrompt = new Map<string, number>();
+  for (const j of jobs.rows) {
+    claimsByPrompt.set(j.prompt, (claimsByPrompt.get(j.prompt) ?? 0) + j.claims);
+    if (!["succeeded", "failed", "canceled"].includes(j.status))
+      problems.push(`job ${j.id} is still ${j.status}`);
+    const refundable = j.status === "failed" || j.status === "canceled";
+    if (refundable && (j.refunds !== 1 || j.refunded_at === null))
+      problems.push(`job ${j.id} ${j.status} with ${j.refunds} refunds`);
+    if (j.status === "succeeded" && (j.refunds !== 0 || j.refunded_at !== null))
+      problems.push(`job ${j.id} succeeded and refunded`);
+    if (j.status === "succeeded" && !j.output)
+      problems.push(`job ${j.id} succeeded without output`);
+    if (j.terminal_events !== 1 && j.status !== "queued" && j.status !== "running")
+      problems.push(`job ${j.id} has ${j.terminal_events} terminal events`);
+  }
+  for (const [prompt, calls] of modelCalls) {
+    const claims = claimsByPrompt.get(prompt.replace(/ \[fake:[^\]]*\]$/, "")) ?? 0;
+    if (calls > claims) problems.push(`${calls} model calls for ${claims} claims (${prompt})`);
+  }
+
+  const events = await admin.query<{
+    id: string;
+    job_id: string;
+    user_id: string;
+    event: string;
+    to_status: string;
+    period_start: Date;
+    units: number;
+    max_active: number;
+  }>(
+    `select e.id, e.job_id, e.user_id, e.event, e.to_status, j.period_start,
+       p.units_per_period as units, p.max_active_jobs as max_active
+     from public.job_events e
+     join public.generation_jobs j on j.id = e.job_id
+     join public.plans p on p.id = j.plan_id
+     where e.user_id = any($1) order by e.id`,
+    [users],
+  );
+  const active = new Map<string, number>();
+  const reserved = new Map<string, number>();
+  const ended = new Set<string>();
+  for (const e of events.rows) {
+    const period = `${e.user_id} ${e.period_start.toISOString()}`;
+    if (ended.has(e.job_id)) problems.push(`event ${e.event} after job ${e.job_id} ended`);
+    if (e.event === "enqueued") {
+      const a = (active.get(e.user_id) ?? 0) + 1;
+      const r = (reserved.get(period) ?? 0) + 1;
+      active.set(e.user_id, a);
+      reserved.set(period, r);
+      if (a > e.max_active) problems.push(`user ${e.user_id}: ${a} active > ${e.max_active}`);
+      if (r > e.units) problems.push(`user ${e.user_id}: ${r} reserved in ${period} > ${e.units}`);
+    }
+    if (["succeeded", "failed", "canceled"].includes(e.to_status)) {
+      ended.add(e.job_id);
+      active.set(e.user_id, (active.get(e.user_id) ?? 0) - 1);
+      if (e.to_status !== "succeeded") reserved.set(period, (reserved.get(period) ?? 0) - 1);
+    }
+  }
+  if (problems.length > 0) throw new InvariantError(problems.join("\n"));
+}
