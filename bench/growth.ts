@@ -228,8 +228,11 @@ export async function runGrowth(opts: { quick: boolean }) {
           max: q(1),
           last: round(batches.at(-1) ?? 0, 1),
         },
-        // lib/sweeper.ts stops a cron run after 50 batches or 20 s.
-        cronRunsNeeded: Math.ceil(batches.length / 50),
+        // lib/sweeper.ts stops a cron run after 1000 batches or 20 s, whichever comes first.
+        cronRunsNeeded: Math.max(
+          Math.ceil(batches.length / 1000),
+          Math.ceil(batches.reduce((a, b) => a + b, 0) / 20_000),
+        ),
       };
       log(`  growth sweep: ${JSON.stringify(sweep)}`);
       const drift = await driftRows(db.admin);
@@ -282,7 +285,7 @@ export function printGrowth(r: Awaited<ReturnType<typeof runGrowth>>): string {
       "total s",
       "jobs/s",
       "batch ms first / p50 / p99 / last",
-      "cron runs (50 batches each)",
+      "cron runs (1000 batches / 20 s each)",
     ],
     [
       [
