@@ -346,10 +346,24 @@ describe("reads", () => {
 describe("idempotency after a failed publish", () => {
   test("a job failed publish_failed frees its key: the client's retry starts a new job", async () => {
     const user = await newUser(admin);
-    const a = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "p", p_idempotency_key: "retry-me", p_now: T0 });
-    const failed = await rpc(svc, "fail_job", { p_job_id: a.job.id, p_reason: "publish_failed", p_now: T0 });
+    const a = await rpc(svc, "enqueue_job", {
+      p_user_id: user,
+      p_prompt: "p",
+      p_idempotency_key: "retry-me",
+      p_now: T0,
+    });
+    const failed = await rpc(svc, "fail_job", {
+      p_job_id: a.job.id,
+      p_reason: "publish_failed",
+      p_now: T0,
+    });
     expect(failed.job).toMatchObject({ status: "failed", idempotency_key: null });
-    const b = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "p", p_idempotency_key: "retry-me", p_now: T0 });
+    const b = await rpc(svc, "enqueue_job", {
+      p_user_id: user,
+      p_prompt: "p",
+      p_idempotency_key: "retry-me",
+      p_now: T0,
+    });
     expect(b.outcome).toBe("enqueued");
     expect(b.job.id).not.toBe(a.job.id);
     expect(b.usage.used).toBe(1);
@@ -357,9 +371,19 @@ describe("idempotency after a failed publish", () => {
 
   test("any other failure keeps the key: a replay shows the failed job", async () => {
     const user = await newUser(admin);
-    const a = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "p", p_idempotency_key: "k", p_now: T0 });
+    const a = await rpc(svc, "enqueue_job", {
+      p_user_id: user,
+      p_prompt: "p",
+      p_idempotency_key: "k",
+      p_now: T0,
+    });
     await rpc(svc, "fail_job", { p_job_id: a.job.id, p_reason: "delivery_failed", p_now: T0 });
-    const b = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "p", p_idempotency_key: "k", p_now: T0 });
+    const b = await rpc(svc, "enqueue_job", {
+      p_user_id: user,
+      p_prompt: "p",
+      p_idempotency_key: "k",
+      p_now: T0,
+    });
     expect(b).toMatchObject({ outcome: "replayed", job: { id: a.job.id, status: "failed" } });
   });
 });
