@@ -23,6 +23,18 @@ export const DEFAULT_PORTS: Record<StackPart, number> = {
   alerts: 8790,
 };
 
+/** Every part on a port the OS picks (tests and benchmarks run beside a running `npm run dev`). */
+export const ANY_FREE_PORTS: Record<StackPart, number> = {
+  app: 0,
+  postgres: 0,
+  supabase: 0,
+  qstash: 0,
+  redisRest: 0,
+  redisServer: 0,
+  openai: 0,
+  alerts: 0,
+};
+
 /** A TCP port on loopback that nothing listens on right now. */
 export function freePort(host = "127.0.0.1"): Promise<number> {
   return new Promise((resolve, reject) => {

@@ -5,27 +5,13 @@
  */
 import { randomUUID } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
+import { freePort } from "../../dev/ports.ts";
 import { startPostgres } from "../../dev/postgres.ts";
 
-/** A TCP port on loopback that nothing listens on right now. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => {
-        if (address && typeof address === "object") resolve(address.port);
-        else reject(new Error("no port"));
-      });
-    });
-  });
-}
+export { freePort };
 
 export interface BenchDb {
   url: string;

@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll } from "vitest";
+import { ANY_FREE_PORTS } from "../../dev/ports.ts";
 import { removeDataDir, type Stack, startStack } from "../../dev/stack.ts";
 
 export const CHROMIUM = "/usr/bin/chromium";
@@ -58,16 +59,7 @@ export function useBrowserStack(env: Record<string, string> = {}): BrowserHarnes
     await chmod(dataDir, 0o755);
     [stack, browser] = await Promise.all([
       startStack({
-        ports: {
-          app: 0,
-          postgres: 0,
-          supabase: 0,
-          qstash: 0,
-          redisRest: 0,
-          redisServer: 0,
-          openai: 0,
-          alerts: 0,
-        },
+        ports: ANY_FREE_PORTS,
         dataDir,
         reset: true,
         timeScale: 0.01,

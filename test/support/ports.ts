@@ -1,17 +1,2 @@
-import { createServer } from "node:net";
-
-/** A TCP port on loopback that nothing listens on right now. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => {
-        if (address && typeof address === "object") resolve(address.port);
-        else reject(new Error("no port"));
-      });
-    });
-  });
-}
+/** Tests use the stack's own port helper. */
+export { freePort } from "../../dev/ports.ts";

@@ -10,6 +10,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, expect } from "vitest";
+import { ANY_FREE_PORTS } from "../../dev/ports.ts";
 import { DEV_TOKEN } from "../../dev/qstash/index.ts";
 import { type Stack, type StackOptions, startStack } from "../../dev/stack.ts";
 
@@ -49,16 +50,7 @@ export function useStack(
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), "quota-jobs-e2e-"));
     stack = await startStack({
-      ports: {
-        app: 0,
-        postgres: 0,
-        supabase: 0,
-        qstash: 0,
-        redisRest: 0,
-        redisServer: 0,
-        openai: 0,
-        alerts: 0,
-      },
+      ports: ANY_FREE_PORTS,
       dataDir,
       reset: true,
       timeScale: options.timeScale ?? 0.01,
