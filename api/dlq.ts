@@ -2,17 +2,13 @@
 import { type Deps, getDeps } from "../lib/deps.ts";
 import { handleDeliveryFailure } from "../lib/failures.ts";
 import { handle, json } from "../lib/http.ts";
-import { decodeFailureCallback, verifyQStashRequest } from "../lib/queue.ts";
+import { decodeFailureCallback, verifyDelivery } from "../lib/queue.ts";
 
 export function createHandler(deps: () => Deps) {
   return handle({
     async POST(req) {
       const d = deps();
-      const raw = await verifyQStashRequest(req, {
-        currentSigningKey: d.config.qstashCurrentSigningKey,
-        nextSigningKey: d.config.qstashNextSigningKey,
-        url: `${d.config.appUrl}/api/dlq`,
-      });
+      const raw = await verifyDelivery(req, d.config, "/api/dlq");
       const r = await handleDeliveryFailure(d, decodeFailureCallback(raw));
       return json(200, r);
     },

@@ -1,7 +1,7 @@
 /** `POST /api/worker`: QStash delivers `{"jobId"}` here. Verified on the raw body first. */
 import { HttpError } from "../lib/errors.ts";
 import { handle, json } from "../lib/http.ts";
-import { verifyQStashRequest } from "../lib/queue.ts";
+import { verifyDelivery } from "../lib/queue.ts";
 import { isUuid } from "../lib/validate.ts";
 import { runJob, type WorkerDeps } from "../lib/worker.ts";
 import { getWorkerDeps } from "../lib/worker-deps.ts";
@@ -10,11 +10,7 @@ export function createHandler(deps: () => WorkerDeps) {
   return handle({
     async POST(req) {
       const d = deps();
-      const raw = await verifyQStashRequest(req, {
-        currentSigningKey: d.config.qstashCurrentSigningKey,
-        nextSigningKey: d.config.qstashNextSigningKey,
-        url: `${d.config.appUrl}/api/worker`,
-      });
+      const raw = await verifyDelivery(req, d.config, "/api/worker");
       const jobId = parseJobId(raw);
       const r = await runJob(d, jobId, { messageId: req.headers.get("upstash-message-id") });
       return json(

@@ -256,18 +256,9 @@ async function throughDevStack(maxRequests: number, maxMs: number, concurrency: 
   const { setLogSink } = await import("../lib/log.ts");
   setLogSink(() => {});
   const dataDir = await mkdtemp(join(tmpdir(), "quota-jobs-bench-devstack-"));
-  const zero = {
-    app: 0,
-    postgres: 0,
-    supabase: 0,
-    qstash: 0,
-    redisRest: 0,
-    redisServer: 0,
-    openai: 0,
-    alerts: 0,
-  };
+  const { ANY_FREE_PORTS } = await import("../dev/ports.ts");
   const stack = await mod.startStack({
-    ports: zero,
+    ports: ANY_FREE_PORTS,
     dataDir,
     reset: true,
     timeScale: 0.001,

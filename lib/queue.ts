@@ -121,6 +121,24 @@ export async function verifyQStashRequest(req: Request, options: VerifyOptions):
   return body;
 }
 
+/**
+ * Verifies a QStash delivery to one of our routes: the subject QStash signed is the exact URL we
+ * published to, `${appUrl}${route}`, so both routes build it here, in one place.
+ *
+ * @example const raw = await verifyDelivery(req, config, "/api/worker");
+ */
+export function verifyDelivery(
+  req: Request,
+  config: { appUrl: string; qstashCurrentSigningKey: string; qstashNextSigningKey: string },
+  route: "/api/worker" | "/api/dlq",
+): Promise<string> {
+  return verifyQStashRequest(req, {
+    currentSigningKey: config.qstashCurrentSigningKey,
+    nextSigningKey: config.qstashNextSigningKey,
+    url: `${config.appUrl}${route}`,
+  });
+}
+
 function invalidSignature(): HttpError {
   return new HttpError(401, "invalid_signature", "Missing or invalid Upstash-Signature.");
 }
