@@ -6,10 +6,57 @@
  * The output is `.vercel/output/` (git-ignored).
  */
 import { spawnSync } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
+export const OUTPUT_DIR = join(root, ".vercel", "output");
+/** Everything `vercel build` reads to make the output. */
+const INPUTS = [
+  "api",
+  "lib",
+  "public",
+  "vercel.json",
+  "package.json",
+  "package-lock.json",
+  "tsconfig.json",
+];
+const STAMP = join(root, ".vercel", "build-inputs.sha256");
+
+function files(path: string): string[] {
+  if (!existsSync(path)) return [];
+  try {
+    return readdirSync(path, { withFileTypes: true }).flatMap((e) => files(join(path, e.name)));
+  } catch {
+    return [path];
+  }
+}
+
+/** A digest of the build's inputs: the output is fresh when it was made from these. */
+export function inputsDigest(): string {
+  const hash = createHash("sha256");
+  for (const file of INPUTS.flatMap((p) => files(join(root, p))).sort()) {
+    hash.update(relative(root, file)).update("\0").update(readFileSync(file)).update("\0");
+  }
+  return hash.digest("hex");
+}
+
+/** Builds unless `.vercel/output` was built from exactly today's sources. */
+export function ensureBuild(log: (line: string) => void = console.log): "fresh" | "built" {
+  const digest = inputsDigest();
+  const fresh =
+    existsSync(join(OUTPUT_DIR, "config.json")) &&
+    existsSync(STAMP) &&
+    readFileSync(STAMP, "utf8").trim() === digest;
+  if (fresh) return "fresh";
+  log("building with Vercel's builder (npm run build): the sources changed since the last build");
+  const started = Date.now();
+  buildArtifact({ quiet: true });
+  log(`built .vercel/output in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  return "built";
+}
 
 /** The project settings `vercel build` would otherwise pull from the dashboard. */
 const project = {
@@ -18,19 +65,26 @@ const project = {
   settings: { framework: null },
 };
 
-export function buildArtifact(): void {
+export function buildArtifact(options: { quiet?: boolean } = {}): void {
+  const digest = inputsDigest();
   mkdirSync(`${root}/.vercel`, { recursive: true });
   writeFileSync(`${root}/.vercel/project.json`, `${JSON.stringify(project, null, 2)}\n`);
   const started = Date.now();
-  const result = spawnSync("vercel", ["build", "--yes"], {
+  const result = spawnSync(join(root, "node_modules", ".bin", "vercel"), ["build", "--yes"], {
     cwd: root,
-    stdio: ["ignore", "inherit", "inherit"],
+    stdio: ["ignore", options.quiet ? "pipe" : "inherit", options.quiet ? "pipe" : "inherit"],
+    encoding: "utf8",
     env: { ...process.env, VERCEL_TELEMETRY_DISABLED: "1" },
   });
   if (result.status !== 0) {
-    throw new Error(`vercel build failed (exit ${result.status ?? result.signal})`);
+    const said = options.quiet
+      ? `:\n${`${result.stdout}${result.stderr}`.trim().slice(-3000)}`
+      : "";
+    throw new Error(`vercel build failed (exit ${result.status ?? result.signal})${said}`);
   }
-  console.log(`built .vercel/output in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  writeFileSync(STAMP, `${digest}\n`);
+  if (!options.quiet)
+    console.log(`built .vercel/output in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

@@ -1,8 +1,9 @@
 /**
- * Applies `supabase/migrations/*.sql` in order, each once, recording them in
- * `supabase_migrations.schema_migrations` the way the Supabase CLI does, so a database the
- * local stack keeps between runs only receives the migrations it has not seen.
+ * A local database made the way a Supabase project's is: the platform's roles and `auth`
+ * schema (the compatibility layer), then the project's migrations and seed pushed by the
+ * Supabase CLI.
  */
+import { spawnSync } from "node:child_process";
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -24,47 +25,43 @@ export async function applyCompat(client: pg.ClientBase): Promise<void> {
   await client.query(sql);
 }
 
-export async function applyMigrations(client: pg.ClientBase): Promise<MigrationResult> {
-  await client.query(`
-    create schema if not exists supabase_migrations;
-    create table if not exists supabase_migrations.schema_migrations (
-      version text primary key,
-      name text not null,
-      applied_at timestamptz not null default now()
-    );`);
-  const seen = new Set(
-    (
-      await client.query<{ version: string }>(
-        "select version from supabase_migrations.schema_migrations",
-      )
-    ).rows.map((r) => r.version),
+/**
+ * Applies `supabase/migrations` and `supabase/seed.sql` with the Supabase CLI itself
+ * (`supabase db push --include-seed`), the command a deploy runs, so what the tests run on
+ * is what a project gets. The CLI records each migration in
+ * `supabase_migrations.schema_migrations`, so a kept database only receives new ones.
+ */
+export async function pushMigrations(
+  client: pg.ClientBase,
+  databaseUrl: string,
+): Promise<MigrationResult> {
+  const versions = async () => {
+    const exists = await client.query<{ t: string | null }>(
+      "select to_regclass('supabase_migrations.schema_migrations')::text as t",
+    );
+    if (!exists.rows[0]?.t) return new Set<string>();
+    const rows = await client.query<{ version: string }>(
+      "select version from supabase_migrations.schema_migrations",
+    );
+    return new Set(rows.rows.map((r) => r.version));
+  };
+  const before = await versions();
+  const url = new URL(databaseUrl);
+  url.searchParams.set("sslmode", "disable");
+  const cli = spawnSync(
+    join(root, "node_modules", ".bin", "supabase"),
+    ["db", "push", "--db-url", url.href, "--include-seed", "--yes"],
+    { cwd: root, encoding: "utf8", env: { ...process.env, DO_NOT_TRACK: "1" } },
   );
-  const files = (await readdir(migrationsDir)).filter((f) => migrationName.test(f)).sort();
-  const result: MigrationResult = { applied: [], skipped: [] };
-  for (const file of files) {
-    const [, version = "", name = ""] = migrationName.exec(file) ?? [];
-    if (seen.has(version)) {
-      result.skipped.push(file);
-      continue;
-    }
-    const sql = await readFile(join(migrationsDir, file), "utf8");
-    await client.query("begin");
-    try {
-      await client.query(sql);
-      await client.query(
-        "insert into supabase_migrations.schema_migrations (version, name) values ($1, $2)",
-        [version, name],
-      );
-      await client.query("commit");
-    } catch (error) {
-      await client.query("rollback");
-      throw new Error(`migration ${file} failed: ${(error as Error).message}`);
-    }
-    result.applied.push(file);
+  if (cli.status !== 0) {
+    const said = `${cli.stdout ?? ""}${cli.stderr ?? ""}${cli.error?.message ?? ""}`.trim();
+    throw new Error(`supabase db push failed (exit ${cli.status}): ${said.slice(-2000)}`);
   }
-  return result;
-}
-
-export async function applySeed(client: pg.ClientBase): Promise<void> {
-  await client.query(await readFile(join(root, "supabase", "seed.sql"), "utf8"));
+  const after = await versions();
+  const files = (await readdir(migrationsDir)).filter((f) => migrationName.test(f)).sort();
+  const version = (file: string) => migrationName.exec(file)?.[1] ?? "";
+  return {
+    applied: files.filter((f) => after.has(version(f)) && !before.has(version(f))),
+    skipped: files.filter((f) => before.has(version(f))),
+  };
 }

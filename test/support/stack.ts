@@ -39,7 +39,7 @@ export interface StackFixture {
  * test (for files that leave slow failure-callback retries behind on purpose).
  */
 export function useStack(
-  options: Pick<StackOptions, "appInChildProcess" | "timeScale"> & {
+  options: Pick<StackOptions, "timeScale"> & {
     env?: Record<string, string>;
     waitIdle?: boolean;
   } = {},
@@ -55,7 +55,6 @@ export function useStack(
       reset: true,
       timeScale: options.timeScale ?? 0.01,
       env: { ...E2E_ENV, ...options.env },
-      ...(options.appInChildProcess ? { appInChildProcess: true } : {}),
       log: (line) => {
         logs.push(line);
       },
