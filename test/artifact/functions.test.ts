@@ -1,0 +1,124 @@
+/**
+ * What ships is what Vercel's builder made: every function in `.vercel/output/functions`
+ * loads in a fresh process of the Node version its `.vc-config.json` names, through plain
+ * Node (no tsx, no bundler of ours), and answers a request through its default export's
+ * `fetch`, as Vercel's Node launcher calls it. The global setup builds the output first.
+ */
+import { spawnSync } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { join, relative } from "node:path";
+import { describe, expect, test } from "vitest";
+import { OUTPUT_DIR } from "../../dev/build.ts";
+import { root } from "../../dev/migrate.ts";
+
+const NODE = join(root, "node_modules", "node", "bin", "node");
+const LOADER = join(root, "dev", "vercel-output.ts");
+
+function functionDirs(dir = join(OUTPUT_DIR, "functions")): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const path = join(dir, e.name);
+    if (!e.isDirectory()) return [];
+    return e.name.endsWith(".func")
+      ? [relative(join(OUTPUT_DIR, "functions"), path)]
+      : functionDirs(path);
+  });
+}
+
+/** A configuration whose services are all unreachable: loading must not need them. */
+const UNREACHABLE_ENV = {
+  SUPABASE_URL: "http://127.0.0.1:9",
+  SUPABASE_SERVICE_ROLE_KEY: "service-role-key-for-a-load-test",
+  SUPABASE_JWT_SECRET: "a-jwt-secret-of-at-least-thirty-two-characters",
+  QSTASH_URL: "http://127.0.0.1:9",
+  QSTASH_TOKEN: "qstash-token-for-a-load-test",
+  QSTASH_CURRENT_SIGNING_KEY: "sig_current_for_a_load_test",
+  QSTASH_NEXT_SIGNING_KEY: "sig_next_for_a_load_test",
+  UPSTASH_REDIS_REST_URL: "http://127.0.0.1:9",
+  UPSTASH_REDIS_REST_TOKEN: "redis-token-for-a-load-test",
+  OPENAI_API_KEY: "sk-for-a-load-test",
+  APP_URL: "https://quota-jobs.example",
+  CRON_SECRET: "a-cron-secret-for-a-load-test",
+};
+
+interface Answer {
+  status: number;
+  allow: string | null;
+  contentType: string | null;
+  body: string;
+}
+
+/** Loads one function in a fresh Node process and sends it each request; what it answered. */
+function invokeFresh(funcDir: string, requests: { method: string; path: string }[]): Answer[] {
+  const script = `
+    import { loadFunction } from ${JSON.stringify(LOADER)};
+    const fn = await loadFunction(${JSON.stringify(OUTPUT_DIR)}, ${JSON.stringify(funcDir)});
+    const out = [];
+    for (const r of ${JSON.stringify(requests)}) {
+      const res = await fn.handler(new Request("https://quota-jobs.example" + r.path, { method: r.method }));
+      out.push({ status: res.status, allow: res.headers.get("allow"), contentType: res.headers.get("content-type"), body: await res.text() });
+    }
+    process.stdout.write(JSON.stringify(out));
+    process.exit(0);
+  `;
+  const run = spawnSync(NODE, ["--input-type=module", "-e", script], {
+    encoding: "utf8",
+    env: { PATH: process.env.PATH ?? "", ...UNREACHABLE_ENV },
+    timeout: 30_000,
+  });
+  if (run.status !== 0) throw new Error(`${funcDir}: exit ${run.status}: ${run.stderr.trim()}`);
+  return JSON.parse(run.stdout) as Answer[];
+}
+
+const dirs = functionDirs();
+const runtimes = dirs.map(
+  (d) =>
+    (
+      JSON.parse(readFileSync(join(OUTPUT_DIR, "functions", d, ".vc-config.json"), "utf8")) as {
+        runtime: string;
+      }
+    ).runtime,
+);
+
+describe("the built functions (.vercel/output)", () => {
+  test("one function per api/ route file, each on the Node major the tests run on", () => {
+    expect(dirs.sort()).toEqual([
+      "api/cron/sweep.func",
+      "api/dlq.func",
+      "api/health.func",
+      "api/jobs/[id].func",
+      "api/jobs/index.func",
+      "api/public-config.func",
+      "api/usage.func",
+      "api/worker.func",
+    ]);
+    const node = spawnSync(NODE, ["--version"], { encoding: "utf8" }).stdout.trim();
+    const major = node.slice(1).split(".")[0];
+    expect(new Set(runtimes)).toEqual(new Set([`nodejs${major}.x`]));
+    const engines = (
+      JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
+        engines: { node: string };
+      }
+    ).engines.node;
+    expect(engines).toBe(`${major}.x`);
+  });
+
+  test.each(dirs)(
+    "%s loads in a fresh process and answers a wrong method with 405 and Allow",
+    (dir) => {
+      const [answer] = invokeFresh(dir, [
+        { method: "PUT", path: `/${dir.replace(/\.func$/, "")}` },
+      ]);
+      expect(answer?.status).toBe(405);
+      expect(answer?.allow).toMatch(/^(GET|POST|DELETE)(, (GET|POST|DELETE))*$/);
+      expect(JSON.parse(answer?.body ?? "")).toMatchObject({
+        error: { code: "method_not_allowed" },
+      });
+    },
+  );
+
+  test("health, configured but with every service unreachable, answers 503 in JSON (never a crash)", () => {
+    const [answer] = invokeFresh("api/health.func", [{ method: "GET", path: "/api/health" }]);
+    expect(answer?.status).toBe(503);
+    expect(answer?.contentType).toMatch(/^application\/json/);
+  });
+});
