@@ -1,6 +1,8 @@
 /**
- * The browser harness: the whole local stack (dev/stack.ts) and Debian's Chromium driven by
- * playwright-core (its own browser download cannot work here). One stack and one browser per
+ * The browser harness: the whole local stack (dev/stack.ts) serving the built artifact, and the
+ * Chromium that ships inside the `@sparticuz/chromium` npm package driven by playwright-core
+ * (nothing from the system's package manager; playwright's own browser download cannot work
+ * here). One stack and one browser per
  * test file; each test gets a fresh browser context (its own sessionStorage, so its own user).
  *
  * Nothing here sleeps: `until` polls a condition with a deadline, and Playwright's locators
@@ -10,20 +12,26 @@ import { chmod, mkdir, mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
-import { afterAll, beforeAll } from "vitest";
+import { afterAll, beforeAll, inject } from "vitest";
 import { ANY_FREE_PORTS } from "../../dev/ports.ts";
 import { removeDataDir, type Stack, startStack } from "../../dev/stack.ts";
 
-export const CHROMIUM = "/usr/bin/chromium";
 export const SCREENSHOTS = join(import.meta.dirname, "..", "..", "test-results", "screenshots");
 
 /** A user in Tokyo reading British English: the free plan resets at 09:00 local time. */
 export const TOKYO = { timezoneId: "Asia/Tokyo", locale: "en-GB" } as const;
 
+/**
+ * The browser unpacked once per run by the global setup (parallel files would race to unpack
+ * it). Launched with our own flags, not the package's Lambda set, which turns off web
+ * security and so would hide what the page's headers and CSP do.
+ */
 export async function launchChromium(): Promise<Browser> {
   return chromium.launch({
-    executablePath: CHROMIUM,
+    executablePath: inject("chromiumPath"),
     args: [
+      "--no-zygote",
+      "--single-process",
       "--headless",
       "--no-sandbox",
       "--disable-gpu",

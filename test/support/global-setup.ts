@@ -1,6 +1,7 @@
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import sparticuz from "@sparticuz/chromium";
 import pg from "pg";
 import type { TestProject } from "vitest/node";
 import { ensureBuild } from "../../dev/build.ts";
@@ -13,6 +14,8 @@ declare module "vitest" {
     databaseUrl: string;
     /** A database no one connects to, migrations applied: `freshDatabase()` copies it. */
     templateDatabase: string;
+    /** Chromium from the `@sparticuz/chromium` package, unpacked for this run. */
+    chromiumPath: string;
   }
 }
 
@@ -48,6 +51,7 @@ export default async function setup(project: TestProject) {
   await client.end();
   project.provide("databaseUrl", server.url);
   project.provide("templateDatabase", TEMPLATE);
+  project.provide("chromiumPath", await sparticuz.executablePath());
   return async () => {
     await server.stop();
   };
