@@ -78,10 +78,10 @@ function banner(stack: Stack, reset: boolean): string {
     .join("\n");
   const where = (standIn: boolean, url: string) => (standIn ? url : `${url}  (REAL service)`);
   return `
-quota-jobs: the whole system is up in ${(stack.startupMs / 1000).toFixed(1)} s${reset ? " (database reset)" : ""}
-  migrations: ${stack.migrations.applied.length} applied now${stack.migrations.applied.length ? ` (${stack.migrations.applied.join(", ")})` : ""}, ${stack.migrations.skipped.length} already in the kept database (.data/)
+quota-jobs: the whole system is up in ${(stack.startupMs / 1000).toFixed(1)} s${reset ? " (database reset)" : ""}${stack.build.outcome === "built" ? `, of which ${(stack.build.ms / 1000).toFixed(1)} s building with Vercel's builder` : " (the build was up to date)"}
+  migrations (supabase db push): ${stack.migrations.applied.length} applied now${stack.migrations.applied.length ? ` (${stack.migrations.applied.join(", ")})` : ""}, ${stack.migrations.skipped.length} already in the kept database (.data/)
 
-  app (api/ + public/)   ${u.app}            open it in a browser
+  app (.vercel/output)   ${u.app}            open it in a browser
   Postgres               ${u.postgres}
   Supabase REST (RPC)    ${u.supabase}
   QStash                 ${where(stack.standIns.qstash, u.qstash)}

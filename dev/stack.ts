@@ -2,7 +2,8 @@
  * The whole system on one machine, on loopback, no Docker, no accounts (DESIGN §6): a real
  * PostgreSQL with the migrations, the PostgREST RPC stand-in, the QStash dev stand-in, a real
  * redis-server behind the Upstash REST stand-in, the fake OpenAI model, an alert webhook
- * receiver, and the app serving `api/` and `public/`. `npm run dev` (dev/cli.ts) and the
+ * receiver, and the app: what Vercel's builder made of `api/` and `public/` (`.vercel/output`),
+ * built first when the sources changed. `npm run dev` (dev/cli.ts) and the
  * end-to-end tests (test/support/stack.ts) both start it through `startStack`.
  *
  * A real service's variables in `env` (OPENAI_API_KEY, QSTASH_TOKEN, UPSTASH_REDIS_REST_URL,
@@ -84,7 +85,9 @@ export interface Stack {
   standIns: { openai: boolean; qstash: boolean; redis: boolean; alerts: boolean };
   /** Migrations applied by this start, and those the kept database already had. */
   migrations: { applied: string[]; skipped: string[] };
-  /** Milliseconds from the call to everything answering. */
+  /** Whether this start had to run Vercel's builder, and how long that took. */
+  build: { outcome: "fresh" | "built"; ms: number };
+  /** Milliseconds from the call to everything answering, the build included. */
   startupMs: number;
   /** Stop / start the QStash stand-in (same port): "QStash is down". */
   stopQStash(): Promise<void>;
@@ -158,7 +161,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     }
   }
   // The app is the build's output: make it if the sources changed since the last build.
-  ensureBuild(log);
+  const buildStarted = Date.now();
+  const build = { outcome: ensureBuild(log), ms: Date.now() - buildStarted };
   const ports = {} as Record<StackPart, number>;
   for (const part of wanted) {
     const asked = options.ports?.[part] ?? DEFAULT_PORTS[part];
@@ -351,6 +355,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       env,
       standIns,
       migrations: postgres.migrations,
+      build,
       startupMs: 0,
       model: openai
         ? { failNext: openai.failNext, calls: openai.calls, reset: openai.reset }
