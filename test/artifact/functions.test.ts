@@ -10,6 +10,7 @@ import { join, relative } from "node:path";
 import { describe, expect, test } from "vitest";
 import { OUTPUT_DIR } from "../../dev/build.ts";
 import { root } from "../../dev/migrate.ts";
+import { loadConfig } from "../../lib/config.ts";
 
 const NODE = join(root, "node_modules", "node", "bin", "node");
 const LOADER = join(root, "dev", "vercel-output.ts");
@@ -120,5 +121,19 @@ describe("the built functions (.vercel/output)", () => {
     const [answer] = invokeFresh("api/health.func", [{ method: "GET", path: "/api/health" }]);
     expect(answer?.status).toBe(503);
     expect(answer?.contentType).toMatch(/^application\/json/);
+  });
+
+  test("vercel.json reached the build: the worker's time limit is the one the config assumes, the cron calls a built function", () => {
+    const vc = (dir: string) =>
+      JSON.parse(readFileSync(join(OUTPUT_DIR, "functions", dir, ".vc-config.json"), "utf8")) as {
+        maxDuration?: number;
+      };
+    const config = loadConfig(UNREACHABLE_ENV);
+    expect(vc("api/worker.func").maxDuration).toBe(config.workerMaxDurationSeconds);
+    const output = JSON.parse(readFileSync(join(OUTPUT_DIR, "config.json"), "utf8")) as {
+      crons: { path: string }[];
+    };
+    expect(output.crons.map((c) => c.path)).toEqual(["/api/cron/sweep"]);
+    for (const cron of output.crons) expect(dirs).toContain(`${cron.path.slice(1)}.func`);
   });
 });
