@@ -136,4 +136,15 @@ describe("the built functions (.vercel/output)", () => {
     expect(output.crons.map((c) => c.path)).toEqual(["/api/cron/sweep"]);
     for (const cron of output.crons) expect(dirs).toContain(`${cron.path.slice(1)}.func`);
   });
+
+  test.each(dirs)(
+    "%s carries the OpenAI SDK only if it is the worker (a cold start without it)",
+    (dir) => {
+      const func = join(OUTPUT_DIR, "functions", dir);
+      const shipped = readdirSync(join(func, "node_modules"));
+      expect(shipped).toContain("zod");
+      expect(shipped.includes("openai")).toBe(dir === "api/worker.func");
+      expect(readdirSync(join(func, "lib")).includes("model.js")).toBe(dir === "api/worker.func");
+    },
+  );
 });
