@@ -116,17 +116,18 @@ function check(
   return findings;
 }
 
-function trackedFiles(): string[] {
-  return execFileSync("git", ["ls-files", "-z"], { cwd: ROOT, encoding: "utf8" })
-    .split("\0")
-    .filter((f) => f !== "" && f !== "package-lock.json");
+function repoFiles(): string[] {
+  // Tracked files, and new ones not yet added (unless ignored): caught before the commit.
+  const args = ["ls-files", "-z", "--cached", "--others", "--exclude-standard"];
+  const files = execFileSync("git", args, { cwd: ROOT, encoding: "utf8" }).split("\0");
+  return [...new Set(files)].filter((f) => f !== "" && f !== "package-lock.json");
 }
 
 const designAnchors = anchorsOf(readFileSync(join(ROOT, DESIGN), "utf8"));
 
 describe("the repository stands alone", () => {
   test("no tracked file refers outside the repository, and every design reference resolves", () => {
-    const findings = trackedFiles()
+    const findings = repoFiles()
       .filter((f) => existsSync(join(ROOT, f)))
       .flatMap((f) =>
         check(f, readFileSync(join(ROOT, f), "utf8"), designAnchors, (p) =>
@@ -166,7 +167,7 @@ describe("the checker catches what it is for (planted text)", () => {
   const section = "\u00a7";
 
   test.each([
-    ["a sibling folder", `see ${dots}/shared/DESIGN.md`],
+    ["a sibling folder", `see ${dots}/shared/${"DESIGN"}.md`],
     ["a machine path", "read /work/" + "shared/notes.md"],
     ["a field report", `as in seeds/${"000"}`],
     ["a reference note", `(reference/${"qstash"}.md)`],
