@@ -3,7 +3,7 @@
  * count, QStash publishes, fake model calls) while the real api/ handlers run in this process,
  * and cross-checked by counting what this process sent.
  *
- * The comparison row wires the same flows the way seeds/000 does (load plan, reserve, count
+ * The comparison row wires the same flows with the refund scattered across callers (load plan, reserve, count
  * active jobs, insert; separate claim / refund / mark calls), as plain SQL statements in this
  * file only, on the same database but on copies of the tables without our constraints and
  * trigger (which would refuse a "failed but not yet refunded" row, the very state that wiring
@@ -55,7 +55,7 @@ async function measure(
   };
 }
 
-/** The seeds/000 wiring, one SQL statement per PostgREST request it would make. */
+/** The scattered wiring (docs/DESIGN.md#refunds-scattered-across-callers), one SQL statement per PostgREST request it would make. */
 class SeedWiring {
   statements = 0;
   constructor(
@@ -311,7 +311,7 @@ export async function runRoundtrips(opts: { quick: boolean }) {
       );
     }
 
-    // The comparison: seeds/000's wiring on the same database.
+    // The comparison: the scattered wiring on the same database.
     await SeedWiring.setup(admin);
     const seedClient = new pg.Client({ connectionString: stack.databaseUrl });
     await seedClient.connect();
@@ -430,7 +430,7 @@ export function printRoundtrips(r: Awaited<ReturnType<typeof runRoundtrips>>): s
       "redis",
       "target",
       "met",
-      "seeds/000 wiring: db",
+      "scattered wiring: db",
       "publish",
       "model",
     ],

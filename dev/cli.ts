@@ -1,5 +1,5 @@
 /**
- * `npm run dev`: the whole system offline in one command (DESIGN §6). Starts the stack on the
+ * `npm run dev`: the whole system offline in one command (docs/DESIGN.md#local-stack). Starts the stack on the
  * design's ports, prints where everything is and how to drive it, runs the sweeper every 60 s
  * (Vercel cron does not exist locally), and shuts everything down on Ctrl-C.
  *

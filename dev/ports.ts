@@ -11,7 +11,7 @@ export type StackPart =
   | "openai"
   | "alerts";
 
-/** The design's ports (DESIGN §6); redis-server and the alert receiver are ours to pick. */
+/** The design's ports (docs/DESIGN.md#local-stack); redis-server and the alert receiver are ours to pick. */
 export const DEFAULT_PORTS: Record<StackPart, number> = {
   app: 3000,
   postgres: 54322,

@@ -1,5 +1,5 @@
 /**
- * The whole system on one machine, on loopback, no Docker, no accounts (DESIGN §6): a real
+ * The whole system on one machine, on loopback, no Docker, no accounts (docs/DESIGN.md#local-stack): a real
  * PostgreSQL with the migrations, the PostgREST RPC stand-in, the QStash dev stand-in, a real
  * redis-server behind the Upstash REST stand-in, the fake OpenAI model, an alert webhook
  * receiver, and the app: what Vercel's builder made of `api/` and `public/` (`.vercel/output`),

@@ -146,7 +146,7 @@ export function loadConfig(env: Env = process.env): Config {
       JOB_LEASE_SECONDS,
     } = timing.data;
     // The worker must get an answer (or a timeout) from the model while it can still write it
-    // down, and a live worker's lease must never expire under it (invariant 7).
+    // down, and a live worker's lease must never expire under it (docs/DESIGN.md#invariant-7-one-model-call-per-claim).
     if (MODEL_TIMEOUT_MS >= maxDuration * 1000) {
       problems.push(
         `MODEL_TIMEOUT_MS must be below WORKER_MAX_DURATION_SECONDS (${maxDuration}s = ${maxDuration * 1000} ms)`,

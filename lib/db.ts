@@ -2,7 +2,7 @@
  * The database port: supabase-js `rpc` calls only, through one helper that checks `error`
  * before `data`. A failed call (status 0 network failure, 5xx, 40001, 57014, PGRST*, or a
  * 4xx from a raise) is a thrown DatabaseError; only what the function returned is data.
- * seeds/003: a write error read as "zero rows, someone else did it" loses the work silently.
+ * docs/DESIGN.md#a-write-error-read-as-already-done: a write error read as "zero rows, someone else did it" loses the work silently.
  */
 import { createClient } from "@supabase/supabase-js";
 import { DatabaseError } from "./errors.ts";

@@ -20,7 +20,7 @@ export class HttpError extends Error {
 /**
  * A database call that did not say what happened (network failure, 5xx, serialization failure,
  * statement timeout, unknown function...). Never "zero rows": the edge answers 5xx so that
- * QStash or cron retries. See seeds/003 for what happens when this is mistaken for a no-op.
+ * QStash or cron retries. See docs/DESIGN.md#a-write-error-read-as-already-done for what happens when this is mistaken for a no-op.
  */
 export class DatabaseError extends Error {
   override readonly name = "DatabaseError";

@@ -60,7 +60,7 @@ export type Phase =
   | "failed"
   | "canceled";
 
-/** A job as the HTTP API shows it (DESIGN §3). */
+/** A job as the HTTP API shows it (docs/DESIGN.md#http-api). */
 export interface Job {
   id: string;
   /** The owner's own prompt (the API only ever shows a job to its owner). */

@@ -34,7 +34,7 @@ export class ModelOutputError extends Error {
 
 /**
  * A chat-completions client with SDK retries OFF (`maxRetries: 0`): the queue owns retries,
- * so one delivery makes at most one model call (invariant 7), and a 429 comes back to us at
+ * so one delivery makes at most one model call (docs/DESIGN.md#invariant-7-one-model-call-per-claim), and a 429 comes back to us at
  * once instead of being retried inside a function that will be killed at `maxDuration`.
  *
  * @example
@@ -81,7 +81,7 @@ export function createModel(options: ModelOptions): { generate(prompt: string): 
  *
  * Both are "the provider said no", not "this job is broken", so both requeue the job with a
  * `resume_at` and count a provider quota hit (the give-up rule, hits >= N OR age > max, keeps
- * either from leaving a job pending for 39 hours: seeds/004). They differ in what else
+ * either from leaving a job pending for 39 hours: docs/DESIGN.md#a-requeue-that-counts-nothing). They differ in what else
  * happens: `insufficient_quota` pages on-call once per window, because no amount of waiting
  * fixes it by itself, while `rate_limit_exceeded` only holds the shared provider gate until
  * the time the provider gave. Any other 429 is treated as a rate limit: waiting is the

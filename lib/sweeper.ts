@@ -1,5 +1,5 @@
 /**
- * The sweeper: ends what nobody else will (DESIGN §4). Batches of `sweep_jobs` (rows claimed
+ * The sweeper: ends what nobody else will (docs/DESIGN.md#sweeper). Batches of `sweep_jobs` (rows claimed
  * with skip locked, so two sweepers at once share the work), republishes queued jobs whose
  * message was lost, and pages on-call with a summary when it had to end jobs.
  */

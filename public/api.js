@@ -1,6 +1,6 @@
 // @ts-check
 /**
- * The HTTP API as the page uses it (DESIGN §3). Every refusal becomes an `ApiError` carrying a
+ * The HTTP API as the page uses it (docs/DESIGN.md#http-api). Every refusal becomes an `ApiError` carrying a
  * `Problem` (code, message, Retry-After, usage) for `errorSentence`; a request that got no
  * answer at all is `code: "network"`.
  */

@@ -146,7 +146,7 @@ export async function bulkJobs(db: pg.Pool | pg.Client, o: BulkJobs): Promise<st
   return o.returnIds ? rows.map((r: { id: string }) => r.id) : [];
 }
 
-/** Rows of the drift view (invariant 1); must be 0. */
+/** Rows of the drift view (docs/DESIGN.md#invariant-1-no-drift); must be 0. */
 export async function driftRows(db: pg.Pool | pg.Client): Promise<number> {
   const { rows } = await db.query<{ n: number }>(
     "select count(*)::int as n from public.quota_drift",

@@ -152,7 +152,7 @@ create trigger job_events_append_only
   before update or delete on public.job_events
   for each row execute function private.forbid_changing_events();
 
--- drift (invariant 1) -------------------------------------------------------------------------
+-- drift (docs/DESIGN.md#invariant-1-no-drift) ---------------------------------------------------
 
 create view public.quota_drift with (security_invoker = true) as
 with reserved as (

@@ -5,7 +5,7 @@
 -- Why the refund lives inside the transition: when "end the job" and "give the unit back" are
 -- two calls, two callers that both notice a failure (the worker, the failure callback, the
 -- sweeper, a cancel) can both refund, and a caller that dies between the two calls refunds
--- nobody (seeds/000). Here the only way to end a job failed or canceled is a guarded update
+-- nobody (docs/DESIGN.md#refunds-scattered-across-callers). Here the only way to end a job failed or canceled is a guarded update
 -- that sets refunded_at, and the decrement runs in the same transaction; the table constraints
 -- make refunded_at and failed/canceled inseparable, and the final-is-final trigger makes the
 -- update impossible to repeat.
@@ -398,7 +398,7 @@ begin
     return jsonb_build_object('outcome', 'not_running', 'job', private.job_json(v_old));
   end if;
 
-  -- Counted, and given up by hits OR age (seeds/004): a requeue that counts nothing is
+  -- Counted, and given up by hits OR age (docs/DESIGN.md#a-requeue-that-counts-nothing): a requeue that counts nothing is
   -- indistinguishable from the first one, and a job can wait on a provider for days.
   -- A worker that finds the shared provider gate closed defers without a hit: only the
   -- provider's own refusal counts, or the give-up limit would be reached by waiting alone.

@@ -1,6 +1,6 @@
 /**
  * POST /api/dlq (QStash's failure callback), in-process, with the real callback body
- * (reference/qstash.md §5) signed for the callback URL.
+ * (QStash's documented failure-callback payload) signed for the callback URL.
  */
 import { randomUUID } from "node:crypto";
 import { describe, expect, test } from "vitest";

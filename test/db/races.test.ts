@@ -10,7 +10,7 @@ import {
   useFreshDatabase,
 } from "../support/db.ts";
 
-// Invariants 2-4 by brute force: real concurrent connections race one transition, repeated.
+// Exactly-once refund, one fate, limits hold (docs/DESIGN.md#invariants) by brute force: real concurrent connections race one transition, repeated.
 // The assertion is the invariant, checked on the database after every round.
 useFreshDatabase();
 const ROUNDS = 200;

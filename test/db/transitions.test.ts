@@ -132,7 +132,7 @@ describe("complete_job", () => {
     expect(await usedUnits(job.user)).toBe(1);
   });
 
-  test("a completion after a cancel is dropped: the job stays canceled and refunded (seeds/000)", async () => {
+  test("a completion after a cancel is dropped: the job stays canceled and refunded", async () => {
     const job = await runningJob();
     await rpc(svc, "cancel_job", {
       p_job_id: job.id,
@@ -225,7 +225,7 @@ describe("requeue_job (provider quota)", () => {
     ]);
   });
 
-  test("gives up by age even on the first hit (seeds/004: no 39-hour wait)", async () => {
+  test("gives up by age even on the first hit (no 39-hour wait)", async () => {
     const job = await runningJob();
     const late = addSeconds(T0, 3 * 3600 + 1);
     const re = await rpc(svc, "start_job", { p_job_id: job.id, p_now: late }); // lease long expired

@@ -1,5 +1,5 @@
 /**
- * Every boundary call of every invocation, broken every way (issue 6, fault injection): for each
+ * Every boundary call of every invocation, broken every way (fault injection, RELIABILITY.md): for each
  * flow (an enqueue, a delivery for each model outcome, a failure callback, a cancel, a sweep)
  * the boundary calls it makes are listed by name, and for each of them and each action (fail,
  * hang, lose the response after the far side did it, die before it, die after it) the flow runs

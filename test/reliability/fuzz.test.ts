@@ -1,5 +1,5 @@
 /**
- * A fuzz run over every route's method, query, headers and body (issue 6, bad input). What
+ * A fuzz run over every route's method, query, headers and body (bad input, RELIABILITY.md). What
  * test/api already pins down case by case (each 4xx code, the 10 MB body, every signature and
  * token variant) is not repeated; here fast-check throws random requests at the in-process
  * handlers over the real parts (test/support/api.ts) and checks, for every one:

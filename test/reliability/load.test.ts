@@ -1,5 +1,5 @@
 /**
- * Load on the whole local stack over HTTP (issue 6): 1,000 concurrent enqueues from 100 users
+ * Load on the whole local stack over HTTP (RELIABILITY.md): 1,000 concurrent enqueues from 100 users
  * (half free, half pro) at once, QStash's deliveries running the jobs meanwhile, and cancels
  * sent while the burst is still in flight. Then: no 5xx, every job ends, no drift, and the
  * limits held at every moment (replayed from job_events, test/support/sim.ts).

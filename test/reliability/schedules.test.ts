@@ -1,5 +1,5 @@
 /**
- * Property-based schedules (issue 6): random interleavings of enqueues by several users on both
+ * Property-based schedules (RELIABILITY.md): random interleavings of enqueues by several users on both
  * plans, deliveries (duplicate, out of order, early), every model outcome, cancels, failure
  * callbacks (also twice, also while the worker runs), sweeps (also two at once), clock jumps and
  * a fault at any boundary, each run on the REAL database (this file's own copy; transitions

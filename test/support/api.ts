@@ -349,7 +349,7 @@ export function useApi(options: ApiOptions = {}): Api {
   });
 
   afterEach(async () => {
-    // Invariant 1 after every test, over the whole database this file owns.
+    // No drift (docs/DESIGN.md#invariant-1-no-drift) after every test, over the whole database this file owns.
     await expectNoDrift(api.admin);
     api.model.reset();
     qstash.reset();
@@ -447,7 +447,7 @@ export function useApi(options: ApiOptions = {}): Api {
     if (!url) throw new Error("the message has no Upstash-Failure-Callback");
     const retries = Number(message.headers["upstash-retries"] ?? 3);
     const status = opts.status ?? 503;
-    // The real payload shape (reference/qstash.md §5).
+    // The real payload shape (QStash's documented failure-callback body).
     const payload = {
       status,
       header: { "Content-Type": ["application/json"], "Retry-After": ["10"] },
@@ -549,7 +549,7 @@ export async function eventually<T>(
   }
 }
 
-/** The job fields the API promises (DESIGN §3, plus the owner's own prompt for the job card). */
+/** The job fields the API promises (docs/DESIGN.md#http-api, plus the owner's own prompt for the job card). */
 export const JOB_KEYS = [
   "prompt",
   "attempts",

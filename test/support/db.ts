@@ -92,7 +92,7 @@ export async function newUser(admin: pg.Pool, plan: "free" | "pro" = "free"): Pr
   return id;
 }
 
-/** Invariant 1: no user and period whose counter differs from its unrefunded jobs. */
+/** docs/DESIGN.md#invariant-1-no-drift: no user and period whose counter differs from its unrefunded jobs. */
 export async function expectNoDrift(admin: pg.Pool, userIds?: string[]): Promise<void> {
   const { rows } = userIds
     ? await admin.query("select * from public.quota_drift where user_id = any($1)", [userIds])

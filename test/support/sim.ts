@@ -450,7 +450,7 @@ export class Sim {
     }
   }
 
-  /** The invariants of DESIGN §2, checked on the database for this schedule's users. */
+  /** The invariants (docs/DESIGN.md#invariants), checked on the database for this schedule's users. */
   async check(): Promise<void> {
     // Only this run's prompts: a failed run may leave jobs another run's sweep republishes.
     const mine = new Map([...this.modelCalls].filter(([p]) => p.startsWith(`p ${this.runId} `)));

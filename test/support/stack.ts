@@ -109,7 +109,7 @@ export async function until<T>(
 const TERMINAL = new Set(["succeeded", "failed", "canceled"]);
 export const isTerminal = (status: string): boolean => TERMINAL.has(status);
 
-/** Invariants 1 and 5 at the end of a test: nothing active (after a deadline), no drift. */
+/** No drift and nothing stuck (docs/DESIGN.md#invariants) at the end of a test: nothing active (after a deadline), no drift. */
 export async function expectAllSettled(stack: Stack, timeoutMs = 20_000): Promise<void> {
   await until(
     async () =>
