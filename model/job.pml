@@ -100,9 +100,9 @@ inline publish(nb) {
 /* A publish that reached QStash and answered, reached it and lost the answer, or failed. */
 inline publish_answered(nb, ok) {
   if
-  :: publish(nb); ok = true
-  :: publish(nb); ok = false
-  :: ok = false
+  :: publish(nb); ok = true; printf("[%d] publish: sent\n", _pid)
+  :: publish(nb); ok = false; printf("[%d] publish: sent, but the answer is lost\n", _pid)
+  :: ok = false; printf("[%d] publish: fails\n", _pid)
   fi
 }
 
@@ -222,7 +222,7 @@ proctype Enqueue() {
     enqueue_job(out); invariants();
     if
     :: printf("[%d] enqueue: dies before publishing\n", _pid); goto gone
-    :: publish_answered(false, ok); printf("[%d] enqueue: publish ok %d\n", _pid, ok)
+    :: publish_answered(false, ok)
     fi
   };
   if
