@@ -1,0 +1,248 @@
+/**
+ * Runs spin on the job model: generates the transitions from the table, then `spin -a`, `gcc`
+ * and `./pan` in a temp dir, and reads the verdict (states, depth, memory, time, errors and, on
+ * an error, the counterexample replayed). `npm run model:check` is the full run.
+ */
+import { execFile } from "node:child_process";
+import { copyFile, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { mutants } from "./mutants.ts";
+import { generatePromela } from "./promela.ts";
+import { type Table, transitions } from "./transitions.ts";
+
+const run = promisify(execFile);
+const MODEL = fileURLToPath(new URL("./job.pml", import.meta.url));
+
+export type Bounds = Record<string, number>;
+
+/**
+ * The environment's bounds. `bounded` (every `npm test`) has one worker and one sweeper and
+ * no duplicate, early or repeated deliveries. The full run (`npm run model:check`) has two
+ * workers and two sweepers throughout, and adds the environment's extra moves in two groups
+ * (all of them at once does not finish in minutes on two cores): duplicates with a repeated
+ * failure callback, and clock skew with the shared provider gate (the gate's requeue is what
+ * makes a message wait for its notBefore there; the 429 requeue is in the other two).
+ */
+export const PROFILES = {
+  bounded: {
+    WORKERS: 1,
+    SWEEPERS: 1,
+    QUOTA_429: 1,
+    GATE_CLOSED: 0,
+    DUPS: 0,
+    EARLY: 0,
+    CB_AGAIN: 0,
+  },
+  "two workers": {
+    WORKERS: 2,
+    SWEEPERS: 2,
+    QUOTA_429: 2,
+    GATE_CLOSED: 0,
+    DUPS: 0,
+    EARLY: 0,
+    CB_AGAIN: 0,
+  },
+  duplicates: {
+    WORKERS: 2,
+    SWEEPERS: 2,
+    QUOTA_429: 1,
+    GATE_CLOSED: 0,
+    DUPS: 1,
+    EARLY: 0,
+    CB_AGAIN: 1,
+  },
+  "skew and gate": {
+    WORKERS: 2,
+    SWEEPERS: 2,
+    QUOTA_429: 0,
+    GATE_CLOSED: 1,
+    DUPS: 0,
+    EARLY: 1,
+    CB_AGAIN: 0,
+  },
+} satisfies Record<string, Bounds>;
+
+export interface CheckOptions {
+  /** The transition table to generate the model from (a mutant's, to prove the check can fail). */
+  table?: Table;
+  bounds: Bounds;
+  /** `safety`: every assertion in every reachable state; `liveness`: the `ends` claim under
+   * weak fairness (acceptance cycles, `pan -a -f`). */
+  mode: "safety" | "liveness";
+  /** Extra preprocessor flags, e.g. `NO_MAX_AGE`. */
+  flags?: string[];
+  timeoutMs?: number;
+  memLimitMb?: number;
+  /** Look for the shortest counterexample (slower; for mutants, whose trail is read). */
+  shortest?: boolean;
+  /** Compile pan without optimisation: for small state spaces the compile dominates. */
+  quickCompile?: boolean;
+}
+
+export interface CheckResult {
+  errors: number;
+  /** The search covered the whole state space (no depth or memory bound cut it short). */
+  complete: boolean;
+  states: number;
+  transitions: number;
+  depth: number;
+  memoryMb: number;
+  seconds: number;
+  /** The violated assertion or claim, as pan reports it. */
+  violation: string | null;
+  /** On an error: the counterexample replayed by `spin -t`, one line per step. */
+  trail: string[];
+  /** Transitions (generated rows and actor steps) no run reached. */
+  unreached: string[];
+  output: string;
+}
+
+/** Fails with a clear message when spin or gcc is missing: the check is never skipped. */
+export async function requireTools(): Promise<void> {
+  for (const [tool, hint] of [
+    ["spin", "Debian's package: apt-get install -y spin"],
+    ["gcc", "apt-get install -y gcc"],
+  ]) {
+    try {
+      await run("sh", ["-c", `command -v ${tool}`]);
+    } catch {
+      throw new Error(`the model check needs \`${tool}\` on the PATH (${hint})`);
+    }
+  }
+}
+
+const num = (out: string, re: RegExp): number => {
+  const m = out.match(re);
+  return m?.[1] ? Number(m[1]) : Number.NaN;
+};
+
+export async function checkModel(o: CheckOptions): Promise<CheckResult> {
+  await requireTools();
+  const dir = await mkdtemp(join(tmpdir(), "quota-jobs-model-"));
+  const timeout = o.timeoutMs ?? 600_000;
+  try {
+    await writeFile(join(dir, "transitions.pml"), generatePromela(o.table ?? transitions));
+    await copyFile(MODEL, join(dir, "job.pml"));
+    const defines = [
+      ...Object.entries(o.bounds).map(([k, v]) => `-D${k}=${v}`),
+      ...(o.flags ?? []).map((f) => `-D${f}`),
+    ];
+    await run("spin", [...defines, "-a", "job.pml"], { cwd: dir, timeout });
+    const cflags =
+      o.mode === "safety" ? ["-DSAFETY", "-DNOCLAIM"] : ["-DNFAIR=5", "-DNOBOUNDCHECK"];
+    await run(
+      "gcc",
+      [
+        o.quickCompile ? "-O0" : "-O2",
+        "-DCOLLAPSE",
+        `-DMEMLIM=${o.memLimitMb ?? 4096}`,
+        ...cflags,
+        "-o",
+        "pan",
+        "pan.c",
+      ],
+      { cwd: dir, timeout },
+    );
+    const panArgs = o.mode === "safety" ? ["-m1000000"] : ["-m1000000", "-a", "-f"];
+    if (o.shortest && o.mode === "safety") panArgs.push("-i"); // iteratively shorten the trail
+    const started = performance.now();
+    // pan reports violations in its output; a non-zero exit without a verdict is a failure.
+    let stdout: string;
+    try {
+      stdout = (await run("./pan", panArgs, { cwd: dir, timeout, maxBuffer: 64 * 1024 * 1024 }))
+        .stdout;
+    } catch (error) {
+      const out = (error as { stdout?: string }).stdout ?? "";
+      if (!/errors: \d+/.test(out)) throw new Error(`pan failed: ${out}`, { cause: error });
+      stdout = out;
+    }
+    const seconds = (performance.now() - started) / 1000;
+    const errors = num(stdout, /errors: (\d+)/);
+    const violation =
+      stdout.match(/pan:\d+: (.+?) \(at depth \d+\)/)?.[1] ??
+      stdout.match(/pan:\d+: (acceptance cycle|non-progress cycle|invalid end state).*/)?.[1] ??
+      null;
+    let trail: string[] = [];
+    if (errors > 0) {
+      // The model prints one line per step that matters (generated transitions and actors).
+      const replay = await run("spin", [...defines, "-t", "job.pml"], {
+        cwd: dir,
+        timeout,
+        maxBuffer: 64 * 1024 * 1024,
+      });
+      trail = replay.stdout
+        .split("\n")
+        .map((l) => l.trim())
+        .filter((l) =>
+          /^\[\d+\]|^<<<<<|^spin: (text of failed|trail ends)|assertion violated/.test(l),
+        );
+    }
+    const unreached = [
+      ...stdout.matchAll(/^\s+(transitions\.pml:\d+|job\.pml:\d+), state \d+, "(.*)"$/gm),
+    ].map((m) => `${m[1]} ${m[2]}`);
+    return {
+      errors,
+      complete: !/Search not completed|max search depth too small|reached -DMEMLIM/.test(stdout),
+      states: num(stdout, /(\d+) states, stored/),
+      transitions: num(stdout, /(\d+) transitions \(=/),
+      depth: num(stdout, /depth reached (\d+)/),
+      memoryMb: num(stdout, /([\d.]+)\s+total actual memory usage/),
+      seconds: num(stdout, /elapsed time ([\d.e+]+) seconds/) || seconds,
+      violation,
+      trail,
+      unreached,
+      output: stdout,
+    };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+function summary(name: string, r: CheckResult): string {
+  const verdict = r.errors === 0 ? "holds" : `VIOLATED: ${r.violation ?? "error"}`;
+  return `${name.padEnd(48)} ${verdict.padEnd(12)} states ${r.states.toLocaleString("en")}, depth ${r.depth}, ${r.memoryMb} MB, ${r.seconds.toFixed(1)} s${r.complete ? "" : " (INCOMPLETE)"}`;
+}
+
+/** `npm run model:check [-- <profile>...]`: the real model on each profile, then every mutant. */
+async function main(): Promise<void> {
+  const names = (process.argv.length > 2 ? process.argv.slice(2) : ["full"]).flatMap((n) =>
+    n === "full" ? ["two workers", "duplicates", "skew and gate"] : [n],
+  ) as (keyof typeof PROFILES)[];
+  let failed = false;
+  const report = (name: string, r: CheckResult, wantErrors: boolean) => {
+    console.log(summary(name, r));
+    // A mutant's search stops at its counterexample; the real model's must cover everything.
+    if (wantErrors ? r.errors === 0 : r.errors > 0 || !r.complete) failed = true;
+    if (r.errors > 0) console.log(r.trail.map((l) => `    ${l}`).join("\n"));
+  };
+  for (const name of names) {
+    const bounds = PROFILES[name];
+    if (!bounds) throw new Error(`unknown profile ${name}: ${Object.keys(PROFILES).join(", ")}`);
+    console.log(`\nprofile "${name}": ${JSON.stringify(bounds)}`);
+    report("safety", await checkModel({ bounds, mode: "safety" }), false);
+    report("liveness (weak fairness)", await checkModel({ bounds, mode: "liveness" }), false);
+    report(
+      "liveness without the max age",
+      await checkModel({ bounds, mode: "liveness", flags: ["NO_MAX_AGE"] }),
+      false,
+    );
+  }
+  console.log(`\nmutants, profile "bounded" (shortest counterexample):`);
+  for (const [name, m] of Object.entries(mutants)) {
+    const r = await checkModel({
+      bounds: PROFILES.bounded,
+      mode: m.mode,
+      table: m.table,
+      shortest: true,
+    });
+    report(`mutant: ${name}`, r, true);
+  }
+  if (failed) process.exitCode = 1;
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  await main();
+}

@@ -1,0 +1,337 @@
+/*
+ * One job, its user's quota counter, and every actor that touches them, for spin.
+ * The transitions (one per SQL function, each one atomic step as each is one transaction that
+ * locks the job's row) come from transitions.pml, generated from model/transitions.ts.
+ * model/check.ts runs it; RELIABILITY.md explains the bounds.
+ */
+
+/* Bounds of the environment (spin -D overrides them). */
+#ifndef QUOTA_429
+#define QUOTA_429 2     /* provider quota / rate 429 answers in one run */
+#endif
+#ifndef GATE_CLOSED
+#define GATE_CLOSED 1   /* claims that find the shared provider gate closed */
+#endif
+#ifndef DUPS
+#define DUPS 1          /* duplicate deliveries of a message QStash already handed out */
+#endif
+#ifndef EARLY
+#define EARLY 1         /* deliveries before the message's notBefore (clock skew) */
+#endif
+#ifndef CB_AGAIN
+#define CB_AGAIN 1      /* failure callbacks repeated (handler died, or a duplicate) */
+#endif
+#ifndef SWEEPERS
+#define SWEEPERS 2
+#endif
+#ifndef WORKERS
+#define WORKERS 2
+#endif
+#define RETRIES 1       /* QSTASH_RETRIES: one delivery plus one retry, then the callback */
+#define MAXHITS 2       /* PROVIDER_QUOTA_MAX_HITS (3 in production; 2 reaches both branches) */
+#define MAXREPUB 1      /* the sweeper's p_max_republish */
+
+/* a claim number that neither the job nor a live worker holds */
+#define FRESH(v) (v != att && v != mine[0] && v != mine[1])
+#define FRESH_CLAIM (FRESH(1) -> 1 : (FRESH(2) -> 2 : (FRESH(3) -> 3 : 4)))
+
+#include "transitions.pml"
+
+/* the job (model variables the generated transitions read and write) */
+byte st = S_NONE;
+byte att;               /* attempts: the claim number */
+byte lease;
+bool waiting;           /* queued with resume_at still ahead */
+bool undelivered;       /* queued (or resumed) longer than the sweeper's threshold */
+bool aged;              /* older than the max job age */
+byte hits;
+byte repub;
+byte reason;
+byte counter;           /* the user's quota_usage.units_used */
+
+/* ghosts: what the invariants are stated in */
+byte reserved;          /* units enqueue reserved */
+byte refunds;           /* refunds made */
+byte fate = S_NONE;     /* the first final status */
+byte mine[2];           /* the claim each live worker holds (0: none) */
+
+/* QStash. Every message carries the same job id, so messages that agree on notBefore and on
+ * whether they were retried are interchangeable: QStash is a count per kind. */
+#define KIND(nb, retried) ((nb) * 2 + (retried))
+byte pend[4];           /* messages waiting for delivery, by kind */
+bool delivered;         /* some message was handed out (so a duplicate can arrive) */
+byte cbs;               /* failure callbacks due */
+byte quota429 = QUOTA_429, gate = GATE_CLOSED, dups = DUPS, early = EARLY, cbagain = CB_AGAIN;
+
+#define final(s) (s == S_SUCCEEDED || s == S_FAILED || s == S_CANCELED)
+#define ended final(st)
+#define held (st == S_RUNNING && (mine[0] == att || mine[1] == att))
+
+inline invariants() {
+  /* no completion over a cancel or a failure */
+  assert(!(st == S_SUCCEEDED && (fate == S_CANCELED || fate == S_FAILED)));
+  /* one fate: a final job never changes again */
+  assert(fate == S_NONE || st == fate);
+  if
+  :: fate == S_NONE && final(st) -> fate = st
+  :: else -> skip
+  fi;
+  /* a refund exactly once: never twice, only for failed/canceled, always for them */
+  assert(refunds <= 1);
+  assert(!(st == S_SUCCEEDED) || refunds == 0);
+  assert(!(st == S_FAILED || st == S_CANCELED) || refunds == 1);
+  /* the counter equals open holds + captures */
+  assert(counter == reserved - refunds);
+  assert(counter == ((st == S_QUEUED || st == S_RUNNING || st == S_SUCCEEDED) -> 1 : 0))
+}
+
+/* A live worker's claim is taken only by the user, the failure callback, the enqueue's publish
+ * failure or the max age: never by a reclaim or by the sweeper's lease rule (the platform ends
+ * a worker before its lease runs out, so a live worker's lease never expires). */
+inline claim_lost() {
+  assert(st == S_CANCELED || (st == S_FAILED &&
+    (reason == R_DELIVERY_FAILED || reason == R_PUBLISH_FAILED || reason == R_MAX_AGE_EXCEEDED)))
+}
+
+inline publish(nb) {
+  pend[KIND(nb, 0)]++
+}
+
+/* A publish that reached QStash and answered, reached it and lost the answer, or failed. */
+inline publish_answered(nb, ok) {
+  if
+  :: publish(nb); ok = true; printf("[%d] publish: sent\n", _pid)
+  :: publish(nb); ok = false; printf("[%d] publish: sent, but the answer is lost\n", _pid)
+  :: ok = false; printf("[%d] publish: fails\n", _pid)
+  fi
+}
+
+/* QStash hears the worker's answer (a death is a timeout: not ok): done, a retry, or, after the
+ * last retry, the failure callback. Then the function instance is gone. */
+inline finish(good) {
+  if
+  :: dup || good -> printf("[%d] worker %d: answers 200\n", _pid, w)
+  :: !dup && !good && tr < RETRIES -> pend[KIND(nb, 1)]++;
+     printf("[%d] worker %d: 5xx or timeout: QStash will retry\n", _pid, w)
+  :: !dup && !good && tr >= RETRIES -> cbs++;
+     printf("[%d] worker %d: 5xx or timeout after the last retry: failure callback due\n", _pid, w)
+  fi;
+  mine[w] = 0;
+  /* forget the instance's locals, so states differ only in what matters */
+  out = 0; a = 0; path = 0; nb = false; tr = false; dup = false; ok = false; bd = false
+}
+
+/* QStash hands this worker a delivery: a pending message (one with notBefore only once the job
+ * may resume, or early while the skew budget lasts), or a duplicate of one already handed out. */
+inline take() {
+  if
+  :: pend[KIND(0, 0)] > 0 -> pend[KIND(0, 0)]--; nb = 0; tr = 0
+  :: pend[KIND(0, 1)] > 0 -> pend[KIND(0, 1)]--; nb = 0; tr = 1
+  :: pend[KIND(1, 0)] > 0 && !waiting -> pend[KIND(1, 0)]--; nb = 1; tr = 0
+  :: pend[KIND(1, 1)] > 0 && !waiting -> pend[KIND(1, 1)]--; nb = 1; tr = 1
+  :: pend[KIND(1, 0)] > 0 && waiting && early > 0 -> early--; pend[KIND(1, 0)]--; nb = 1; tr = 0
+  :: delivered && dups > 0 -> dups--; dup = true
+  fi;
+  printf("[%d] worker %d: QStash delivers (retry %d, duplicate %d)\n", _pid, w, tr, dup);
+  delivered = true
+}
+
+/*
+ * A worker slot: one function instance at a time; a death ends the instance (QStash sees a
+ * timeout) and the slot takes the next delivery. Two atomic steps per delivery, the claim and
+ * the write of the model's result, because those are the points where other actors can act in
+ * between. Deaths, publishes and answers are folded into the step before them: they only add
+ * messages or free a lease, so doing them at once can only enable more of what others do.
+ */
+#define P_SUCCESS 1
+#define P_GATE 2
+#define P_QUOTA 3
+#define P_TRANSIENT 4
+#define P_REFUSED 5
+proctype Worker(byte w) {
+  byte out, a, path;
+  bool nb, tr, dup, ok, bd;
+  do
+  :: atomic {
+       take();
+       start_job(out); invariants();
+       if
+       :: out == O_NOT_READY ->
+          /* publish a message for the resume time (QStash would drop a retry's second publish
+           * of it as a duplicate; the model sends it again, which only adds deliveries) */
+          publish_answered(true, ok); finish(ok); goto next
+       :: out != O_STARTED && out != O_NOT_READY -> finish(true); goto next
+       :: out == O_STARTED -> a = att; mine[w] = a
+       fi;
+       if
+       :: printf("[%d] worker %d: dies during the model call\n", _pid, w);
+          finish(false); goto next                   /* dies, before or during the model call */
+       :: gate > 0 -> gate--; path = P_GATE;         /* the shared provider gate is closed */
+          printf("[%d] worker %d: provider gate closed\n", _pid, w)
+       :: path = P_SUCCESS; printf("[%d] worker %d: the model answers\n", _pid, w)
+       :: quota429 > 0 -> quota429--; path = P_QUOTA; /* insufficient_quota or rate_limit_exceeded */
+          printf("[%d] worker %d: the model says 429\n", _pid, w)
+       :: path = P_TRANSIENT; printf("[%d] worker %d: the model says 500 or times out\n", _pid, w)
+       :: path = P_REFUSED; printf("[%d] worker %d: the model says 400\n", _pid, w)
+       fi;
+       /* a requeue's resume time (the provider's retry-after) may lie past the job's deadline */
+       if
+       :: path == P_GATE || path == P_QUOTA ->
+          if :: aged -> bd = true :: !aged -> bd = false :: !aged -> bd = true fi
+       :: else
+       fi
+     };
+     atomic {
+       if
+       :: path == P_SUCCESS ->
+          complete_job(a, out); invariants();
+          if :: out != O_COMPLETED -> claim_lost() :: else fi;
+          ok = true
+       :: path == P_GATE || path == P_QUOTA ->
+          requeue_job(a, path == P_QUOTA, bd, out); invariants();
+          if
+          :: out == O_NOT_RUNNING -> claim_lost(); ok = true
+          :: out == O_REQUEUED -> publish_answered(true, ok)   /* not sent: 503, QStash retries */
+          :: out == O_GAVE_UP -> ok = true
+          fi
+       :: path == P_TRANSIENT ->
+          release_job(a, out); invariants();
+          if :: out != O_RELEASED -> claim_lost() :: else fi;
+          ok = (out != O_RELEASED)                  /* released: 503, so QStash retries */
+       :: path == P_REFUSED ->
+          fail_job(a, R_MODEL_REFUSED, out); invariants();
+          if :: out != O_FAILED -> claim_lost() :: else fi;
+          ok = true
+       fi;
+       if
+       :: finish(ok)
+       :: printf("[%d] worker %d: dies before answering\n", _pid, w); finish(false)
+       fi
+     };
+next:
+     skip
+  od
+}
+
+/* POST /api/jobs: reserve + insert, then publish (or die between the two); a failed publish
+ * fails the job, which refunds it (or the function dies first). */
+proctype Enqueue() {
+  byte out;
+  bool ok;
+  atomic {
+    enqueue_job(out); invariants();
+    if
+    :: printf("[%d] enqueue: dies before publishing\n", _pid); goto gone
+    :: publish_answered(false, ok)
+    fi
+  };
+  if
+  :: ok -> skip
+  :: !ok -> d_step { fail_job(0, R_PUBLISH_FAILED, out); invariants() }
+  :: !ok -> skip                             /* dies before failing it */
+  fi;
+gone:
+  skip
+}
+
+/* QStash's failure callback handler: at least once, maybe more. */
+proctype Callback() {
+  byte out;
+  do
+  :: atomic {
+       cbs > 0 -> cbs--; printf("[%d] QStash calls the failure callback\n", _pid);
+       if
+       :: cbagain > 0 -> cbagain--; cbs++     /* died before answering: called again */
+       :: fail_job(0, R_DELIVERY_FAILED, out); invariants();
+          if :: cbagain > 0 -> cbagain--; cbs++ :: skip fi
+       fi;
+       out = 0
+     }
+  od
+}
+
+/* QStash may lose any message it holds (the liveness claim holds even when all are lost). */
+proctype Loss() {
+  do
+  :: d_step { pend[0] > 0 -> pend[0]--; printf("[%d] QStash loses a message\n", _pid) }
+  :: d_step { pend[1] > 0 -> pend[1]--; printf("[%d] QStash loses a message\n", _pid) }
+  :: d_step { pend[2] > 0 -> pend[2]--; printf("[%d] QStash loses a message\n", _pid) }
+  :: d_step { pend[3] > 0 -> pend[3]--; printf("[%d] QStash loses a message\n", _pid) }
+  od
+}
+
+proctype Cancel() {
+  byte out;
+  if
+  :: skip                                   /* the user never cancels */
+  :: st != S_NONE -> d_step { cancel_job(out); invariants() }
+  fi
+}
+
+/* Cron: forever; a death between the sweep and the republish leaves the job queued. */
+proctype Sweeper() {
+  byte out;
+  bool ok;
+  do
+  :: atomic {
+       sweep_jobs(out); invariants();
+       if
+       :: out == O_REPUBLISH -> publish_answered(false, ok)
+       :: else
+       fi;
+       out = 0; ok = false
+     }
+  od
+}
+
+/* Time, one process per clock so that weak fairness makes each of them move. */
+proctype LeaseClock() {
+  do
+  :: d_step { st == S_RUNNING && lease == L_LIVE && !held -> lease = L_EXPIRED;
+       printf("[%d] time: the lease expires\n", _pid) }
+  :: d_step { st == S_RUNNING && lease == L_EXPIRED -> lease = L_PAST_GRACE;
+       printf("[%d] time: the lease is past the sweeper's grace\n", _pid) }
+  od
+}
+proctype ResumeClock() {
+  do
+  :: d_step { st == S_QUEUED && waiting -> waiting = false; printf("[%d] time: resume_at reached\n", _pid) }
+  od
+}
+proctype UndeliveredClock() {
+  do
+  :: d_step { st == S_QUEUED && !waiting && !undelivered -> undelivered = true;
+       printf("[%d] time: queued past the undelivered threshold\n", _pid) }
+  od
+}
+proctype AgeClock() {
+#ifndef NO_MAX_AGE
+  d_step { st != S_NONE && !aged -> aged = true; printf("[%d] time: the job passes the max age\n", _pid) }
+#else
+  skip
+#endif
+}
+
+init {
+  atomic {
+    run Enqueue();
+    run Worker(0);
+#if WORKERS > 1
+    run Worker(1);
+#endif
+    run Callback();
+    run Loss();
+    run Cancel();
+    run Sweeper();
+#if SWEEPERS > 1
+    run Sweeper();
+#endif
+    run LeaseClock();
+    run ResumeClock();
+    run UndeliveredClock();
+    run AgeClock()
+  }
+}
+
+/* Never stuck: once enqueued, every job ends (checked with weak fairness, spin -a -f). */
+ltl ends { [] ((st != S_NONE) -> <> ended) }

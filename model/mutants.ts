@@ -1,0 +1,76 @@
+/**
+ * Deliberately broken transition tables: each drops one guard the system's promise rests on.
+ * The model checker must find a counterexample for every one of them (and none for the real
+ * table), or the check proves nothing.
+ */
+import { type Fn, type Table, transitions } from "./transitions.ts";
+
+export interface Mutant {
+  describe: string;
+  mode: "safety" | "liveness";
+  table: Table;
+}
+
+function mutate(fn: keyof typeof transitions, change: (f: Fn) => Fn): Table {
+  const table = structuredClone(transitions) as Table;
+  const f = table[fn];
+  if (!f) throw new Error(`no transition ${fn}`);
+  table[fn] = change(f);
+  return table;
+}
+
+export const mutants: Record<string, Mutant> = {
+  "complete_job without its guard": {
+    describe: "complete_job stores the output whatever the job's status and claim",
+    mode: "safety",
+    table: mutate("complete_job", (f) => ({
+      ...f,
+      rows: [{ when: {}, outcome: "completed", to: { status: "succeeded", counter: 0 } }],
+    })),
+  },
+  "failure callback refunds without claiming": {
+    describe:
+      "fail_job without a claim (the failure callback) returns the unit even when the job " +
+      "was already final, i.e. the refund is not tied to winning the transition",
+    mode: "safety",
+    table: mutate("fail_job", (f) => ({
+      ...f,
+      rows: [
+        {
+          when: { status: ["succeeded", "failed", "canceled"], claim: ["none"] },
+          outcome: "already_final",
+          to: { counter: -1 },
+        },
+        ...f.rows,
+      ],
+    })),
+  },
+  "sweeper without its lease check": {
+    describe: "sweep_jobs fails every running job, whether or not its lease expired",
+    mode: "safety",
+    table: mutate("sweep_jobs", (f) => ({
+      ...f,
+      rows: f.rows.map((r) =>
+        r.when !== "otherwise" && r.to.reason === "lease_expired"
+          ? { ...r, when: { status: ["running"] } }
+          : r,
+      ),
+    })),
+  },
+  "sweeper that never ends a queued job": {
+    describe:
+      "sweep_jobs fails neither an undelivered nor an over-age queued job: a job whose every " +
+      "message is lost stays queued forever (a liveness failure, not a safety one)",
+    mode: "liveness",
+    table: mutate("sweep_jobs", (f) => ({
+      ...f,
+      rows: f.rows
+        .filter((r) => r.to.reason !== "never_delivered")
+        .map((r) =>
+          r.when !== "otherwise" && r.to.reason === "max_age_exceeded"
+            ? { ...r, when: { ...r.when, status: ["running"] } }
+            : r,
+        ),
+    })),
+  },
+};

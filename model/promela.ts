@@ -1,0 +1,121 @@
+/**
+ * Generates the Promela transitions (one `inline` per SQL function) from the transition table,
+ * so the model checker explores exactly the guards the conformance test holds the SQL to.
+ */
+import type { Effect, FactName, Fn, Reason, Row, Status, Table, When } from "./transitions.ts";
+
+const STATUSES: Status[] = ["none", "queued", "running", "succeeded", "failed", "canceled"];
+export const REASONS: Reason[] = [
+  "model_refused",
+  "delivery_failed",
+  "publish_failed",
+  "provider_quota_exhausted",
+  "lease_expired",
+  "max_age_exceeded",
+  "never_delivered",
+];
+const LEASES = ["none", "live", "expired", "past_grace"] as const;
+
+/** The Promela parameters of each function's inline, in order. */
+const PARAMS: Record<string, string[]> = {
+  enqueue_job: ["out"],
+  start_job: ["out"],
+  complete_job: ["a", "out"],
+  requeue_job: ["a", "ch", "bd", "out"],
+  release_job: ["a", "out"],
+  fail_job: ["a", "r", "out"],
+  cancel_job: ["out"],
+  sweep_jobs: ["out"],
+};
+
+const up = (s: string) => s.toUpperCase();
+const S = (s: Status) => `S_${up(s)}`;
+const O = (s: string) => `O_${up(s)}`;
+const R = (s: Reason) => `R_${up(s)}`;
+
+function atom(name: string, value: unknown): string {
+  switch (name as FactName | "claim" | "countHit" | "beyondDeadline") {
+    case "status":
+      return `st == ${S(value as Status)}`;
+    case "lease":
+      return `lease == L_${up(value as string)}`;
+    case "resume":
+      return value === "waiting" ? "waiting" : "!waiting";
+    case "undelivered":
+    case "aged":
+      return value ? name : `!${name}`;
+    case "lastHit":
+      return value ? "(hits + 1 >= MAXHITS)" : "(hits + 1 < MAXHITS)";
+    case "republished":
+      return value ? "(repub >= MAXREPUB)" : "(repub < MAXREPUB)";
+    case "claim":
+      return value === "current"
+        ? "(a != 0 && a == att)"
+        : value === "stale"
+          ? "(a != 0 && a != att)"
+          : "a == 0";
+    case "countHit":
+      return value ? "ch" : "!ch";
+    case "beyondDeadline":
+      return value ? "bd" : "!bd";
+  }
+  throw new Error(`unknown fact ${name}`);
+}
+
+function condition(when: When): string {
+  const parts = Object.entries(when).map(([name, values]) => {
+    const alts = (values as unknown[]).map((v) => atom(name, v));
+    return alts.length === 1 ? `(${alts[0]})` : `(${alts.join(" || ")})`;
+  });
+  return parts.length === 0 ? "true" : parts.join(" && ");
+}
+
+function effect(name: string, to: Effect, outcome: string): string {
+  // What a replayed counterexample (spin -t) prints: who called what, and what came of it.
+  const s: string[] = [`printf("[%d] ${name} -> ${outcome}\\n", _pid)`];
+  if (to.status) s.push(`st = ${S(to.status)}`);
+  if (to.status && to.status !== "running") s.push("lease = L_NONE");
+  // Attempts are only ever compared for equality with the number a worker holds, so "+ 1" is
+  // any number no one holds (job.pml's FRESH_CLAIM): this keeps the state space finite.
+  if (to.claim) s.push("att = FRESH_CLAIM", "lease = L_LIVE");
+  if (to.resume) s.push(`waiting = ${to.resume === "waiting"}`);
+  if (to.requeuedNow) s.push("undelivered = false");
+  if (to.hit) s.push("hits++");
+  // publish_seq has no guard reading it; the actor that got the outcome publishes the message.
+  if (to.republish) s.push("repub++");
+  if (to.reason) s.push(`reason = ${to.reason === "$reason" ? "r" : R(to.reason)}`);
+  if (to.counter === 1) s.push("counter++", "reserved++");
+  if (to.counter === -1) s.push("counter--", "refunds++");
+  s.push(`out = ${O(outcome)}`);
+  return s.join("; ");
+}
+
+function inline(name: string, fn: Fn): string {
+  const lines = [`inline ${name}(${(PARAMS[name] ?? ["out"]).join(", ")}) {`, "  if"];
+  const earlier: string[] = [];
+  for (const row of fn.rows as Row[]) {
+    const guard =
+      row.when === "otherwise"
+        ? "else"
+        : [...earlier.map((c) => `!(${c})`), `(${condition(row.when)})`].join(" && ");
+    lines.push(`  :: ${guard} -> ${effect(name, row.to, row.outcome)}`);
+    if (row.when !== "otherwise") earlier.push(condition(row.when));
+  }
+  lines.push("  fi", "}");
+  return lines.join("\n");
+}
+
+/** The generated Promela: constants, then one inline per function. */
+export function generatePromela(table: Table): string {
+  const outcomes = [...new Set(Object.values(table).flatMap((f) => f.rows.map((r) => r.outcome)))];
+  return [
+    "/* Generated from model/transitions.ts by model/promela.ts: do not edit. */",
+    ...STATUSES.map((s, i) => `#define ${S(s)} ${i}`),
+    ...LEASES.map((l, i) => `#define L_${up(l)} ${i}`),
+    ...REASONS.map((r, i) => `#define ${R(r)} ${i + 1}`),
+    ...outcomes.map((o, i) => `#define ${O(o)} ${i + 1}`),
+    "",
+    ...Object.entries(table).map(([name, fn]) => inline(name, fn)),
+    "",
+  ].join("\n");
+}

@@ -1,0 +1,308 @@
+/**
+ * The job state machine as one machine-readable table: for each SQL transition function, which
+ * abstract state (and which caller arguments) leads to which outcome, new state and effect on
+ * the user's quota counter. The Promela transitions are generated from it (model/promela.ts)
+ * and test/model/conformance.test.ts checks every row against the real functions, so the model
+ * and the SQL cannot drift apart silently.
+ *
+ * Rows of one function are tried in order; the first whose `when` matches applies (the SQL
+ * functions are if/elsif chains too). `otherwise` matches whatever the earlier rows did not.
+ */
+
+export type Status = "none" | "queued" | "running" | "succeeded" | "failed" | "canceled";
+export type Reason =
+  | "model_refused"
+  | "delivery_failed"
+  | "publish_failed"
+  | "provider_quota_exhausted"
+  | "lease_expired"
+  | "max_age_exceeded"
+  | "never_delivered";
+
+/**
+ * What a guard may look at. Time is abstracted into the facts the SQL compares against `now`:
+ * the lease (still valid, expired, expired for longer than the sweeper's grace), the resume
+ * time (still ahead or reached), "undelivered" (queued or resumed longer ago than the sweeper's
+ * threshold) and "aged" (older than the max job age).
+ */
+export interface Facts {
+  status: Status;
+  /** Running jobs only. */
+  lease: "live" | "expired" | "past_grace" | "none";
+  /** Queued jobs only. */
+  resume: "ready" | "waiting" | "none";
+  /** Queued and ready only. */
+  undelivered: boolean;
+  aged: boolean;
+  /** The next counted provider quota hit reaches the give-up limit. */
+  lastHit: boolean;
+  /** The sweeper already republished the job as often as it may. */
+  republished: boolean;
+}
+
+/** The caller's arguments a guard may look at. */
+export interface Args {
+  /** The attempt the caller names: the job's current claim, an older one, or none at all. */
+  claim: "current" | "stale" | "none";
+  /** requeue_job: the provider refused (counts a hit) rather than the shared gate being closed. */
+  countHit: boolean;
+  /** requeue_job: the requested resume time lies past the job's max-age deadline. */
+  beyondDeadline: boolean;
+}
+
+export type FactName = keyof Facts;
+export type ArgName = keyof Args;
+export type When = { [K in FactName]?: Facts[K][] } & { [K in ArgName]?: Args[K][] };
+
+export interface Effect {
+  status?: Status;
+  /** `"$reason"`: the reason the caller passed (fail_job). */
+  reason?: Reason | "$reason";
+  /** attempts + 1 and a fresh lease (a claim). */
+  claim?: true;
+  /** Queued again: resume time ahead (a requeue) or not. */
+  resume?: "ready" | "waiting";
+  /** queued_at = now: the undelivered clock starts again. */
+  requeuedNow?: true;
+  /** provider_quota_hits + 1. */
+  hit?: true;
+  /** publish_seq + 1: a new message stands for the job. */
+  newMessage?: true;
+  /** republish_count + 1. */
+  republish?: true;
+  /** The quota counter: +1 reserves, -1 refunds. */
+  counter: -1 | 0 | 1;
+}
+
+export interface Row {
+  when: When | "otherwise";
+  outcome: string;
+  to: Effect;
+}
+
+export interface Fn {
+  /** The arguments this function takes (the others are fixed at "none"/false). */
+  args: ArgName[];
+  /** The attempts a caller may name, when the function takes one. */
+  claims?: Args["claim"][];
+  rows: Row[];
+}
+
+const active: Status[] = ["queued", "running"];
+const final: Status[] = ["succeeded", "failed", "canceled"];
+const nothing: Effect = { counter: 0 };
+
+export type FnName =
+  | "enqueue_job"
+  | "start_job"
+  | "complete_job"
+  | "requeue_job"
+  | "release_job"
+  | "fail_job"
+  | "cancel_job"
+  | "sweep_jobs";
+
+export const transitions: Record<FnName, Fn> = {
+  enqueue_job: {
+    args: [],
+    rows: [
+      {
+        when: { status: ["none"] },
+        outcome: "enqueued",
+        to: { status: "queued", resume: "ready", counter: 1 },
+      },
+    ],
+  },
+  start_job: {
+    args: [],
+    rows: [
+      { when: { status: final }, outcome: "already_final", to: nothing },
+      { when: { status: ["queued"], resume: ["waiting"] }, outcome: "not_ready", to: nothing },
+      { when: { status: ["running"], lease: ["live"] }, outcome: "already_running", to: nothing },
+      {
+        when: { status: ["queued", "running"] },
+        outcome: "started",
+        to: { status: "running", claim: true, counter: 0 },
+      },
+    ],
+  },
+  complete_job: {
+    args: ["claim"],
+    claims: ["current", "stale"],
+    rows: [
+      {
+        when: { status: ["running"], claim: ["current"] },
+        outcome: "completed",
+        to: { status: "succeeded", counter: 0 },
+      },
+      { when: "otherwise", outcome: "not_running", to: nothing },
+    ],
+  },
+  requeue_job: {
+    args: ["claim", "countHit", "beyondDeadline"],
+    claims: ["current", "stale"],
+    rows: [
+      {
+        when: { status: ["running"], claim: ["current"], countHit: [true], lastHit: [true] },
+        outcome: "gave_up",
+        to: { status: "failed", reason: "provider_quota_exhausted", counter: -1 },
+      },
+      {
+        when: { status: ["running"], claim: ["current"], aged: [true] },
+        outcome: "gave_up",
+        to: { status: "failed", reason: "provider_quota_exhausted", counter: -1 },
+      },
+      {
+        when: { status: ["running"], claim: ["current"], beyondDeadline: [true] },
+        outcome: "gave_up",
+        to: { status: "failed", reason: "provider_quota_exhausted", counter: -1 },
+      },
+      {
+        when: { status: ["running"], claim: ["current"], countHit: [true] },
+        outcome: "requeued",
+        to: {
+          status: "queued",
+          resume: "waiting",
+          requeuedNow: true,
+          hit: true,
+          newMessage: true,
+          counter: 0,
+        },
+      },
+      {
+        when: { status: ["running"], claim: ["current"] },
+        outcome: "requeued",
+        to: {
+          status: "queued",
+          resume: "waiting",
+          requeuedNow: true,
+          newMessage: true,
+          counter: 0,
+        },
+      },
+      { when: "otherwise", outcome: "not_running", to: nothing },
+    ],
+  },
+  release_job: {
+    args: ["claim"],
+    claims: ["current", "stale"],
+    rows: [
+      {
+        when: { status: ["running"], claim: ["current"] },
+        outcome: "released",
+        to: { status: "queued", resume: "ready", requeuedNow: true, counter: 0 },
+      },
+      { when: "otherwise", outcome: "not_running", to: nothing },
+    ],
+  },
+  fail_job: {
+    args: ["claim"],
+    // The worker names its claim; the failure callback and the enqueue's publish failure do not.
+    claims: ["current", "stale", "none"],
+    rows: [
+      { when: { status: final }, outcome: "already_final", to: nothing },
+      {
+        when: { status: ["queued"], claim: ["current", "stale"] },
+        outcome: "not_running",
+        to: nothing,
+      },
+      { when: { status: ["running"], claim: ["stale"] }, outcome: "not_running", to: nothing },
+      {
+        when: "otherwise",
+        outcome: "failed",
+        to: { status: "failed", reason: "$reason", counter: -1 },
+      },
+    ],
+  },
+  cancel_job: {
+    args: [],
+    rows: [
+      { when: { status: final }, outcome: "already_finished", to: nothing },
+      { when: "otherwise", outcome: "canceled", to: { status: "canceled", counter: -1 } },
+    ],
+  },
+  sweep_jobs: {
+    args: [],
+    rows: [
+      {
+        when: { status: active, aged: [true] },
+        outcome: "failed",
+        to: { status: "failed", reason: "max_age_exceeded", counter: -1 },
+      },
+      {
+        when: { status: ["running"], lease: ["past_grace"] },
+        outcome: "failed",
+        to: { status: "failed", reason: "lease_expired", counter: -1 },
+      },
+      {
+        when: { status: ["queued"], resume: ["ready"], undelivered: [true], republished: [false] },
+        outcome: "republish",
+        to: { resume: "ready", requeuedNow: true, newMessage: true, republish: true, counter: 0 },
+      },
+      {
+        when: { status: ["queued"], resume: ["ready"], undelivered: [true] },
+        outcome: "failed",
+        to: { status: "failed", reason: "never_delivered", counter: -1 },
+      },
+      { when: "otherwise", outcome: "untouched", to: nothing },
+    ],
+  },
+};
+
+export type Table = Record<FnName, Fn>;
+
+/** Every state of an existing job the facts can describe (the impossible combinations left out). */
+export function allFacts(): Facts[] {
+  const out: Facts[] = [];
+  const statuses: Status[] = ["queued", "running", "succeeded", "failed", "canceled"];
+  for (const status of statuses) {
+    const shapes: Pick<Facts, "lease" | "resume" | "undelivered">[] =
+      status === "running"
+        ? (["live", "expired", "past_grace"] as const).map((lease) => ({
+            lease,
+            resume: "none",
+            undelivered: false,
+          }))
+        : status === "queued"
+          ? [
+              { lease: "none", resume: "waiting", undelivered: false },
+              { lease: "none", resume: "ready", undelivered: false },
+              { lease: "none", resume: "ready", undelivered: true },
+            ]
+          : [{ lease: "none", resume: "none", undelivered: false }];
+    for (const shape of shapes)
+      for (const aged of [false, true])
+        for (const lastHit of [false, true])
+          for (const republished of [false, true])
+            out.push({ status, ...shape, aged, lastHit, republished });
+  }
+  return out;
+}
+
+/** Every argument combination a function can be called with. */
+export function allArgs(fn: Fn, facts: Facts): Args[] {
+  const claims: Args["claim"][] = fn.claims ?? ["none"];
+  const bools = (name: ArgName) => (fn.args.includes(name) ? [false, true] : [false]);
+  const out: Args[] = [];
+  for (const claim of claims)
+    for (const countHit of bools("countHit"))
+      for (const beyondDeadline of bools("beyondDeadline")) {
+        // Past the max age every resume time lies past the deadline.
+        if (facts.aged && fn.args.includes("beyondDeadline") && !beyondDeadline) continue;
+        out.push({ claim, countHit, beyondDeadline });
+      }
+  return out;
+}
+
+export function matches(when: When, facts: Facts, args: Args): boolean {
+  for (const [name, allowed] of Object.entries(when) as [string, unknown[]][]) {
+    const value = name in facts ? facts[name as FactName] : args[name as ArgName];
+    if (!allowed.includes(value)) return false;
+  }
+  return true;
+}
+
+/** The row that applies (first match), or undefined when none does. */
+export function rowFor(fn: Fn, facts: Facts, args: Args): Row | undefined {
+  return fn.rows.find((r) => r.when === "otherwise" || matches(r.when, facts, args));
+}

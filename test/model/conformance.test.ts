@@ -1,0 +1,386 @@
+/**
+ * The model's transition table against the real SQL functions: every abstract state the table
+ * can describe (with every argument combination a caller can pass) is built as a real row, the
+ * function is called, and its outcome, the new state and the counter are compared with the
+ * table's row. A guard in the SQL that the model lacks, or one in the model that the SQL lacks,
+ * shows up as a mismatch here. Each case runs in a transaction that is rolled back.
+ */
+import { randomUUID } from "node:crypto";
+import pg from "pg";
+import { describe, expect, test } from "vitest";
+import { mutants } from "../../model/mutants.ts";
+import {
+  type Args,
+  allArgs,
+  allFacts,
+  type Facts,
+  type FnName,
+  rowFor,
+  type Table,
+  transitions,
+} from "../../model/transitions.ts";
+import { databaseUrl, useFreshDatabase } from "../support/db.ts";
+
+// sweep_jobs looks at every job: a database of our own.
+useFreshDatabase();
+
+const T = new Date("2026-03-10T12:00:00Z");
+const DAY = "2026-03-10T00:00:00Z";
+const s = (seconds: number) => new Date(T.getTime() + seconds * 1000);
+const MAX_AGE = 10_800;
+const GRACE = 300;
+const UNDELIVERED = 900;
+const MAX_HITS = 3;
+
+/** One concrete row for an abstract state; `variant` picks among equivalent shapes. */
+function concrete(f: Facts, args: Args, variant: number) {
+  const holdsUnit = ["queued", "running", "succeeded"].includes(f.status);
+  const createdAt = f.aged ? s(-MAX_AGE - 100) : s(-3000);
+  let queuedAt = s(-10);
+  let resumeAt: Date | null = null;
+  if (f.status === "queued") {
+    if (f.resume === "waiting") resumeAt = s(60);
+    else if (variant === 0) queuedAt = f.undelivered ? s(-UNDELIVERED - 60) : s(-10);
+    else {
+      // Requeued long ago; the resume time is what counts.
+      queuedAt = s(-2000);
+      resumeAt = f.undelivered ? s(-UNDELIVERED - 30) : s(-5);
+    }
+  }
+  const lease = { live: s(60), expired: s(-10), past_grace: s(-GRACE - 100), none: null }[f.lease];
+  const hits = f.lastHit ? MAX_HITS - 1 : 0;
+  const republishes = f.republished ? 1 : 0;
+  const final = ["succeeded", "failed", "canceled"].includes(f.status);
+  return {
+    job: {
+      status: f.status,
+      attempts: args.claim === "stale" ? 2 : 1,
+      provider_quota_hits: hits,
+      republish_count: republishes,
+      publish_seq: 1 + hits + republishes,
+      created_at: createdAt,
+      queued_at: queuedAt,
+      resume_at: resumeAt,
+      lease_expires_at: lease,
+      started_at: f.status === "queued" ? null : s(-100),
+      finished_at: final ? s(-50) : null,
+      refunded_at: f.status === "failed" || f.status === "canceled" ? s(-50) : null,
+      failure_reason: f.status === "failed" ? "delivery_failed" : null,
+      output: f.status === "succeeded" ? "the doc" : null,
+    },
+    // One unit of another job, so a refund too many would show as a number, not an error.
+    unitsUsed: 1 + (holdsUnit ? 1 : 0),
+  };
+}
+
+type Call = { fn: FnName; args: Record<string, unknown> };
+
+function callFor(fn: FnName, id: string, user: string, f: Facts, args: Args): Call {
+  const attempt = args.claim === "none" ? null : 1;
+  const createdAt = f.aged ? s(-MAX_AGE - 100) : s(-3000);
+  switch (fn) {
+    case "start_job":
+      return { fn, args: { p_job_id: id, p_lease_seconds: 90, p_now: T } };
+    case "complete_job":
+      return { fn, args: { p_job_id: id, p_attempt: attempt, p_output: "out", p_now: T } };
+    case "requeue_job":
+      return {
+        fn,
+        args: {
+          p_job_id: id,
+          p_attempt: attempt,
+          p_resume_at: args.beyondDeadline
+            ? new Date(createdAt.getTime() + (MAX_AGE + 60) * 1000)
+            : s(30),
+          p_error: "429",
+          p_max_hits: MAX_HITS,
+          p_max_age_seconds: MAX_AGE,
+          p_now: T,
+          p_count_hit: args.countHit,
+        },
+      };
+    case "release_job":
+      return { fn, args: { p_job_id: id, p_attempt: attempt, p_error: "500", p_now: T } };
+    case "fail_job":
+      return {
+        fn,
+        args: { p_job_id: id, p_reason: "delivery_failed", p_attempt: attempt, p_now: T },
+      };
+    case "cancel_job":
+      return { fn, args: { p_job_id: id, p_user_id: user, p_now: T } };
+    case "sweep_jobs":
+      return {
+        fn,
+        args: {
+          p_now: T,
+          p_batch_size: 100,
+          p_lease_grace_seconds: GRACE,
+          p_undelivered_after_seconds: UNDELIVERED,
+          p_max_age_seconds: MAX_AGE,
+          p_max_republish: 1,
+        },
+      };
+    case "enqueue_job":
+      return { fn, args: { p_user_id: user, p_prompt: "write it", p_now: T } };
+  }
+}
+
+interface Observed {
+  outcome: string;
+  status: string;
+  reason: string | null;
+  lease: Facts["lease"];
+  resume: Facts["resume"];
+  undelivered: boolean;
+  claims: number;
+  hits: number;
+  messages: number;
+  republishes: number;
+  counter: number;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: a generation_jobs row as pg returns it
+type JobRow = Record<string, any>;
+
+function observe(
+  outcome: string,
+  before: JobRow,
+  after: JobRow,
+  units: [number, number],
+): Observed {
+  const t = (d: Date | null) => (d === null ? null : d.getTime());
+  const lease = t(after.lease_expires_at);
+  const resume = t(after.resume_at);
+  const since = t(after.resume_at) ?? t(after.queued_at);
+  const queued = after.status === "queued";
+  return {
+    outcome,
+    status: after.status,
+    reason: after.failure_reason,
+    lease:
+      after.status !== "running" || lease === null
+        ? "none"
+        : lease > T.getTime()
+          ? "live"
+          : lease >= s(-GRACE).getTime()
+            ? "expired"
+            : "past_grace",
+    resume: !queued ? "none" : resume !== null && resume > T.getTime() ? "waiting" : "ready",
+    undelivered:
+      queued &&
+      !(resume !== null && resume > T.getTime()) &&
+      since !== null &&
+      since < s(-UNDELIVERED).getTime(),
+    claims: after.attempts - before.attempts,
+    // Counters no guard of a final job reads are compared while the job is active.
+    hits: ["queued", "running"].includes(after.status)
+      ? after.provider_quota_hits - before.provider_quota_hits
+      : 0,
+    messages: after.publish_seq - before.publish_seq,
+    republishes: after.republish_count - before.republish_count,
+    counter: units[1] - units[0],
+  };
+}
+
+function expected(table: Table, fn: FnName, f: Facts, args: Args): Observed | undefined {
+  const row = rowFor(table[fn], f, args);
+  if (!row) return undefined;
+  const to = row.to;
+  const status = to.status ?? f.status;
+  return {
+    outcome: row.outcome,
+    status,
+    reason:
+      to.reason === "$reason"
+        ? "delivery_failed"
+        : (to.reason ?? (status === "failed" ? "delivery_failed" : null)),
+    lease: status !== "running" ? "none" : to.claim ? "live" : f.lease,
+    resume: status !== "queued" ? "none" : (to.resume ?? f.resume),
+    undelivered:
+      status === "queued" &&
+      (to.resume ?? f.resume) === "ready" &&
+      !to.requeuedNow &&
+      f.status === "queued" &&
+      f.undelivered,
+    claims: to.claim ? 1 : 0,
+    hits: ["queued", "running"].includes(status) && to.hit ? 1 : 0,
+    messages: to.newMessage ? 1 : 0,
+    republishes: to.republish ? 1 : 0,
+    counter: to.counter,
+  };
+}
+
+async function runCase(
+  client: pg.Client,
+  fn: FnName,
+  f: Facts,
+  args: Args,
+  variant: number,
+): Promise<Observed> {
+  const id = randomUUID();
+  const user = randomUUID();
+  const c = concrete(f, args, variant);
+  await client.query("begin");
+  try {
+    const j = c.job;
+    const { rows } = await client.query(
+      `with u as (
+         insert into public.quota_usage (user_id, period_start, units_used) values ($2, $3, $4)
+       )
+       insert into public.generation_jobs (
+         id, user_id, status, prompt, request_hash, plan_id, period_start, attempts,
+         provider_quota_hits, republish_count, publish_seq, created_at, queued_at, resume_at,
+         lease_expires_at, started_at, finished_at, refunded_at, failure_reason, output, updated_at
+       ) values ($1, $2, $5, 'write it', 'h', 'free', $3, $6, $7, $8, $9, $10, $11, $12, $13, $14,
+         $15, $16, $17, $18, $10)
+       returning *`,
+      [
+        id,
+        user,
+        DAY,
+        c.unitsUsed,
+        j.status,
+        j.attempts,
+        j.provider_quota_hits,
+        j.republish_count,
+        j.publish_seq,
+        j.created_at,
+        j.queued_at,
+        j.resume_at,
+        j.lease_expires_at,
+        j.started_at,
+        j.finished_at,
+        j.refunded_at,
+        j.failure_reason,
+        j.output,
+      ],
+    );
+    const before = rows[0] as JobRow;
+    const call = callFor(fn, id, user, f, args);
+    const names = Object.keys(call.args);
+    const result = (
+      await client.query(
+        `select public.${call.fn}(${names.map((n, i) => `${n} => $${i + 1}`).join(", ")}) as r`,
+        names.map((n) => call.args[n]),
+      )
+    ).rows[0].r;
+    const after = (await client.query("select * from public.generation_jobs where id = $1", [id]))
+      .rows[0] as JobRow;
+    const units = (
+      await client.query("select units_used from public.quota_usage where user_id = $1", [user])
+    ).rows[0].units_used as number;
+    let outcome = result.outcome as string;
+    if (fn === "sweep_jobs") {
+      const failed = (result.failed as { id: string }[]).some((x) => x.id === id);
+      const republished = (result.republish as { id: string }[]).some((x) => x.id === id);
+      outcome = failed ? "failed" : republished ? "republish" : "untouched";
+    }
+    return observe(outcome, before, after, [c.unitsUsed, units]);
+  } finally {
+    await client.query("rollback");
+  }
+}
+
+/** Runs `work` over `items` on `n` connections. */
+async function onClients<T>(n: number, items: T[], work: (c: pg.Client, item: T) => Promise<void>) {
+  const clients = await Promise.all(
+    Array.from({ length: n }, async () => {
+      const c = new pg.Client({ connectionString: databaseUrl(), options: "-c TimeZone=UTC" });
+      await c.connect();
+      return c;
+    }),
+  );
+  try {
+    let next = 0;
+    await Promise.all(
+      clients.map(async (c) => {
+        for (let i = next++; i < items.length; i = next++) await work(c, items[i] as T);
+      }),
+    );
+  } finally {
+    await Promise.all(clients.map((c) => c.end()));
+  }
+}
+
+const fns = (Object.keys(transitions) as FnName[]).filter((fn) => fn !== "enqueue_job");
+
+describe("the transition table is a function", () => {
+  test.each(fns)("%s: every state and argument has exactly the first matching row", (fn) => {
+    for (const f of allFacts())
+      for (const args of allArgs(transitions[fn], f)) {
+        expect(rowFor(transitions[fn], f, args), JSON.stringify({ fn, f, args })).toBeDefined();
+      }
+  });
+});
+
+function casesOf(fn: FnName) {
+  const cases: { f: Facts; args: Args; variant: number }[] = [];
+  for (const f of allFacts())
+    for (const args of allArgs(transitions[fn], f))
+      for (const variant of f.status === "queued" && f.resume === "ready" ? [0, 1] : [0])
+        cases.push({ f, args, variant });
+  return cases;
+}
+
+describe("the SQL does what the model's transition table says", () => {
+  test.each(fns)("%s: every row, in every abstract state, on the real function", async (fn) => {
+    const cases = casesOf(fn);
+    const mismatches: unknown[] = [];
+    const rowsSeen = new Set<number>();
+    await onClients(3, cases, async (client, { f, args, variant }) => {
+      const want = expected(transitions, fn, f, args);
+      const row = rowFor(transitions[fn], f, args);
+      if (row) rowsSeen.add(transitions[fn].rows.indexOf(row));
+      const got = await runCase(client, fn, f, args, variant);
+      if (JSON.stringify(got) !== JSON.stringify(want))
+        mismatches.push({ state: f, args, variant, model: want, sql: got });
+    });
+    expect(mismatches.slice(0, 5), `${mismatches.length} of ${cases.length} cases differ`).toEqual(
+      [],
+    );
+    // Every row of the table is exercised by some state.
+    expect([...rowsSeen].sort()).toEqual(transitions[fn].rows.map((_, i) => i));
+  });
+
+  test.each(Object.entries(mutants))(
+    "the check has teeth: the mutant table %s disagrees with the SQL",
+    async (_name, mutant) => {
+      const changed = fns.filter(
+        (fn) => JSON.stringify(mutant.table[fn]) !== JSON.stringify(transitions[fn]),
+      );
+      expect(changed).toHaveLength(1);
+      const fn = changed[0] as FnName;
+      let mismatches = 0;
+      await onClients(3, casesOf(fn), async (client, { f, args, variant }) => {
+        const got = await runCase(client, fn, f, args, variant);
+        if (JSON.stringify(got) !== JSON.stringify(expected(mutant.table, fn, f, args)))
+          mismatches++;
+      });
+      expect(mismatches).toBeGreaterThan(0);
+    },
+  );
+
+  test("enqueue_job: a new job is queued and reserves one unit", async () => {
+    const client = new pg.Client({ connectionString: databaseUrl() });
+    await client.connect();
+    try {
+      await client.query("begin");
+      const user = randomUUID();
+      const r = (
+        await client.query("select public.enqueue_job($1, 'write it', null, $2) as r", [user, T])
+      ).rows[0].r;
+      const units = (
+        await client.query("select units_used from public.quota_usage where user_id = $1", [user])
+      ).rows[0].units_used;
+      const row = transitions.enqueue_job.rows[0];
+      expect({ outcome: r.outcome, status: r.job.status, counter: units }).toEqual({
+        outcome: row?.outcome,
+        status: row?.to.status,
+        counter: row?.to.counter,
+      });
+      await client.query("rollback");
+    } finally {
+      await client.end();
+    }
+  });
+});
