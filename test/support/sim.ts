@@ -407,7 +407,7 @@ export class Sim {
     }
     const r = await this.invoke(
       `deliver ${m.id} ${m.jobId.slice(0, 8)} model=${model}${duplicate ? " dup" : ""}`,
-      () => runJob(this.workerDeps, m.jobId, { messageId: m.id }),
+      () => runJob(this.workerDeps, m.jobId, { deliveryId: `${m.id}-${m.retried}` }),
       fault,
       { model },
     );
