@@ -3,6 +3,7 @@
  * Handlers throw (`HttpError` for refusals, `DatabaseError`/`UpstreamError` for failed
  * dependencies) and `handle` answers; nothing else in the codebase picks an error status.
  */
+import { timingSafeEqual } from "node:crypto";
 import { DatabaseError, HttpError, UpstreamError } from "./errors.ts";
 import { log } from "./log.ts";
 
@@ -140,6 +141,18 @@ export async function readBody(
     chunks.push(value);
   }
   return Buffer.concat(chunks);
+}
+
+/**
+ * Whether the request carries `Authorization: Bearer <secret>`, compared in constant time (the
+ * cron secret: Vercel cron sends it, and the operator uses it for detailed health).
+ *
+ * @example if (!bearerMatches(req, config.cronSecret)) throw new HttpError(401, ...);
+ */
+export function bearerMatches(req: Request, secret: string): boolean {
+  const given = Buffer.from(req.headers.get("authorization") ?? "");
+  const want = Buffer.from(`Bearer ${secret}`);
+  return given.length === want.length && timingSafeEqual(given, want);
 }
 
 /**
