@@ -139,6 +139,36 @@ describe("random schedules on the real database", () => {
     Math.max(120_000, RUNS * 1_000),
   ); // ~0.1-0.2 s a run; generous for a loaded machine
 
+  test("the edge has teeth: a bug behind POST /api/worker (a 500) fails the run even though lib/ settles the job", async () => {
+    await app.redis.flushall();
+    const sim = new Sim({
+      service,
+      admin: app.admin,
+      env: app.env,
+      deadModelUrl: `http://127.0.0.1:${await freePort()}/v1`,
+    });
+    const start = sim.workerDeps.jobs.start;
+    let broken = true;
+    sim.workerDeps.jobs = {
+      ...sim.workerDeps.jobs,
+      start: async (id, o) => {
+        if (broken) {
+          broken = false;
+          throw new TypeError("Cannot read properties of undefined (reading 'outcome')");
+        }
+        return start(id, o);
+      },
+    };
+    await sim.run({
+      users: ["pro"],
+      rounds: [
+        [{ t: "enqueue", user: 0, key: null, edge: true }],
+        [{ t: "deliver", msg: 0, model: "ok", duplicate: false, early: false, edge: true }],
+      ],
+    });
+    await expect(sim.check()).rejects.toThrow(/POST \/api\/worker answered 500/);
+  });
+
   test("the check has teeth: a worker that runs the model on a duplicate delivery (already_running) is caught", async () => {
     await app.redis.flushall();
     const sim = new Sim({
