@@ -14,6 +14,8 @@ import { describe, expect, test } from "vitest";
 import { type Route, signAsQStash, type TestUser, useApi } from "../support/api.ts";
 
 const RUNS = Number(process.env.QUOTA_JOBS_FUZZ_RUNS ?? 400);
+/** Replays a reported failure: the seed fast-check printed. */
+const SEED = process.env.QUOTA_JOBS_FUZZ_SEED;
 const app = useApi({ env: { RATE_LIMIT_REQUESTS: "100000" } });
 
 const ROUTES: Array<{ route: Route; path: string; methods: string[] }> = [
