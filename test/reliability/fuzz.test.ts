@@ -213,7 +213,7 @@ describe("fuzzing every route", () => {
             await app.deps.jobs.cancel(job.id, user.id);
           }
         }),
-        { numRuns: RUNS },
+        { numRuns: RUNS, ...(SEED ? { seed: Number(SEED) } : {}) },
       );
       const drift = await app.admin.query("select * from public.quota_drift");
       expect(drift.rows).toEqual([]);
