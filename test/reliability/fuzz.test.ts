@@ -222,6 +222,6 @@ describe("fuzzing every route", () => {
       );
       expect(sent).toBeGreaterThan(RUNS / 2);
     },
-    Math.max(120_000, RUNS * 100),
-  ); // ~15-30 ms a request; generous for a loaded machine
+    Math.max(120_000, RUNS * 250),
+  ); // ~7 ms a request alone, ~45 ms beside the nightly's schedules on a busy 2-core machine
 });

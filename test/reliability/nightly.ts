@@ -15,7 +15,7 @@
  *   QUOTA_JOBS_PROPERTY_RUNS   schedules in all            (default 5000)
  *   QUOTA_JOBS_FUZZ_RUNS       fuzzed requests in all      (default 20000)
  *   QUOTA_JOBS_NIGHTLY_CHUNK   schedules per process       (default 250; fuzz: 8x that)
- *   QUOTA_JOBS_NIGHTLY_LANES   schedule chunks at once     (default 3)
+ *   QUOTA_JOBS_NIGHTLY_LANES   schedule chunks at once     (default 4)
  */
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
@@ -25,7 +25,7 @@ const SCHEDULES = Number(process.env.QUOTA_JOBS_PROPERTY_RUNS ?? 5000);
 const FUZZ = Number(process.env.QUOTA_JOBS_FUZZ_RUNS ?? 20000);
 const CHUNK = Number(process.env.QUOTA_JOBS_NIGHTLY_CHUNK ?? 250);
 const FUZZ_CHUNK = CHUNK * 8;
-const LANES = Number(process.env.QUOTA_JOBS_NIGHTLY_LANES ?? 3);
+const LANES = Number(process.env.QUOTA_JOBS_NIGHTLY_LANES ?? 4);
 
 type Totals = Record<string, number | Record<string, number>>;
 
