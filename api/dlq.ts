@@ -8,8 +8,8 @@ export function createHandler(deps: () => Deps) {
   return handle({
     async POST(req) {
       const d = deps();
-      const raw = await verifyDelivery(req, d.config, "/api/dlq");
-      const r = await handleDeliveryFailure(d, decodeFailureCallback(raw));
+      const { body } = await verifyDelivery(req, d.config, "/api/dlq");
+      const r = await handleDeliveryFailure(d, decodeFailureCallback(body));
       return json(200, r);
     },
   });

@@ -10,9 +10,9 @@ export function createHandler(deps: () => WorkerDeps) {
   return handle({
     async POST(req) {
       const d = deps();
-      const raw = await verifyDelivery(req, d.config, "/api/worker");
-      const jobId = parseJobId(raw);
-      const r = await runJob(d, jobId, { messageId: req.headers.get("upstash-message-id") });
+      const { body, deliveryId } = await verifyDelivery(req, d.config, "/api/worker");
+      const jobId = parseJobId(body);
+      const r = await runJob(d, jobId, { deliveryId });
       return json(
         r.status,
         { outcome: r.outcome },

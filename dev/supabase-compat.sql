@@ -30,6 +30,8 @@ create table if not exists auth.users (
   email text,
   created_at timestamptz not null default now()
 );
+-- Supabase Auth marks anonymous sign-ins here (and in the token's is_anonymous claim).
+alter table auth.users add column if not exists is_anonymous boolean not null default false;
 
 create or replace function auth.uid() returns uuid
 language sql stable

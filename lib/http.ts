@@ -3,6 +3,7 @@
  * Handlers throw (`HttpError` for refusals, `DatabaseError`/`UpstreamError` for failed
  * dependencies) and `handle` answers; nothing else in the codebase picks an error status.
  */
+import { timingSafeEqual } from "node:crypto";
 import { DatabaseError, HttpError, UpstreamError } from "./errors.ts";
 import { log } from "./log.ts";
 
@@ -91,13 +92,41 @@ export async function readJson(
   if (mediaType !== "application/json") {
     throw new HttpError(415, "unsupported_media_type", "Content-Type must be application/json.");
   }
+  const bytes = await readBody(request, { maxBytes });
+  const invalid = () => new HttpError(400, "invalid_json", "The request body is not valid JSON.");
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    throw invalid();
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw invalid();
+  }
+}
+
+/**
+ * Read a request body as bytes, refusing with `HttpError` 413 `payload_too_large` when the
+ * declared Content-Length or the bytes streamed so far exceed `maxBytes`: reading stops at the
+ * limit, so a client cannot make a function buffer (or wait for) more than that. No body is an
+ * empty buffer.
+ *
+ * @example const raw = await readBody(req, { maxBytes: 65_536 });
+ */
+export async function readBody(
+  request: Request,
+  { maxBytes }: { maxBytes: number },
+): Promise<Buffer> {
   const tooLarge = () =>
     new HttpError(413, "payload_too_large", `The request body exceeds ${maxBytes} bytes.`);
   const declared = Number(request.headers.get("content-length") ?? Number.NaN);
-  if (Number.isFinite(declared) && declared > maxBytes) throw tooLarge();
-
-  const invalid = () => new HttpError(400, "invalid_json", "The request body is not valid JSON.");
-  if (!request.body) throw invalid();
+  if (Number.isFinite(declared) && declared > maxBytes) {
+    await request.body?.cancel().catch(() => undefined);
+    throw tooLarge();
+  }
+  if (!request.body) return Buffer.alloc(0);
   const reader = request.body.getReader();
   const chunks: Uint8Array[] = [];
   let total = 0;
@@ -111,17 +140,19 @@ export async function readJson(
     }
     chunks.push(value);
   }
-  let text: string;
-  try {
-    text = new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(chunks));
-  } catch {
-    throw invalid();
-  }
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw invalid();
-  }
+  return Buffer.concat(chunks);
+}
+
+/**
+ * Whether the request carries `Authorization: Bearer <secret>`, compared in constant time (the
+ * cron secret: Vercel cron sends it, and the operator uses it for detailed health).
+ *
+ * @example if (!bearerMatches(req, config.cronSecret)) throw new HttpError(401, ...);
+ */
+export function bearerMatches(req: Request, secret: string): boolean {
+  const given = Buffer.from(req.headers.get("authorization") ?? "");
+  const want = Buffer.from(`Bearer ${secret}`);
+  return given.length === want.length && timingSafeEqual(given, want);
 }
 
 /**

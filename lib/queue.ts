@@ -1,9 +1,11 @@
 /**
  * QStash: publish a job to the worker, verify what QStash delivers, decode its failure callback.
  */
+import { createHash } from "node:crypto";
 import { Client, QstashError, Receiver, SignatureError } from "@upstash/qstash";
 import { z } from "zod";
 import { HttpError, UpstreamError } from "./errors.ts";
+import { readBody } from "./http.ts";
 import { log } from "./log.ts";
 
 const DEFAULT_QSTASH_URL = "https://qstash.upstash.io";
@@ -90,21 +92,41 @@ export function createQueue(options: QueueOptions): {
   };
 }
 
+/**
+ * The largest body QStash sends us. A delivery is `{"jobId":"<uuid>"}` (~50 bytes); a failure
+ * callback carries that base64-encoded plus our short error answer and a few headers (~1-2 KB).
+ * Anything bigger is not QStash talking to us, and is refused after reading this much.
+ */
+export const QSTASH_MAX_BODY_BYTES = 64 * 1024;
+
 /** Signing keys and the exact public URL of the route being verified. */
-export type VerifyOptions = { currentSigningKey: string; nextSigningKey: string; url: string };
+export type VerifyOptions = {
+  currentSigningKey: string;
+  nextSigningKey: string;
+  url: string;
+  /** @default QSTASH_MAX_BODY_BYTES */
+  maxBodyBytes?: number;
+};
 
 /**
- * Verify a QStash delivery and return its raw body. The body is read as text exactly once,
- * before anything parses it (a re-serialized body no longer matches the signed hash), and the
- * signature's `sub` must equal `url` exactly. Missing or invalid → `HttpError` 401
- * `invalid_signature`.
+ * Verify a QStash delivery and return its raw body. The signature header must be there before
+ * a byte of the body is read; the body is then read once, up to `maxBodyBytes` (over it:
+ * `HttpError` 413 `payload_too_large`, reading stops at the limit), before anything parses it
+ * (a re-serialized body no longer matches the signed hash), and the signature's `sub` must
+ * equal `url` exactly. Missing or invalid, including a signature whose claims are missing or
+ * of the wrong type → `HttpError` 401 `invalid_signature`.
  *
  * @example const raw = await verifyQStashRequest(req, { ...keys, url: `${appUrl}/api/worker` });
  */
 export async function verifyQStashRequest(req: Request, options: VerifyOptions): Promise<string> {
   const signature = req.headers.get("upstash-signature");
-  if (!signature) throw invalidSignature();
-  const body = await req.text();
+  if (!signature) {
+    await req.body?.cancel().catch(() => undefined);
+    throw invalidSignature();
+  }
+  const body = (
+    await readBody(req, { maxBytes: options.maxBodyBytes ?? QSTASH_MAX_BODY_BYTES })
+  ).toString("utf8");
   const receiver = new Receiver({
     currentSigningKey: options.currentSigningKey,
     nextSigningKey: options.nextSigningKey,
@@ -114,29 +136,47 @@ export async function verifyQStashRequest(req: Request, options: VerifyOptions):
     // A few seconds of tolerance: QStash sets nbf = iat = now, and two clocks are never equal.
     await receiver.verify({ signature, body, url: options.url, clockTolerance: 5 });
   } catch (err) {
-    if (!(err instanceof SignatureError)) throw err;
-    log.warn("qstash_signature_rejected", { url: options.url, reason: err.message.slice(0, 200) });
+    // The SDK throws SignatureError for a bad token, but a TypeError when a correctly signed
+    // token lacks the `body` claim (or carries a non-string one): a request we cannot
+    // authenticate either way, so a 401, never a 500. Both keys are always given (config), so
+    // the SDK's "no signing keys" error cannot happen here.
+    const reason = err instanceof SignatureError ? err.message : "malformed claims";
+    log.warn("qstash_signature_rejected", { url: options.url, reason: reason.slice(0, 200) });
     throw invalidSignature();
   }
   return body;
 }
 
+/** A verified delivery: its raw body and an id for this delivery attempt. */
+export type VerifiedDelivery = {
+  body: string;
+  /**
+   * Derived from the verified signature alone (a hash of it): QStash signs every delivery
+   * attempt afresh, and a replay of a captured request carries the same signature. Unlike
+   * `Upstash-Message-Id`, which the signature does not cover, a sender cannot choose it.
+   */
+  deliveryId: string;
+};
+
 /**
  * Verifies a QStash delivery to one of our routes: the subject QStash signed is the exact URL we
  * published to, `${appUrl}${route}`, so both routes build it here, in one place.
  *
- * @example const raw = await verifyDelivery(req, config, "/api/worker");
+ * @example const { body, deliveryId } = await verifyDelivery(req, config, "/api/worker");
  */
-export function verifyDelivery(
+export async function verifyDelivery(
   req: Request,
   config: { appUrl: string; qstashCurrentSigningKey: string; qstashNextSigningKey: string },
   route: "/api/worker" | "/api/dlq",
-): Promise<string> {
-  return verifyQStashRequest(req, {
+): Promise<VerifiedDelivery> {
+  const body = await verifyQStashRequest(req, {
     currentSigningKey: config.qstashCurrentSigningKey,
     nextSigningKey: config.qstashNextSigningKey,
     url: `${config.appUrl}${route}`,
   });
+  const signature = req.headers.get("upstash-signature") ?? "";
+  const deliveryId = createHash("sha256").update(signature).digest("base64url").slice(0, 22);
+  return { body, deliveryId };
 }
 
 function invalidSignature(): HttpError {

@@ -68,13 +68,41 @@ export function encodeCursor(job: { created_at: string; id: string }): string {
   return Buffer.from(JSON.stringify([job.created_at, job.id])).toString("base64url");
 }
 
+// What `encodeCursor` gives out: Postgres's ISO 8601 timestamptz (`2026-11-30T22:44:42.123456+00:00`).
+const timestamp =
+  /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d{1,6})?(?:Z|[+-](\d{2}):(\d{2}))$/;
+
+/**
+ * A timestamp Postgres accepts, checked field by field: `Date.parse` is far more lenient
+ * ("2024-02-30", "1", "+275760-09-13") than Postgres, and a value it lets through would reach the
+ * database and come back as an error, i.e. a 503 for the client's own mistake.
+ */
+function isTimestamp(s: string): boolean {
+  const m = timestamp.exec(s);
+  if (!m) return false;
+  const [year, month, day, hour, minute, second, offsetHours = 0, offsetMinutes = 0] = m
+    .slice(1)
+    .map((x) => (x === undefined ? undefined : Number(x)));
+  if (!year || !month || !day || month > 12) return false;
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  const daysInMonth = month === 2 ? (leap ? 29 : 28) : [4, 6, 9, 11].includes(month) ? 30 : 31;
+  return (
+    day <= daysInMonth &&
+    (hour ?? 99) <= 23 &&
+    (minute ?? 99) <= 59 &&
+    (second ?? 99) <= 59 &&
+    offsetHours <= 15 &&
+    offsetMinutes <= 59
+  );
+}
+
 function decodeCursor(cursor: string): { createdAt: string; id: string } | null {
   try {
     const value: unknown = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));
     if (!Array.isArray(value) || value.length !== 2) return null;
     const [createdAt, id] = value as unknown[];
     if (typeof createdAt !== "string" || typeof id !== "string" || !isUuid(id)) return null;
-    if (Number.isNaN(Date.parse(createdAt))) return null;
+    if (!isTimestamp(createdAt)) return null;
     return { createdAt, id };
   } catch {
     return null;

@@ -26,13 +26,15 @@ export interface WorkerResult {
 }
 
 /**
- * @param delivery the delivered message's `Upstash-Message-Id` (a QStash retry of the same
- *   message carries the same id).
+ * @param delivery an id of this delivery attempt that the sender cannot choose: derived from
+ *   the verified signature (`verifyDelivery`), never from an unsigned header such as
+ *   `Upstash-Message-Id`, because it ends up in a deduplication id that decides whether we
+ *   publish.
  */
 export async function runJob(
   deps: WorkerDeps,
   jobId: string,
-  delivery: { messageId: string | null } = { messageId: null },
+  delivery: { deliveryId: string | null } = { deliveryId: null },
 ): Promise<WorkerResult> {
   const claim = await deps.jobs.start(jobId, { leaseSeconds: deps.settings.leaseSeconds });
   if (claim.outcome === "not_ready") {
@@ -40,12 +42,13 @@ export async function runJob(
     // retry of the message that found the provider busy), or QStash's clock runs ahead of the
     // database's. Either way this message is spent once we answer, so publish one for the
     // resume time under an id of its own: the job's id would be dropped as a duplicate if the
-    // requeue's publish did happen, leaving the job to the sweeper. A retry of this same
-    // delivery reuses the id, so it publishes once; a second message for the job would only
-    // find it claimed.
+    // requeue's publish did happen, leaving the job to the sweeper. The id names this delivery
+    // attempt by its signature, so a retry or a replay of the same signed request publishes
+    // once, and no header a sender controls can mint new ids (each would be a new publish);
+    // a second message for the job would only find it claimed.
     await deps.queue.publishJob({
       jobId,
-      dedupId: `${dedupId(claim.job)}-after-${(delivery.messageId ?? "unknown").replace(/[^\w-]/g, "_")}`,
+      dedupId: `${dedupId(claim.job)}-after-${(delivery.deliveryId ?? "unknown").replace(/[^\w-]/g, "_")}`,
       notBefore: new Date(claim.job.resume_at ?? Date.now()),
     });
     return { status: 200, outcome: "not_ready" };

@@ -7,6 +7,7 @@
 import { ApiError, createApi } from "./api.js";
 import { AuthError, authErrorSentence, createAuth } from "./auth.js";
 import { createCard } from "./cards.js";
+import { narrowConnectSrc } from "./csp.js";
 import { formatClock } from "./format.js";
 import { createPoller } from "./poll.js";
 import { errorSentence, isActive, phaseLabel, phaseSentence, usageSentence } from "./status.js";
@@ -68,6 +69,8 @@ async function discover() {
     config && typeof config.supabaseUrl === "string" && typeof config.supabaseAnonKey === "string"
       ? { url: config.supabaseUrl.replace(/\/+$/, ""), anonKey: config.supabaseAnonKey }
       : null;
+  // From here on the page may reach the app and this one Supabase project, nothing else.
+  narrowConnectSrc(document, supabase?.url);
   return { dev: Boolean(dev), supabase };
 }
 

@@ -39,6 +39,17 @@ export function createHandler(deps: () => Deps) {
             },
           );
         case "quota_exceeded":
+          // A plan with no units at all is no plan (an anonymous sign-in without a plan for
+          // anonymous users): waiting for the period to reset would not help.
+          if (r.usage.limit === 0) {
+            throw new HttpError(
+              403,
+              "no_plan",
+              "This account has no plan that includes generations. Sign up with an email address to get one.",
+              {},
+              { usage: toUsage(r.usage) },
+            );
+          }
           throw new HttpError(
             429,
             "quota_exceeded",

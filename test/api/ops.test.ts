@@ -144,24 +144,73 @@ describe("GET /api/cron/sweep", () => {
 });
 
 describe("GET /api/health", () => {
-  test("200 when the database and Redis answer", async () => {
-    const res = await app.call("health", "/api/health");
+  const operator = { headers: { authorization: `Bearer ${CRON_SECRET}` } };
+
+  /** Calls of a Redis command so far, from the real redis-server's own statistics. */
+  async function redisCalls(command: string): Promise<number> {
+    const info = await app.redis.info("commandstats");
+    return Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? 0);
+  }
+
+  test("the operator (Bearer CRON_SECRET) gets each dependency's state: 200 when both answer", async () => {
+    const res = await app.call("health", "/api/health", operator);
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ status: "ok", database: "ok", redis: "ok" });
   });
 
-  test("503 with Redis down, naming it", async () => {
+  test("the operator sees 503 with Redis down, naming it", async () => {
     const down = app.handlersFor((await app.redisDown()).deps);
-    const res = await app.call("health", "/api/health", {}, down);
+    const res = await app.call("health", "/api/health", operator, down);
     expect(res.status).toBe(503);
     expect(await res.json()).toEqual({ status: "degraded", database: "ok", redis: "down" });
   });
 
-  test("503 with the database down, naming it", async () => {
+  test("the operator sees 503 with the database down, naming it", async () => {
     const down = app.handlersFor((await app.databaseDown()).deps);
-    const res = await app.call("health", "/api/health", {}, down);
+    const res = await app.call("health", "/api/health", operator, down);
     expect(res.status).toBe(503);
     expect(await res.json()).toEqual({ status: "degraded", database: "down", redis: "ok" });
+  });
+
+  test("anyone else gets only the overall status, never which dependency is down", async () => {
+    const callers: Record<string, string>[] = [
+      {},
+      { authorization: "Bearer not-the-cron-secret-0000" },
+    ];
+    for (const headers of callers) {
+      const res = await app.call("health", "/api/health", { headers });
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({ status: "ok" });
+    }
+    const down = app.handlersFor((await app.redisDown()).deps);
+    const res = await app.call("health", "/api/health", {}, down);
+    expect(res.status).toBe(503);
+    expect(await res.json()).toEqual({ status: "degraded" });
+  });
+
+  test("50 anonymous requests at once and more within a few seconds cost one database call and one Redis command", async () => {
+    const { deps } = app.makeDeps({});
+    let databaseCalls = 0;
+    const counted = {
+      ...deps,
+      jobs: {
+        ...deps.jobs,
+        usage: (...args: Parameters<typeof deps.jobs.usage>) => {
+          databaseCalls++;
+          return deps.jobs.usage(...args);
+        },
+      },
+    };
+    const handlers = app.handlersFor(counted);
+    const pingsBefore = await redisCalls("ping");
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, () => app.call("health", "/api/health", {}, handlers)),
+    );
+    for (let i = 0; i < 10; i++)
+      answers.push(await app.call("health", "/api/health", {}, handlers));
+    expect(answers.map((r) => r.status)).toEqual(answers.map(() => 200));
+    expect(await redisCalls("ping")).toBe(pingsBefore + 1);
+    expect(databaseCalls).toBe(1);
   });
 });
 

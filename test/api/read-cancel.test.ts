@@ -3,6 +3,7 @@
  * /api/jobs/:id, GET /api/usage.
  */
 import { randomUUID } from "node:crypto";
+import fc from "fast-check";
 import { describe, expect, test } from "vitest";
 import { JOB_KEYS, type TestUser, USAGE_KEYS, useApi } from "../support/api.ts";
 
@@ -78,6 +79,55 @@ describe("GET /api/jobs", () => {
     const res = await get("jobs", `/api/jobs?${query}`, user);
     expect(res.status).toBe(400);
     expect((await res.json()).error.code).toBe("invalid_query");
+  });
+
+  const cursorOf = (createdAt: unknown, id: unknown = randomUUID()) =>
+    Buffer.from(JSON.stringify([createdAt, id])).toString("base64url");
+
+  test.each([
+    "2024-02-30",
+    "2024-02-30T00:00:00Z",
+    "1",
+    "+275760-09-13T00:00:00.000Z",
+    "-271821-04-20T00:00:00.000Z",
+    "2026-13-01T00:00:00Z",
+    "2026-01-01T24:00:01Z",
+    "Tue, 31 Feb 2026 10:00:00 GMT",
+    "2026-01-01T00:00:00+25:00",
+  ])(
+    "a cursor holding a date Postgres would refuse (%s) is 400 invalid_query, not 503",
+    async (date) => {
+      const user = await app.newUser();
+      const res = await get("jobs", `/api/jobs?cursor=${cursorOf(date)}`, user);
+      expect(res.status).toBe(400);
+      expect((await res.json()).error.code).toBe("invalid_query");
+    },
+  );
+
+  test("fuzzed cursors: always 200 or 400 invalid_query, and no error-level log line carries the cursor", async () => {
+    const user = await app.newUser("pro");
+    await pastJob(user);
+    const date = fc.oneof(
+      fc.date({ noInvalidDate: true }).map((d) => d.toISOString()),
+      fc.string({ maxLength: 40 }),
+      fc.stringMatching(
+        /^[+-]?\d{1,6}(-\d{1,2}(-\d{1,2}(T\d{1,2}:\d{1,2}(:\d{1,2}(\.\d{1,9})?)?)?)?)?(Z|[+-]\d{2}(:?\d{2})?)?$/,
+      ),
+      fc.integer().map(String),
+    );
+    await fc.assert(
+      fc.asyncProperty(date, fc.oneof(fc.uuid(), fc.string()), async (createdAt, id) => {
+        app.logs.length = 0;
+        const cursor = cursorOf(createdAt, id);
+        const res = await get("jobs", `/api/jobs?limit=3&cursor=${cursor}`, user);
+        const body = await res.json();
+        expect([200, 400], JSON.stringify({ createdAt, body })).toContain(res.status);
+        if (res.status === 400) expect(body.error.code).toBe("invalid_query");
+        // The user's text never reaches an error-level line (an on-call page); nothing is an error.
+        expect(app.logs.filter((l) => JSON.parse(l).level === "error")).toEqual([]);
+      }),
+      { numRuns: 300 },
+    );
   });
 
   test("401 without a valid token", async () => {

@@ -70,6 +70,9 @@ const fixtures = `
   create function public.pgrst_test_private() returns text language sql as $$ select 'secret' $$;
   revoke execute on function public.pgrst_test_private() from public, anon, authenticated;
   grant execute on function public.pgrst_test_private() to service_role;
+  -- The migrations close new functions to anon and authenticated; these two are called as them.
+  grant execute on function public.pgrst_test_echo(int, text), public.pgrst_test_setting(text)
+    to anon, authenticated;
 `;
 
 function userToken(sub: string, expiresIn = 3600): Promise<string> {

@@ -51,6 +51,12 @@ const faultOn = (points: readonly string[]): fc.Arbitrary<Fault | undefined> =>
     },
   );
 
+/**
+ * About a quarter of the commands go through their HTTP route (`api/` in-process: token,
+ * signature, body, status) instead of calling lib/ directly; faults still hit the same ports.
+ */
+const edge = fc.constantFrom(false, false, false, true);
+
 const model: fc.Arbitrary<ModelOutcome> = fc.oneof(
   { weight: 6, arbitrary: fc.constant("ok" as const) },
   { weight: 4, arbitrary: fc.constantFrom(...MODEL_OUTCOMES) },
@@ -64,6 +70,7 @@ export const command: fc.Arbitrary<Cmd> = fc.oneof(
       user: fc.nat(7),
       key: fc.option(fc.nat(2), { nil: null }),
       fault: faultOn(POINTS.enqueue),
+      edge,
     }),
   },
   {
@@ -75,6 +82,7 @@ export const command: fc.Arbitrary<Cmd> = fc.oneof(
       duplicate: fc.constantFrom(false, false, false, true),
       early: fc.boolean(),
       fault: faultOn(POINTS.deliver),
+      edge,
     }),
   },
   {
@@ -83,6 +91,7 @@ export const command: fc.Arbitrary<Cmd> = fc.oneof(
       t: fc.constant("callback" as const),
       msg: fc.nat(7),
       fault: faultOn(POINTS.callback),
+      edge,
     }),
   },
   {
@@ -92,11 +101,16 @@ export const command: fc.Arbitrary<Cmd> = fc.oneof(
       user: fc.nat(7),
       job: fc.nat(7),
       fault: faultOn(POINTS.cancel),
+      edge,
     }),
   },
   {
     weight: 1,
-    arbitrary: fc.record({ t: fc.constant("sweep" as const), fault: faultOn(POINTS.sweep) }),
+    arbitrary: fc.record({
+      t: fc.constant("sweep" as const),
+      fault: faultOn(POINTS.sweep),
+      edge,
+    }),
   },
   {
     weight: 1,

@@ -9,10 +9,23 @@
  *
  * Every port goes through `Faults`, so each invocation can carry a fault at any boundary call;
  * every transition gets the schedule's clock as `p_now`, and `deps.now()` reads the same clock.
+ *
+ * A command marked `edge` goes through the HTTP edge instead: the `api/` handler in-process over
+ * the same faulted ports, with a real `Request` (a Bearer token the app verifies, a body signed
+ * exactly as QStash signs it, the real failure-callback payload), and the sim's bookkeeping
+ * reads the HTTP status, as QStash would. A 500 from any route, or a status the route does not
+ * document for that command, is recorded and fails the run's check.
  */
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
+import { createHandler as sweepHandler } from "../../api/cron/sweep.ts";
+import { createHandler as dlqHandler } from "../../api/dlq.ts";
+import { createHandler as jobHandler } from "../../api/jobs/[id].ts";
+import { createHandler as jobsHandler } from "../../api/jobs/index.ts";
+import { createHandler as workerHandler } from "../../api/worker.ts";
+import { mintUserToken } from "../../dev/token.ts";
 import { createAlerter } from "../../lib/alerts.ts";
+import { createAuth } from "../../lib/auth.ts";
 import { type Config, loadConfig } from "../../lib/config.ts";
 import type { Deps } from "../../lib/deps.ts";
 import { enqueueJob } from "../../lib/enqueue.ts";
@@ -23,6 +36,7 @@ import type { PublishInput } from "../../lib/queue.ts";
 import { createProviderGate, createRateLimiter, createRedis } from "../../lib/redis.ts";
 import { sweepStaleJobs } from "../../lib/sweeper.ts";
 import { runJob, type WorkerDeps } from "../../lib/worker.ts";
+import { signAsQStash } from "./api.ts";
 import { type Fault, Faults, type Outcome } from "./faults.ts";
 import { pgRpc, withClock } from "./pg-rpc.ts";
 
@@ -36,9 +50,11 @@ export type ModelOutcome =
   | "refusal"
   | "unreachable";
 
+/** `edge: true`: the command goes through its HTTP route instead of calling lib/ directly. */
+type Edge = { edge?: boolean | undefined };
 export type Cmd =
-  | { t: "enqueue"; user: number; key: number | null; fault?: Fault | undefined }
-  | {
+  | ({ t: "enqueue"; user: number; key: number | null; fault?: Fault | undefined } & Edge)
+  | ({
       t: "deliver";
       msg: number;
       model: ModelOutcome;
@@ -47,11 +63,11 @@ export type Cmd =
       /** Delivered before its notBefore (a QStash clock ahead of the database's). */
       early: boolean;
       fault?: Fault | undefined;
-    }
+    } & Edge)
   /** QStash gives up on a delivery (maybe while its worker still runs): the failure callback. */
-  | { t: "callback"; msg: number; fault?: Fault | undefined }
-  | { t: "cancel"; user: number; job: number; fault?: Fault | undefined }
-  | { t: "sweep"; fault?: Fault | undefined }
+  | ({ t: "callback"; msg: number; fault?: Fault | undefined } & Edge)
+  | ({ t: "cancel"; user: number; job: number; fault?: Fault | undefined } & Edge)
+  | ({ t: "sweep"; fault?: Fault | undefined } & Edge)
   | { t: "clock"; seconds: number };
 
 /** Commands of one round run at the same time. */
@@ -122,6 +138,8 @@ export interface SimParts {
 
 export interface SimStats {
   invocations: number;
+  /** Invocations that went through the HTTP edge (an `api/` handler). */
+  viaEdge: number;
   killed: number;
   threw: number;
   faultsFired: number;
@@ -149,12 +167,21 @@ export class Sim {
   readonly config: Config;
   readonly deps: Deps;
   readonly workerDeps: WorkerDeps;
+  /** The routes over the same faulted ports, for commands marked `edge`. */
+  readonly routes: {
+    jobs: (req: Request) => Promise<Response>;
+    job: (req: Request) => Promise<Response>;
+    worker: (req: Request) => Promise<Response>;
+    dlq: (req: Request) => Promise<Response>;
+    sweep: (req: Request) => Promise<Response>;
+  };
   readonly users: string[] = [];
   readonly jobs: string[][] = [];
   /** Model calls that reached the fake model, by prompt. */
   readonly modelCalls = new Map<string, number>();
   readonly stats: SimStats = {
     invocations: 0,
+    viaEdge: 0,
     killed: 0,
     threw: 0,
     faultsFired: 0,
@@ -167,6 +194,9 @@ export class Sim {
   lastOutcome: Outcome<unknown> | undefined;
   /** What happened, one line per invocation (printed with a counterexample). */
   readonly journal: string[] = [];
+  /** Answers of the HTTP edge that no client mistake or dependency failure explains. */
+  readonly edgeProblems: string[] = [];
+  private readonly tokens = new Map<string, string>();
   private readonly runId = randomUUID().slice(0, 8);
 
   constructor(private readonly parts: SimParts) {
@@ -188,9 +218,10 @@ export class Sim {
       config: this.config,
       jobs: createJobs(rpc),
       queue: f.queue(this.queue),
-      auth: {
-        userFromRequest: () => Promise.reject(new Error("the simulator calls lib/, not routes")),
-      },
+      auth: createAuth({
+        jwtSecret: this.config.supabaseJwtSecret,
+        supabaseUrl: this.config.supabaseUrl,
+      }),
       rateLimiter: createRateLimiter(redis, {
         requests: this.config.rateLimitRequests,
         windowSeconds: this.config.rateLimitWindowSeconds,
@@ -254,6 +285,37 @@ export class Sim {
         providerBackoffSeconds: this.config.providerBackoffSeconds,
       },
     };
+    this.routes = {
+      jobs: jobsHandler(() => this.deps),
+      job: jobHandler(() => this.deps),
+      worker: workerHandler(() => this.workerDeps),
+      dlq: dlqHandler(() => this.deps),
+      sweep: sweepHandler(() => this.deps),
+    };
+  }
+
+  private url(path: string): string {
+    return `${this.config.appUrl}${path}`;
+  }
+
+  private async token(userId: string): Promise<string> {
+    let token = this.tokens.get(userId);
+    if (!token) {
+      const secret = this.config.supabaseJwtSecret;
+      if (!secret) throw new Error("the simulator's edge needs SUPABASE_JWT_SECRET");
+      token = await mintUserToken({ secret, userId });
+      this.tokens.set(userId, token);
+    }
+    return token;
+  }
+
+  /** The status a route answered, checked against what it may answer for this command. */
+  private async edge(what: string, allowed: number[], res: Response): Promise<Response> {
+    this.stats.viaEdge++;
+    if (!allowed.includes(res.status)) {
+      this.edgeProblems.push(`${what} answered ${res.status}: ${await res.clone().text()}`);
+    }
+    return res;
   }
 
   async addUsers(plans: Array<"free" | "pro">): Promise<void> {
@@ -328,14 +390,37 @@ export class Sim {
       case "enqueue": {
         const u = c.user % this.users.length;
         const userId = this.users[u] as string;
+        const prompt = this.prompt(u, c.key);
+        const key = c.key === null ? null : `key-${c.key}`;
+        if (c.edge) {
+          const token = await this.token(userId);
+          const r = await this.invoke(
+            `POST /api/jobs u${u} key=${c.key}`,
+            async () => {
+              const res = await this.routes.jobs(
+                new Request(this.url("/api/jobs"), {
+                  method: "POST",
+                  headers: {
+                    authorization: `Bearer ${token}`,
+                    "content-type": "application/json",
+                    ...(key === null ? {} : { "idempotency-key": key }),
+                  },
+                  body: JSON.stringify({ prompt }),
+                }),
+              );
+              await this.edge("POST /api/jobs", [200, 202, 409, 422, 429, 503], res);
+              return { status: res.status, body: (await res.json()) as { job?: { id: string } } };
+            },
+            c.fault,
+          );
+          const id = r.kind === "returned" ? r.value.body.job?.id : undefined;
+          const jobs = this.jobs[u] as string[];
+          if (id && !jobs.includes(id)) jobs.push(id);
+          return;
+        }
         const r = await this.invoke(
           `enqueue u${u} key=${c.key}`,
-          () =>
-            enqueueJob(this.deps, {
-              userId,
-              prompt: this.prompt(u, c.key),
-              idempotencyKey: c.key === null ? null : `key-${c.key}`,
-            }),
+          () => enqueueJob(this.deps, { userId, prompt, idempotencyKey: key }),
           c.fault,
         );
         if (r.kind === "returned" && "job" in r.value) {
@@ -353,22 +438,58 @@ export class Sim {
         const jobs = this.jobs[u] as string[];
         if (jobs.length === 0) return;
         const jobId = jobs[c.job % jobs.length] as string;
+        const userId = this.users[u] as string;
+        if (c.edge) {
+          const token = await this.token(userId);
+          await this.invoke(
+            `DELETE /api/jobs/${jobId.slice(0, 8)} u${u}`,
+            async () => {
+              const res = await this.routes.job(
+                new Request(this.url(`/api/jobs/${jobId}`), {
+                  method: "DELETE",
+                  headers: { authorization: `Bearer ${token}` },
+                }),
+              );
+              await this.edge("DELETE /api/jobs/:id", [200, 409, 503], res);
+              return res.status;
+            },
+            c.fault,
+          );
+          return;
+        }
         await this.invoke(
           `cancel u${u} ${jobId.slice(0, 8)}`,
-          () => this.deps.jobs.cancel(jobId, this.users[u] as string),
+          () => this.deps.jobs.cancel(jobId, userId),
           c.fault,
         );
         return;
       }
       case "sweep":
+        if (c.edge) {
+          await this.invoke(
+            "GET /api/cron/sweep",
+            async () => {
+              const res = await this.routes.sweep(
+                new Request(this.url("/api/cron/sweep"), {
+                  headers: { authorization: `Bearer ${this.config.cronSecret}` },
+                }),
+              );
+              await this.edge("GET /api/cron/sweep", [200, 503], res);
+              return res.status;
+            },
+            c.fault,
+          );
+          return;
+        }
         await this.invoke("sweep", () => sweepStaleJobs(this.deps), c.fault);
         return;
       case "callback": {
         const m = this.pick(c.msg, true, (x) => x.kind === "deliver");
         if (!m) return;
         await this.invoke(
-          `callback ${m.id} ${m.jobId.slice(0, 8)}`,
-          () => handleDeliveryFailure(this.deps, callbackFor(m)),
+          `callback ${m.id} ${m.jobId.slice(0, 8)}${c.edge ? " via POST /api/dlq" : ""}`,
+          (): Promise<unknown> =>
+            c.edge ? this.postCallback(m) : handleDeliveryFailure(this.deps, callbackFor(m)),
           c.fault,
         );
         return;
@@ -376,7 +497,7 @@ export class Sim {
       case "deliver": {
         const m = this.pick(c.msg, c.early);
         if (!m) return;
-        await this.deliver(m, c.model, c.duplicate, c.fault);
+        await this.deliver(m, c.model, c.duplicate, c.fault, c.edge === true);
         return;
       }
     }
@@ -393,21 +514,27 @@ export class Sim {
     model: ModelOutcome,
     duplicate: boolean,
     fault: Fault | undefined,
+    edge = false,
   ): Promise<void> {
     if (m.kind === "callback") {
       const r = await this.invoke(
-        `dlq ${m.id} ${m.jobId.slice(0, 8)}`,
-        () => handleDeliveryFailure(this.deps, callbackFor(m)),
+        `dlq ${m.id} ${m.jobId.slice(0, 8)}${edge ? " via POST /api/dlq" : ""}`,
+        (): Promise<unknown> =>
+          edge ? this.postCallback(m) : handleDeliveryFailure(this.deps, callbackFor(m)),
         fault,
       );
       if (duplicate) return;
-      if (r.kind === "returned") this.queue.remove(m);
+      const ok = r.kind === "returned" && (!edge || r.value === 200);
+      if (ok) this.queue.remove(m);
       else if (++m.retried > 3) this.queue.remove(m); // the callback's own retries ran out
       return;
     }
     const r = await this.invoke(
-      `deliver ${m.id} ${m.jobId.slice(0, 8)} model=${model}${duplicate ? " dup" : ""}`,
-      () => runJob(this.workerDeps, m.jobId, { messageId: m.id }),
+      `deliver ${m.id} ${m.jobId.slice(0, 8)} model=${model}${duplicate ? " dup" : ""}${edge ? " via POST /api/worker" : ""}`,
+      () =>
+        edge
+          ? this.postDelivery(m)
+          : runJob(this.workerDeps, m.jobId, { deliveryId: `${m.id}-${m.retried}` }),
       fault,
       { model },
     );
@@ -422,6 +549,60 @@ export class Sim {
       this.queue.remove(m);
       this.queue.pending.push({ ...m, kind: "callback", id: `${m.id}-dlq` });
     }
+  }
+
+  /** POST /api/worker as QStash delivers: the published body, signed for the exact URL. */
+  private async postDelivery(m: Message): Promise<{ status: number; outcome: unknown }> {
+    const url = this.url("/api/worker");
+    const body = JSON.stringify({ jobId: m.jobId });
+    const res = await this.routes.worker(
+      new Request(url, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          "upstash-signature": await signAsQStash(url, body),
+          "upstash-message-id": m.id,
+          "upstash-retried": String(m.retried),
+        },
+        body,
+      }),
+    );
+    await this.edge("POST /api/worker", [200, 503], res);
+    const answer = (await res.json()) as { outcome?: unknown; error?: { code?: unknown } };
+    return { status: res.status, outcome: answer.outcome ?? answer.error?.code };
+  }
+
+  /** POST /api/dlq with QStash's failure-callback payload, signed for the callback URL. */
+  private async postCallback(m: Message): Promise<number> {
+    const url = this.url("/api/dlq");
+    const cb = callbackFor(m);
+    const body = JSON.stringify({
+      status: cb.status ?? 503,
+      header: { "Content-Type": ["application/json"] },
+      body: Buffer.from('{"outcome":"released"}').toString("base64"),
+      retried: cb.retried,
+      maxRetries: cb.maxRetries,
+      dlqId: cb.dlqId,
+      sourceMessageId: cb.sourceMessageId,
+      url: this.url("/api/worker"),
+      method: "POST",
+      sourceHeader: { "Content-Type": ["application/json"] },
+      sourceBody: Buffer.from(JSON.stringify({ jobId: m.jobId })).toString("base64"),
+    });
+    const res = await this.routes.dlq(
+      new Request(url, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          "upstash-signature": await signAsQStash(url, body),
+          "upstash-message-id": `${m.id}-cb`,
+          "upstash-retried": "0",
+        },
+        body,
+      }),
+    );
+    await this.edge("POST /api/dlq", [200, 503], res);
+    return res.status;
   }
 
   /**
@@ -454,6 +635,7 @@ export class Sim {
   async check(): Promise<void> {
     // Only this run's prompts: a failed run may leave jobs another run's sweep republishes.
     const mine = new Map([...this.modelCalls].filter(([p]) => p.startsWith(`p ${this.runId} `)));
+    if (this.edgeProblems.length > 0) throw new InvariantError(this.edgeProblems.join("\n"));
     await checkInvariants(this.parts.admin, this.users, mine);
   }
 }
