@@ -1,0 +1,279 @@
+/**
+ * Section: peers. A job's whole life in SQL, ours beside the Postgres job queues a user would
+ * pick instead, on the same embedded PostgreSQL, in the same run, interleaved repeat by repeat
+ * so that noise from the shared machine lands on all three alike:
+ *
+ * - ours: `enqueue_job` → `start_job` → `complete_job` (quota, limits, idempotency, event log),
+ *   each a `select public.fn(...)` as the service role, C loops on C connections over 1,000 users;
+ *   the failure path is `enqueue_job` → `start_job` → `fail_job` (the worker's give-up: failed +
+ *   refund).
+ * - pg-boss: `send` → `fetch` → `complete` on a standard queue, C loops on one `PgBoss` whose pool
+ *   has C connections; the failure path is `send` → `fetch` → `fail` on a queue with
+ *   `retryLimit: 0` (retries exhausted at once: the job ends `failed`).
+ * - graphile-worker: `addJob` from C producers (WorkerUtils on a pool of C) while a runner of
+ *   concurrency C, pool `max(10, C + 2)` as its docs recommend, works them off with a no-op task;
+ *   the clock stops when the last job's result is written. The failure path is a task that
+ *   throws, with `maxAttempts: 1` (retries exhausted at once: permanently failed).
+ *
+ * Tuned, and only this: the peers' pool sizes (pg-boss defaults to 10 connections, so C = 32
+ * would be pool-bound; graphile-worker's producers get C). Everything else is each library's
+ * default: pg-boss's supervisor and scheduler on, graphile-worker with LISTEN/NOTIFY, prepared
+ * statements, no local queue and no completion batching (both opt-in, both widen the window in
+ * which a crash re-runs a finished job).
+ */
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { Logger, makeWorkerUtils, run as runGraphile } from "graphile-worker";
+import pg from "pg";
+import { PgBoss } from "pg-boss";
+import { type BenchDb, createUsers, driftRows, startBenchDb } from "./support/pg.ts";
+import { log, median, pool, root, round, table, writeResult } from "./support/util.ts";
+
+type Path = "success" | "failure";
+type System = "ours" | "pg-boss" | "graphile-worker";
+/**
+ * Runs `n` jobs' whole lives on C loops; resolves to the wall time in ms and oddities: for ours
+ * an outcome other than the expected one, for pg-boss a fetch that found nothing (retried).
+ */
+type Runner = (n: number) => Promise<{ ms: number; unexpected: number }>;
+
+const silent = new Logger(() => () => {});
+
+async function ours(db: BenchDb, c: number, users: string[], path: Path) {
+  const service = db.service(c);
+  const clients = await Promise.all(Array.from({ length: c }, () => service.connect()));
+  const end =
+    path === "success"
+      ? "select public.complete_job(p_job_id => $1, p_attempt => 1, p_output => 'bench output') as r"
+      : `select public.fail_job(p_job_id => $1, p_reason => 'model_refused',
+           p_error => 'bench: refused', p_attempt => 1) as r`;
+  const endOutcome = path === "success" ? "completed" : "failed";
+  const runner: Runner = async (n) => {
+    let unexpected = 0;
+    const ms = await pool(c, n, async (i, w) => {
+      const cl = clients[w] as pg.PoolClient;
+      const e = await cl.query("select public.enqueue_job(p_user_id => $1, p_prompt => $2) as r", [
+        users[i % users.length],
+        `Write a short note about queues and quotas. #${i}`,
+      ]);
+      const id = e.rows[0]?.r?.job?.id as string | undefined;
+      if (!id) {
+        unexpected++;
+        return;
+      }
+      const s = await cl.query("select public.start_job(p_job_id => $1) as r", [id]);
+      if (s.rows[0]?.r?.outcome !== "started") unexpected++;
+      const f = await cl.query(end, [id]);
+      if (f.rows[0]?.r?.outcome !== endOutcome) unexpected++;
+    });
+    return { ms, unexpected };
+  };
+  const close = async () => {
+    for (const cl of clients) cl.release();
+    await service.end();
+  };
+  return { runner, close };
+}
+
+async function pgBoss(db: BenchDb, c: number, path: Path) {
+  const boss = new PgBoss({ connectionString: db.url, max: c });
+  boss.on("error", (error: unknown) => log(`  pg-boss error: ${String(error)}`));
+  await boss.start();
+  const queue = `bench-${path}-${c}`;
+  await boss.createQueue(queue, path === "failure" ? { retryLimit: 0 } : {});
+  const runner: Runner = async (n) => {
+    let emptyFetches = 0;
+    const ms = await pool(c, n, async (i) => {
+      await boss.send(queue, { i });
+      for (let tries = 0; ; tries++) {
+        const [job] = await boss.fetch(queue);
+        if (job) {
+          if (path === "success") await boss.complete(queue, job.id);
+          else await boss.fail(queue, job.id, { message: "bench: refused" });
+          return;
+        }
+        // Another loop took the job this loop sent; every loop sent one, so one is there.
+        if (tries === 0) emptyFetches++;
+        if (tries > 100) throw new Error("pg-boss: nothing to fetch");
+      }
+    });
+    return { ms, unexpected: emptyFetches };
+  };
+  return { runner, close: () => boss.stop({ graceful: false }) };
+}
+
+async function graphileWorker(db: BenchDb, c: number, path: Path) {
+  const producers = new pg.Pool({ connectionString: db.url, max: c });
+  producers.on("error", () => {});
+  const utils = await makeWorkerUtils({ pgPool: producers, logger: silent });
+  await utils.migrate();
+  let done = 0;
+  let waiting: { target: number; resolve: () => void } | null = null;
+  const worker = await runGraphile({
+    connectionString: db.url,
+    concurrency: c,
+    maxPoolSize: Math.max(10, c + 2),
+    noHandleSignals: true,
+    logger: silent,
+    taskList: {
+      bench_ok: async () => {},
+      bench_fail: async () => {
+        throw new Error("bench: refused");
+      },
+    },
+  });
+  worker.events.on("job:complete", () => {
+    done++;
+    if (waiting && done >= waiting.target) waiting.resolve();
+  });
+  const task = path === "success" ? "bench_ok" : "bench_fail";
+  const runner: Runner = async (n) => {
+    const target = done + n;
+    const finished = new Promise<void>((resolve) => {
+      waiting = { target, resolve };
+    });
+    const started = performance.now();
+    await pool(c, n, async (i) => {
+      await utils.addJob(task, { i }, { maxAttempts: path === "success" ? 25 : 1 });
+    });
+    await finished;
+    waiting = null;
+    return { ms: performance.now() - started, unexpected: 0 };
+  };
+  const close = async () => {
+    await worker.stop();
+    await utils.release();
+    await producers.end();
+  };
+  return { runner, close };
+}
+
+/** What each system left behind, counted in its own tables (the bench's own check on itself). */
+async function finalStates(db: BenchDb) {
+  const q = async (sql: string) => (await db.admin.query(sql)).rows;
+  return {
+    ours: await q(
+      "select status, count(*)::int n from public.generation_jobs group by status order by status",
+    ),
+    pgBoss: await q("select state, count(*)::int n from pgboss.job group by state order by state"),
+    graphileWorker: await q(
+      `select (attempts >= max_attempts) as exhausted, last_error is not null as errored,
+              count(*)::int n from graphile_worker.jobs group by 1, 2 order by 1, 2`,
+    ),
+  };
+}
+
+export async function runPeers(opts: { quick: boolean }) {
+  const n = opts.quick ? 150 : 600;
+  const repeats = opts.quick ? 1 : 3;
+  const levels = [1, 8, 32];
+  const db = await startBenchDb();
+  try {
+    const users = await createUsers(db.admin, 1000, "bench");
+    const rows: Record<string, unknown>[] = [];
+    for (const path of ["success", "failure"] as const) {
+      for (const c of levels) {
+        const systems: [System, { runner: Runner; close(): Promise<unknown> }][] = [
+          ["ours", await ours(db, c, users, path)],
+          ["pg-boss", await pgBoss(db, c, path)],
+          ["graphile-worker", await graphileWorker(db, c, path)],
+        ];
+        const perSec: Record<System, number[]> = { ours: [], "pg-boss": [], "graphile-worker": [] };
+        let unexpected = 0;
+        let emptyFetches = 0;
+        try {
+          for (let r = 0; r <= repeats; r++) {
+            // Repeat 0 warms plans, pools and caches; it is not counted.
+            for (const [name, s] of systems) {
+              const count = r === 0 ? Math.min(100, n) : n;
+              const res = await s.runner(count);
+              if (r > 0) {
+                perSec[name].push((count * 1000) / res.ms);
+                if (name === "ours") unexpected += res.unexpected;
+                if (name === "pg-boss") emptyFetches += res.unexpected;
+              }
+            }
+          }
+        } finally {
+          for (const [, s] of systems) await s.close();
+        }
+        const m = (s: System) => median(perSec[s]);
+        const row = {
+          path,
+          connections: c,
+          ours: round(m("ours"), 0),
+          pgBoss: round(m("pg-boss"), 0),
+          graphileWorker: round(m("graphile-worker"), 0),
+          oursOverPgBoss: round(m("ours") / m("pg-boss"), 2),
+          oursOverGraphile: round(m("ours") / m("graphile-worker"), 2),
+          metPgBoss: m("ours") / m("pg-boss") >= 1.5,
+          metGraphile: m("ours") / m("graphile-worker") >= 1.0,
+          unexpectedOutcomes: unexpected,
+          pgBossEmptyFetches: emptyFetches,
+          runs: Object.fromEntries(
+            Object.entries(perSec).map(([k, v]) => [k, v.map((x) => round(x, 0))]),
+          ),
+        };
+        rows.push(row);
+        log(
+          `  peers ${path} c=${c}: ours ${row.ours}/s, pg-boss ${row.pgBoss}/s, graphile-worker ${row.graphileWorker}/s`,
+        );
+      }
+    }
+    const states = await finalStates(db);
+    const drift = await driftRows(db.admin);
+    const result = {
+      n,
+      repeats,
+      postgres: db.version,
+      versions: await versions(),
+      rows,
+      states,
+      drift,
+    };
+    await writeResult("peers", result);
+    return result;
+  } finally {
+    await db.stop();
+  }
+}
+
+async function versions() {
+  const read = async (p: string) =>
+    (
+      JSON.parse(await readFile(join(root, "node_modules", p, "package.json"), "utf8")) as {
+        version: string;
+      }
+    ).version;
+  return { pgBoss: await read("pg-boss"), graphileWorker: await read("graphile-worker") };
+}
+
+export function printPeers(r: Awaited<ReturnType<typeof runPeers>>): string {
+  const t = table(
+    [
+      "path",
+      "C",
+      "ours jobs/s",
+      "pg-boss",
+      "graphile-worker",
+      "ours / pg-boss",
+      "target",
+      "ours / graphile",
+      "target",
+      "unexpected",
+    ],
+    r.rows.map((x) => [
+      x.path as string,
+      x.connections as number,
+      x.ours as number,
+      x.pgBoss as number,
+      x.graphileWorker as number,
+      x.oursOverPgBoss as number,
+      x.metPgBoss ? ">= 1.5 yes" : ">= 1.5 NO",
+      x.oursOverGraphile as number,
+      x.metGraphile ? ">= 1.0 yes" : ">= 1.0 NO",
+      x.unexpectedOutcomes as number,
+    ]),
+  );
+  return `${t}\n\npg-boss ${r.versions.pgBoss}, graphile-worker ${r.versions.graphileWorker}, PostgreSQL ${r.postgres}; ${r.n} jobs per measurement, median of ${r.repeats}; drift rows after: ${r.drift}\nfinal states: ${JSON.stringify(r.states)}`;
+}
