@@ -4,7 +4,9 @@
  * so that noise from the shared machine lands on all three alike:
  *
  * - ours: `enqueue_job` → `start_job` → `complete_job` (quota, limits, idempotency, event log),
- *   each a `select public.fn(...)` as the service role, C loops on C connections over 1,000 users;
+ *   each a `select public.fn(...)` as the service role, C loops on C connections over 1,000 users,
+ *   as prepared statements (PostgREST prepares its statements by default, and so does
+ *   graphile-worker; pg-boss does not);
  *   the failure path is `enqueue_job` → `start_job` → `fail_job` (the worker's give-up: failed +
  *   refund).
  * - pg-boss: `send` → `fetch` → `complete` on a standard queue, C loops on one `PgBoss` whose pool
@@ -52,18 +54,23 @@ async function ours(db: BenchDb, c: number, users: string[], path: Path) {
     let unexpected = 0;
     const ms = await pool(c, n, async (i, w) => {
       const cl = clients[w] as pg.PoolClient;
-      const e = await cl.query("select public.enqueue_job(p_user_id => $1, p_prompt => $2) as r", [
-        users[i % users.length],
-        `Write a short note about queues and quotas. #${i}`,
-      ]);
+      const e = await cl.query({
+        name: "bench_enqueue",
+        text: "select public.enqueue_job(p_user_id => $1, p_prompt => $2) as r",
+        values: [users[i % users.length], `Write a short note about queues and quotas. #${i}`],
+      });
       const id = e.rows[0]?.r?.job?.id as string | undefined;
       if (!id) {
         unexpected++;
         return;
       }
-      const s = await cl.query("select public.start_job(p_job_id => $1) as r", [id]);
+      const s = await cl.query({
+        name: "bench_start",
+        text: "select public.start_job(p_job_id => $1) as r",
+        values: [id],
+      });
       if (s.rows[0]?.r?.outcome !== "started") unexpected++;
-      const f = await cl.query(end, [id]);
+      const f = await cl.query({ name: `bench_${path}`, text: end, values: [id] });
       if (f.rows[0]?.r?.outcome !== endOutcome) unexpected++;
     });
     return { ms, unexpected };

@@ -117,15 +117,23 @@ begin
   -- statement: the reads below must take their snapshot after the lock is granted.
   perform pg_advisory_xact_lock(hashtextextended('quota_jobs.enqueue:' || p_user_id::text, 0));
 
-  -- private.plan_for, in place.
-  select p.* into v_plan
+  -- private.plan_for and private.period_start in place, the counter and the active jobs: one
+  -- statement. The plan's fields are read one by one, into the plan row the refusals report.
+  select p.id, p.name, p.period, p.units_per_period, p.max_active_jobs, b.period_start,
+    (select q.units_used from public.quota_usage q
+     where q.user_id = p_user_id and q.period_start = b.period_start),
+    (select count(*) from public.generation_jobs j
+     where j.user_id = p_user_id and j.status in ('queued', 'running'))
+  into v_plan.id, v_plan.name, v_plan.period, v_plan.units_per_period, v_plan.max_active_jobs,
+    v_period_start, v_used, v_active
   from public.plans p
+  cross join lateral (
+    select date_trunc(p.period, p_now at time zone 'UTC') at time zone 'UTC' as period_start
+  ) b
   where p.id = coalesce(
     (select up.plan_id from public.user_plans up where up.user_id = p_user_id),
     'free'
   );
-  -- private.period_start, in place.
-  v_period_start := date_trunc(v_plan.period, p_now at time zone 'UTC') at time zone 'UTC';
 
   if p_idempotency_key is not null then
     select * into v_job from public.generation_jobs j
@@ -142,13 +150,6 @@ begin
     end if;
   end if;
 
-  -- The counter and the active jobs, read in one statement.
-  select
-    (select q.units_used from public.quota_usage q
-     where q.user_id = p_user_id and q.period_start = v_period_start),
-    (select count(*) from public.generation_jobs j
-     where j.user_id = p_user_id and j.status in ('queued', 'running'))
-  into v_used, v_active;
   if coalesce(v_used, 0) >= v_plan.units_per_period then
     return jsonb_build_object(
       'outcome', 'quota_exceeded',
