@@ -1,7 +1,12 @@
 /**
  * QStash: publish a job to the worker, verify what QStash delivers, decode its failure callback.
+ *
+ * Publishing is the one QStash call the enqueue function makes, so it is the REST request the
+ * SDK's `publishJSON` sends, written here: `@upstash/qstash` loads 86 files (its own copy of
+ * jose among them, for signature verification), which the enqueue function would pay on every
+ * cold start for one POST. Verification still uses the SDK's `Receiver`, loaded on the first
+ * delivery by the two routes that verify (the worker and the failure callback).
  */
-import { Client, QstashError, Receiver, SignatureError } from "@upstash/qstash";
 import { z } from "zod";
 import { HttpError, UpstreamError } from "./errors.ts";
 import { log } from "./log.ts";
@@ -40,54 +45,93 @@ export type PublishInput = { jobId: string; dedupId: string; notBefore?: Date | 
 export function createQueue(options: QueueOptions): {
   publishJob(input: PublishInput): Promise<{ messageId: string; deduplicated: boolean }>;
 } {
-  const client = new Client({
-    // Both given explicitly, so the SDK never falls back to QSTASH_* / QSTASH_REGION env vars,
-    // and devMode false so QSTASH_DEV can never swap in the dev server's credentials.
-    baseUrl: options.baseUrl ?? DEFAULT_QSTASH_URL,
-    token: options.token,
-    devMode: false,
-    enableTelemetry: false,
-    // The SDK retries only when fetch throws (no HTTP response). A publish whose response was
-    // lost may already be queued; retrying it is safe because the deduplicationId makes QStash
-    // drop the copy. Two quick retries (~100 + 200 ms) ride out a connection reset without
-    // holding the user's enqueue request for seconds (the SDK default is 5 with exp backoff).
-    retry: { retries: 2, backoff: (n) => 100 * 2 ** n },
-  });
+  // Given explicitly, so nothing falls back to QSTASH_* / QSTASH_REGION env vars or a dev server.
+  const baseUrl = (options.baseUrl ?? DEFAULT_QSTASH_URL).replace(/\/$/, "");
   const workerUrl = `${options.appUrl}/api/worker`;
   const dlqUrl = `${options.appUrl}/api/dlq`;
+  const publishUrl = new URL([baseUrl, "v2", "publish", workerUrl].join("/")).toString();
 
   return {
     async publishJob({ jobId, dedupId, notBefore }) {
+      const headers: Record<string, string> = {
+        authorization: `Bearer ${options.token}`,
+        "content-type": "application/json",
+        "upstash-method": "POST",
+        "upstash-retries": options.retries.toFixed(0),
+        "upstash-failure-callback": dlqUrl,
+        "upstash-deduplication-id": dedupId,
+        // The DLQ callback is where a delivery failure is refunded; it is idempotent (a
+        // guarded transition), so let it ride out a short database outage.
+        "upstash-failure-callback-retries": String(options.failureCallbackRetries ?? 3),
+      };
+      if (notBefore)
+        headers["upstash-not-before"] = Math.ceil(notBefore.getTime() / 1000).toFixed(0);
+      const res = await send(publishUrl, headers, JSON.stringify({ jobId }));
+      if (!res.ok) {
+        const message = await refusal(res);
+        throw new UpstreamError("qstash", `publish refused: ${message.slice(0, 200)}`, res.status);
+      }
       try {
-        const res = await client.publishJSON({
-          url: workerUrl,
-          body: { jobId },
-          retries: options.retries,
-          failureCallback: dlqUrl,
-          deduplicationId: dedupId,
-          ...(notBefore ? { notBefore: Math.ceil(notBefore.getTime() / 1000) } : {}),
-          // The DLQ callback is where a delivery failure is refunded; it is idempotent (a
-          // guarded transition), so let it ride out a short database outage.
-          headers: {
-            "Upstash-Failure-Callback-Retries": String(options.failureCallbackRetries ?? 3),
-          },
-        });
-        return { messageId: res.messageId, deduplicated: res.deduplicated === true };
+        const body = (await res.json()) as { messageId: string; deduplicated?: boolean };
+        return { messageId: body.messageId, deduplicated: body.deduplicated === true };
       } catch (err) {
-        if (err instanceof QstashError) {
-          throw new UpstreamError(
-            "qstash",
-            `publish refused: ${err.message.slice(0, 200)}`,
-            err.status,
-          );
-        }
-        throw new UpstreamError(
-          "qstash",
-          `publish failed: ${err instanceof Error ? err.message : String(err)}`,
-        );
+        throw new UpstreamError("qstash", `publish failed: ${errorText(err)}`);
       }
     },
   };
+}
+
+const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+/**
+ * Retries only when fetch throws (no HTTP response). A publish whose response was lost may
+ * already be queued; retrying it is safe because the deduplication id makes QStash drop the
+ * copy. Two quick retries (~100 + 200 ms) ride out a connection reset without holding the
+ * user's enqueue request for seconds (what the SDK was configured to do).
+ */
+async function send(url: string, headers: Record<string, string>, body: string): Promise<Response> {
+  const retries = 2;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await fetch(url, { method: "POST", headers, body });
+    } catch (err) {
+      if (attempt >= retries)
+        throw new UpstreamError("qstash", `publish failed: ${errorText(err)}`);
+      log.warn("qstash_publish_retry", { attempt: attempt + 1, error: errorText(err) });
+      await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** attempt));
+    }
+  }
+}
+
+/** The message the SDK's errors carried for a non-2xx answer (429s name their limits). */
+async function refusal(res: Response): Promise<string> {
+  const h = (name: string) => res.headers.get(name);
+  if (res.status === 429) {
+    if (h("x-ratelimit-limit-requests")) {
+      return `Exceeded chat rate limit. ${JSON.stringify({
+        "limit-requests": h("x-ratelimit-limit-requests"),
+        "limit-tokens": h("x-ratelimit-limit-tokens"),
+        "remaining-requests": h("x-ratelimit-remaining-requests"),
+        "remaining-tokens": h("x-ratelimit-remaining-tokens"),
+        "reset-requests": h("x-ratelimit-reset-requests"),
+        "reset-tokens": h("x-ratelimit-reset-tokens"),
+      })}`;
+    }
+    if (h("RateLimit-Limit")) {
+      return `Exceeded daily rate limit. ${JSON.stringify({
+        limit: h("RateLimit-Limit"),
+        remaining: h("RateLimit-Remaining"),
+        reset: h("RateLimit-Reset"),
+      })}`;
+    }
+    return `Exceeded burst rate limit. ${JSON.stringify({
+      limit: h("Burst-RateLimit-Limit"),
+      remaining: h("Burst-RateLimit-Remaining"),
+      reset: h("Burst-RateLimit-Reset"),
+    })}`;
+  }
+  const body = await res.text();
+  return body.length > 0 ? body : `Error: status=${res.status}`;
 }
 
 /** Signing keys and the exact public URL of the route being verified. */
@@ -105,6 +149,7 @@ export async function verifyQStashRequest(req: Request, options: VerifyOptions):
   const signature = req.headers.get("upstash-signature");
   if (!signature) throw invalidSignature();
   const body = await req.text();
+  const { Receiver, SignatureError } = await import("@upstash/qstash");
   const receiver = new Receiver({
     currentSigningKey: options.currentSigningKey,
     nextSigningKey: options.nextSigningKey,
