@@ -102,6 +102,28 @@ function importGraph(dir: string, handler: string): string[] {
 
 const packageOf = (url: string) => /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)?.[1];
 
+/**
+ * What each package the handler loads costs on its own: the entry points the handler's graph
+ * resolved into it, imported alone in a fresh process in the function's folder (median of `runs`).
+ */
+function packageCosts(dir: string, graph: string[], runs: number) {
+  const entries = new Map<string, string[]>();
+  for (const url of graph) {
+    const pkg = packageOf(url);
+    if (!pkg) continue;
+    const list = entries.get(pkg) ?? [];
+    list.push(url);
+    entries.set(pkg, list);
+  }
+  const out: { package: string; files: number; importMsMedian: number }[] = [];
+  for (const [pkg, urls] of entries) {
+    const script = `const t = performance.now(); for (const u of ${JSON.stringify(urls)}) { try { await import(u); } catch {} } process.stdout.write(String(performance.now() - t));`;
+    const ms = Array.from({ length: runs }, () => Number(node(dir, script).stdout));
+    out.push({ package: pkg, files: urls.length, importMsMedian: round(median(ms), 1) });
+  }
+  return out.sort((a, b) => b.importMsMedian - a.importMsMedian);
+}
+
 export async function runColdStart(opts: { quick: boolean }) {
   const runs = opts.quick ? 5 : 10;
   const build = await ensureBuilt();
@@ -127,6 +149,7 @@ export async function runColdStart(opts: { quick: boolean }) {
       const samples = Array.from({ length: runs }, () => importOnce(dir, vc.handler));
       const importMs = median(samples.map((s) => s.importMs));
       const mustNot = MUST_NOT_HAVE_OPENAI.has(name);
+      const breakdown = name === TARGETED ? packageCosts(dir, graph, runs) : null;
       const row = {
         function: name,
         handler: vc.handler,
@@ -141,6 +164,7 @@ export async function runColdStart(opts: { quick: boolean }) {
         importMsRuns: samples.map((s) => round(s.importMs, 1)),
         processWallMsMedian: round(median(samples.map((s) => s.wallMs)), 1),
         targeted: name === TARGETED,
+        breakdown,
         met:
           name === TARGETED
             ? importMs < TARGET_MS && !hasOpenAI && !openaiShipped
@@ -193,5 +217,15 @@ export function printColdStart(r: Awaited<ReturnType<typeof runColdStart>>): str
       x.targeted ? `< ${r.targetMs} ms, no OpenAI` : x.openaiAllowed ? "—" : "no OpenAI",
       x.met === null ? "—" : x.met ? "yes" : "NO",
     ]),
-  )}\n\nempty module in a fresh process (Node's own start): import ${r.baseline.importMsMedian} ms, process ${r.baseline.processWallMsMedian} ms; Node ${r.node}; ${r.runs} runs each; build ${r.build.built ? "made now" : `from ${r.build.at}`}`;
+  )}\n\n${r.rows
+    .filter((x) => x.breakdown)
+    .map(
+      (x) =>
+        `${x.function}, each package alone (files, import ms median): ${(x.breakdown ?? [])
+          .map((b) => `${b.package} ${b.files} files ${b.importMsMedian} ms`)
+          .join("; ")}`,
+    )
+    .join(
+      "\n",
+    )}\n\nempty module in a fresh process (Node's own start): import ${r.baseline.importMsMedian} ms, process ${r.baseline.processWallMsMedian} ms; Node ${r.node}; ${r.runs} runs each; build ${r.build.built ? "made now" : `from ${r.build.at}`}`;
 }
