@@ -17,6 +17,10 @@
  *   the clock stops when the last job's result is written. The failure path is a task that
  *   throws, with `maxAttempts: 1` (retries exhausted at once: permanently failed).
  *
+ * Counted, not guessed: each run's write transactions (the server's next transaction id, before
+ * and after) per job, and the connections each system keeps working at C (graphile-worker's
+ * producers and runner are two sets of C).
+ *
  * Tuned, and only this: the peers' pool sizes (pg-boss defaults to 10 connections, so C = 32
  * would be pool-bound; graphile-worker's producers get C). Everything else is each library's
  * default: pg-boss's supervisor and scheduler on, graphile-worker with LISTEN/NOTIFY, prepared
@@ -155,6 +159,18 @@ async function graphileWorker(db: BenchDb, c: number, path: Path) {
   return { runner, close };
 }
 
+/**
+ * The next transaction id: its growth over a run is the write transactions the run committed
+ * (or aborted), counted by the server, without taking an id itself. Each lifecycle step of each
+ * system writes, so this counts the round trips that change state.
+ */
+async function nextXid(db: BenchDb): Promise<number> {
+  const { rows } = await db.admin.query<{ x: string }>(
+    "select pg_snapshot_xmax(pg_current_snapshot())::text as x",
+  );
+  return Number(rows[0]?.x);
+}
+
 /** What each system left behind, counted in its own tables (the bench's own check on itself). */
 async function finalStates(db: BenchDb) {
   const q = async (sql: string) => (await db.admin.query(sql)).rows;
@@ -186,6 +202,7 @@ export async function runPeers(opts: { quick: boolean }) {
           ["graphile-worker", await graphileWorker(db, c, path)],
         ];
         const perSec: Record<System, number[]> = { ours: [], "pg-boss": [], "graphile-worker": [] };
+        const writes: Record<System, number[]> = { ours: [], "pg-boss": [], "graphile-worker": [] };
         let unexpected = 0;
         let emptyFetches = 0;
         try {
@@ -193,9 +210,12 @@ export async function runPeers(opts: { quick: boolean }) {
             // Repeat 0 warms plans, pools and caches; it is not counted.
             for (const [name, s] of systems) {
               const count = r === 0 ? Math.min(100, n) : n;
+              const before = await nextXid(db);
               const res = await s.runner(count);
+              const after = await nextXid(db);
               if (r > 0) {
                 perSec[name].push((count * 1000) / res.ms);
+                writes[name].push((after - before) / count);
                 if (name === "ours") unexpected += res.unexpected;
                 if (name === "pg-boss") emptyFetches += res.unexpected;
               }
@@ -215,6 +235,10 @@ export async function runPeers(opts: { quick: boolean }) {
           oursOverGraphile: round(m("ours") / m("graphile-worker"), 2),
           metPgBoss: m("ours") / m("pg-boss") >= 1.5,
           metGraphile: m("ours") / m("graphile-worker") >= 1.0,
+          writeTransactionsPerJob: Object.fromEntries(
+            Object.entries(writes).map(([k, v]) => [k, round(median(v), 2)]),
+          ),
+          connectionsBusy: { ours: c, pgBoss: c, graphileWorker: 2 * c },
           unexpectedOutcomes: unexpected,
           pgBossEmptyFetches: emptyFetches,
           runs: Object.fromEntries(
@@ -267,6 +291,8 @@ export function printPeers(r: Awaited<ReturnType<typeof runPeers>>): string {
       "target",
       "ours / graphile",
       "target",
+      "write tx / job (ours, pg-boss, graphile)",
+      "connections working",
       "unexpected",
     ],
     r.rows.map((x) => [
@@ -279,6 +305,8 @@ export function printPeers(r: Awaited<ReturnType<typeof runPeers>>): string {
       x.metPgBoss ? ">= 1.5 yes" : ">= 1.5 NO",
       x.oursOverGraphile as number,
       x.metGraphile ? ">= 1.0 yes" : ">= 1.0 NO",
+      Object.values(x.writeTransactionsPerJob as Record<string, number>).join(" / "),
+      `${x.connections} / ${x.connections} / ${2 * (x.connections as number)}`,
       x.unexpectedOutcomes as number,
     ]),
   );
