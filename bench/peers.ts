@@ -17,6 +17,9 @@
  *   the clock stops when the last job's result is written. The failure path is a task that
  *   throws, with `maxAttempts: 1` (retries exhausted at once: permanently failed).
  *
+ * - ours, split: the same three calls in graphile-worker's shape, C loops enqueueing while C
+ *   other loops start and end (not a target row; it shows what the shape is worth).
+ *
  * Counted, not guessed: each run's write transactions (the server's next transaction id, before
  * and after) per job, and the connections each system keeps working at C (graphile-worker's
  * producers and runner are two sets of C).
@@ -36,7 +39,7 @@ import { type BenchDb, createUsers, driftRows, startBenchDb } from "./support/pg
 import { log, median, pool, root, round, table, writeResult } from "./support/util.ts";
 
 type Path = "success" | "failure";
-type System = "ours" | "pg-boss" | "graphile-worker";
+type System = "ours" | "pg-boss" | "graphile-worker" | "ours, split";
 /**
  * Runs `n` jobs' whole lives on C loops; resolves to the wall time in ms and oddities: for ours
  * an outcome other than the expected one, for pg-boss a fetch that found nothing (retried).
@@ -45,45 +48,88 @@ type Runner = (n: number) => Promise<{ ms: number; unexpected: number }>;
 
 const silent = new Logger(() => () => {});
 
-async function ours(db: BenchDb, c: number, users: string[], path: Path) {
-  const service = db.service(c);
-  const clients = await Promise.all(Array.from({ length: c }, () => service.connect()));
+/**
+ * Ours. `split` false: each of C loops runs a job's whole life on its one connection (the
+ * issue's shape). `split` true: C loops enqueue while C other loops start and end what was
+ * enqueued, graphile-worker's shape (and production's: the API enqueues, the worker claims).
+ */
+async function ours(db: BenchDb, c: number, users: string[], path: Path, split = false) {
+  const service = db.service(split ? 2 * c : c);
+  const clients = await Promise.all(
+    Array.from({ length: split ? 2 * c : c }, () => service.connect()),
+  );
   const end =
     path === "success"
       ? "select public.complete_job(p_job_id => $1, p_attempt => 1, p_output => 'bench output') as r"
       : `select public.fail_job(p_job_id => $1, p_reason => 'model_refused',
            p_error => 'bench: refused', p_attempt => 1) as r`;
   const endOutcome = path === "success" ? "completed" : "failed";
-  const runner: Runner = async (n) => {
-    let unexpected = 0;
+  let unexpected = 0;
+  const enqueue = async (cl: pg.PoolClient, i: number) => {
+    const e = await cl.query({
+      name: "bench_enqueue",
+      text: "select public.enqueue_job(p_user_id => $1, p_prompt => $2) as r",
+      values: [users[i % users.length], `Write a short note about queues and quotas. #${i}`],
+    });
+    const id = e.rows[0]?.r?.job?.id as string | undefined;
+    if (!id) unexpected++;
+    return id;
+  };
+  const work = async (cl: pg.PoolClient, id: string) => {
+    const s = await cl.query({
+      name: "bench_start",
+      text: "select public.start_job(p_job_id => $1) as r",
+      values: [id],
+    });
+    if (s.rows[0]?.r?.outcome !== "started") unexpected++;
+    const f = await cl.query({ name: `bench_${path}`, text: end, values: [id] });
+    if (f.rows[0]?.r?.outcome !== endOutcome) unexpected++;
+  };
+  const whole: Runner = async (n) => {
+    unexpected = 0;
     const ms = await pool(c, n, async (i, w) => {
       const cl = clients[w] as pg.PoolClient;
-      const e = await cl.query({
-        name: "bench_enqueue",
-        text: "select public.enqueue_job(p_user_id => $1, p_prompt => $2) as r",
-        values: [users[i % users.length], `Write a short note about queues and quotas. #${i}`],
-      });
-      const id = e.rows[0]?.r?.job?.id as string | undefined;
-      if (!id) {
-        unexpected++;
-        return;
-      }
-      const s = await cl.query({
-        name: "bench_start",
-        text: "select public.start_job(p_job_id => $1) as r",
-        values: [id],
-      });
-      if (s.rows[0]?.r?.outcome !== "started") unexpected++;
-      const f = await cl.query({ name: `bench_${path}`, text: end, values: [id] });
-      if (f.rows[0]?.r?.outcome !== endOutcome) unexpected++;
+      const id = await enqueue(cl, i);
+      if (id) await work(cl, id);
     });
     return { ms, unexpected };
+  };
+  const pipelined: Runner = async (n) => {
+    unexpected = 0;
+    const ready: (string | undefined)[] = [];
+    let waiting: (() => void)[] = [];
+    let taken = 0;
+    const wake = () => {
+      const w = waiting;
+      waiting = [];
+      for (const f of w) f();
+    };
+    const started = performance.now();
+    const producers = pool(c, n, async (i, w) => {
+      ready.push(await enqueue(clients[w] as pg.PoolClient, i));
+      wake();
+    });
+    const workers = Array.from({ length: c }, async (_, w) => {
+      const cl = clients[c + w] as pg.PoolClient;
+      while (taken < n) {
+        if (ready.length === 0) {
+          await new Promise<void>((resolve) => waiting.push(resolve));
+          continue;
+        }
+        const id = ready.shift();
+        taken++;
+        if (id) await work(cl, id);
+      }
+      wake();
+    });
+    await Promise.all([producers, ...workers]);
+    return { ms: performance.now() - started, unexpected };
   };
   const close = async () => {
     for (const cl of clients) cl.release();
     await service.end();
   };
-  return { runner, close };
+  return { runner: split ? pipelined : whole, close };
 }
 
 async function pgBoss(db: BenchDb, c: number, path: Path) {
@@ -200,9 +246,20 @@ export async function runPeers(opts: { quick: boolean }) {
           ["ours", await ours(db, c, users, path)],
           ["pg-boss", await pgBoss(db, c, path)],
           ["graphile-worker", await graphileWorker(db, c, path)],
+          ["ours, split", await ours(db, c, users, path, true)],
         ];
-        const perSec: Record<System, number[]> = { ours: [], "pg-boss": [], "graphile-worker": [] };
-        const writes: Record<System, number[]> = { ours: [], "pg-boss": [], "graphile-worker": [] };
+        const perSec: Record<System, number[]> = {
+          ours: [],
+          "pg-boss": [],
+          "graphile-worker": [],
+          "ours, split": [],
+        };
+        const writes: Record<System, number[]> = {
+          ours: [],
+          "pg-boss": [],
+          "graphile-worker": [],
+          "ours, split": [],
+        };
         let unexpected = 0;
         let emptyFetches = 0;
         try {
@@ -216,7 +273,7 @@ export async function runPeers(opts: { quick: boolean }) {
               if (r > 0) {
                 perSec[name].push((count * 1000) / res.ms);
                 writes[name].push((after - before) / count);
-                if (name === "ours") unexpected += res.unexpected;
+                if (name === "ours" || name === "ours, split") unexpected += res.unexpected;
                 if (name === "pg-boss") emptyFetches += res.unexpected;
               }
             }
@@ -233,12 +290,14 @@ export async function runPeers(opts: { quick: boolean }) {
           graphileWorker: round(m("graphile-worker"), 0),
           oursOverPgBoss: round(m("ours") / m("pg-boss"), 2),
           oursOverGraphile: round(m("ours") / m("graphile-worker"), 2),
+          oursSplit: round(m("ours, split"), 0),
+          oursSplitOverGraphile: round(m("ours, split") / m("graphile-worker"), 2),
           metPgBoss: m("ours") / m("pg-boss") >= 1.5,
           metGraphile: m("ours") / m("graphile-worker") >= 1.0,
           writeTransactionsPerJob: Object.fromEntries(
             Object.entries(writes).map(([k, v]) => [k, round(median(v), 2)]),
           ),
-          connectionsBusy: { ours: c, pgBoss: c, graphileWorker: 2 * c },
+          connectionsBusy: { ours: c, pgBoss: c, graphileWorker: 2 * c, oursSplit: 2 * c },
           unexpectedOutcomes: unexpected,
           pgBossEmptyFetches: emptyFetches,
           runs: Object.fromEntries(
@@ -291,8 +350,10 @@ export function printPeers(r: Awaited<ReturnType<typeof runPeers>>): string {
       "target",
       "ours / graphile",
       "target",
-      "write tx / job (ours, pg-boss, graphile)",
+      "write tx / job (ours, pg-boss, graphile, ours split)",
       "connections working",
+      "ours split (C enqueue + C work)",
+      "split / graphile",
       "unexpected",
     ],
     r.rows.map((x) => [
@@ -306,7 +367,9 @@ export function printPeers(r: Awaited<ReturnType<typeof runPeers>>): string {
       x.oursOverGraphile as number,
       x.metGraphile ? ">= 1.0 yes" : ">= 1.0 NO",
       Object.values(x.writeTransactionsPerJob as Record<string, number>).join(" / "),
-      `${x.connections} / ${x.connections} / ${2 * (x.connections as number)}`,
+      `${x.connections} / ${x.connections} / ${2 * (x.connections as number)} / ${2 * (x.connections as number)}`,
+      x.oursSplit as number,
+      x.oursSplitOverGraphile as number,
       x.unexpectedOutcomes as number,
     ]),
   );
