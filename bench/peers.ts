@@ -162,6 +162,7 @@ async function pgBoss(db: BenchDb, c: number, path: Path) {
 async function graphileWorker(db: BenchDb, c: number, path: Path) {
   const producers = new pg.Pool({ connectionString: db.url, max: c });
   producers.on("error", () => {});
+  producers.on("connect", (client) => client.on("error", () => {}));
   const utils = await makeWorkerUtils({ pgPool: producers, logger: silent });
   await utils.migrate();
   let done = 0;
