@@ -1,11 +1,12 @@
 /**
- * `npm run bench`: every section, or some (`--only=sql,cold` / `--sql --cold`), `--quick` for a
+ * `npm run bench`: every section, or some (`--only=sql,peers,cold` / `--sql --cold`), `--quick` for a
  * short run. Each section writes bench/results/<section>.json and prints its table; the run
  * writes bench/results/summary.json with the machine and the time each section took.
  */
 import { printColdStart, runColdStart } from "./cold-start.ts";
 import { printGrowth, runGrowth } from "./growth.ts";
 import { printHttp, runHttp } from "./http.ts";
+import { printPeers, runPeers } from "./peers.ts";
 import { printRoundtrips, runRoundtrips } from "./roundtrips.ts";
 import { printSqlThroughput, runSqlThroughput } from "./sql-throughput.ts";
 import {
@@ -22,13 +23,15 @@ const flags = parseFlags(process.argv.slice(2));
 const titles: Record<Section, string> = {
   roundtrips: "1. Round trips per flow (counted at the stand-ins)",
   sql: "2. SQL throughput against the floor",
+  peers: "2b. A job's whole life: ours, pg-boss and graphile-worker on the same database",
   http: "3. HTTP through the local stack",
-  cold: "4. Cold start (esbuild bundles, fresh Node process)",
+  cold: "4. Cold start (the built .vercel/output, fresh Node 22 process)",
   growth: "5. Growth (10k / 100k / 1M jobs) and the sweeper",
 };
 const run: Record<Section, (o: { quick: boolean }) => Promise<string>> = {
   roundtrips: async (o) => printRoundtrips(await runRoundtrips(o)),
   sql: async (o) => printSqlThroughput(await runSqlThroughput(o)),
+  peers: async (o) => printPeers(await runPeers(o)),
   http: async (o) => printHttp(await runHttp(o)),
   cold: async (o) => printColdStart(await runColdStart(o)),
   growth: async (o) => printGrowth(await runGrowth(o)),

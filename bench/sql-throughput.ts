@@ -393,5 +393,16 @@ export function printSqlThroughput(r: Awaited<ReturnType<typeof runSqlThroughput
       `${(h.activeLimit as { enqueued: number }).enqueued} of ${(h.activeLimit as { attempts: number }).attempts}`,
     ]),
   );
-  return `${main}\n\n${hot}\n\ndrift rows after the run: ${r.drift}`;
+  // Target: from 8 to 32 connections ours may drop no more than the floor does (when the floor
+  // does not drop, ours must not drop).
+  const at = (op: string, c: number) => r.rows.find((x) => x.op === op && x.connections === c);
+  const scaling = table(
+    ["op", "ours 32 / 8 conns", "floor 32 / 8 conns", "met (ours drops no more than the floor)"],
+    [...new Set(r.rows.map((x) => x.op as string))].map((op) => {
+      const o = (at(op, 32)?.oursOpsPerSec as number) / (at(op, 8)?.oursOpsPerSec as number);
+      const f = (at(op, 32)?.floorOpsPerSec as number) / (at(op, 8)?.floorOpsPerSec as number);
+      return [op, round(o, 2), round(f, 2), o >= Math.min(1, f) ? "yes" : "NO"];
+    }),
+  );
+  return `${main}\n\n${scaling}\n\n${hot}\n\ndrift rows after the run: ${r.drift}`;
 }

@@ -1,10 +1,17 @@
 /**
- * The database port: supabase-js `rpc` calls only, through one helper that checks `error`
+ * The database port: PostgREST `rpc` calls only, through one helper that checks `error`
  * before `data`. A failed call (status 0 network failure, 5xx, 40001, 57014, PGRST*, or a
  * 4xx from a raise) is a thrown DatabaseError; only what the function returned is data.
  * docs/DESIGN.md#a-write-error-read-as-already-done: a write error read as "zero rows, someone else did it" loses the work silently.
+ *
+ * The client is `@supabase/postgrest-js`, the PostgREST client inside supabase-js, imported on
+ * its own as its docs suggest for bundle-sensitive code: `.rpc()` is the only call the app
+ * makes, and supabase-js's `createClient` would load the auth, realtime, storage and functions
+ * clients with it (43 more files and about 2 MB in every function that talks to the database,
+ * the largest share of a cold start). The request is the one supabase-js sends
+ * (`POST /rest/v1/rpc/<fn>`, the key as `apikey` and Bearer token).
  */
-import { createClient } from "@supabase/supabase-js";
+import { PostgrestClient } from "@supabase/postgrest-js";
 import { DatabaseError } from "./errors.ts";
 
 /** Calls one SQL function by name with named arguments; resolves to the jsonb it returned. */
@@ -24,15 +31,17 @@ export interface DbOptions {
  * const result = await rpc("get_usage", { p_user_id: userId });
  */
 export function createRpc(options: DbOptions): Rpc {
-  const baseFetch = options.fetch ?? fetch;
-  const timeoutMs = options.timeoutMs ?? 10_000;
-  const client = createClient(options.url, options.serviceRoleKey, {
-    auth: { persistSession: false, autoRefreshToken: false, detectSessionInUrl: false },
-    global: {
-      fetch: (input, init) =>
-        baseFetch(input, { ...init, signal: init?.signal ?? AbortSignal.timeout(timeoutMs) }),
+  const client = new PostgrestClient(
+    new URL("rest/v1", options.url.endsWith("/") ? options.url : `${options.url}/`).href,
+    {
+      headers: {
+        apikey: options.serviceRoleKey,
+        authorization: `Bearer ${options.serviceRoleKey}`,
+      },
+      fetch: options.fetch,
+      timeout: options.timeoutMs ?? 10_000,
     },
-  });
+  );
   return async (fn, args) => {
     const { data, error, status } = await client.rpc(fn, args);
     if (error) {
