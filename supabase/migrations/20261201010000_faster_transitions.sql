@@ -8,8 +8,8 @@
 --   guarantee and skips the call on every other update.
 -- - The small helpers (job_json, period_start, usage_object, period_end) are `sql` functions
 --   with `set search_path`, which PostgreSQL never inlines: each call was planned afresh. The
---   PL/pgSQL helpers (log_event, plan_for, refund, end_with_refund) each paid a function call,
---   a search_path change and its own executor start. On the hot paths their bodies are now
+--   PL/pgSQL helpers (log_event, refund, end_with_refund) each paid a function call, a
+--   search_path change and its own executor start. On the hot paths their bodies are now
 --   written in place, and the writes of one transition (job row, counter, event row) are one
 --   statement (data-modifying CTEs), so a transition costs one or two statements, not six to ten.
 --   The helpers stay: the sweeper and the reads still use them, and their rare paths
@@ -117,7 +117,7 @@ begin
   -- statement: the reads below must take their snapshot after the lock is granted.
   perform pg_advisory_xact_lock(hashtextextended('quota_jobs.enqueue:' || p_user_id::text, 0));
 
-  -- private.plan_for and private.period_start in place, the counter and the active jobs: one
+  -- private.period_start in place, the counter and the active jobs: one
   -- statement. The plan's fields are read one by one, into the plan row the refusals report.
   select p.id, p.name, p.period, p.units_per_period, p.max_active_jobs, b.period_start,
     (select q.units_used from public.quota_usage q
@@ -130,10 +130,9 @@ begin
   cross join lateral (
     select date_trunc(p.period, p_now at time zone 'UTC') at time zone 'UTC' as period_start
   ) b
-  where p.id = coalesce(
-    (select up.plan_id from public.user_plans up where up.user_id = p_user_id),
-    'free'
-  );
+  -- private.plan_for stays a call: it alone may read auth.users (an anonymous sign-in gets the
+  -- plan marked for anonymous users, or none), which this function's caller cannot.
+  where p.id = (select (private.plan_for(p_user_id)).id);
 
   if p_idempotency_key is not null then
     select * into v_job from public.generation_jobs j
