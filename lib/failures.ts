@@ -4,8 +4,9 @@
  * worker, a cancel, the sweeper) already owns its side effects, so an already-final job is a
  * no-op: no second refund and no second alert.
  */
-import type { Deps } from "./deps.ts";
+
 import { log } from "./log.ts";
+import type { Deps } from "./ports.ts";
 import type { FailureCallback } from "./queue.ts";
 
 export async function handleDeliveryFailure(
