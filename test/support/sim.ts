@@ -29,7 +29,7 @@ import { createAuth } from "../../lib/auth.ts";
 import { type Config, loadConfig } from "../../lib/config.ts";
 import type { Deps } from "../../lib/deps.ts";
 import { enqueueJob } from "../../lib/enqueue.ts";
-import { handleDeliveryFailure } from "../../lib/failures.ts";
+import { handleDeliveryFailure } from "../../lib/failure-callback.ts";
 import { createJobs } from "../../lib/jobs.ts";
 import { createModel, ModelOutputError } from "../../lib/model.ts";
 import { createProviderGate } from "../../lib/provider-gate.ts";
