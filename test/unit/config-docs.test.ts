@@ -41,19 +41,4 @@ describe("one declaration per variable (lib/config.ts VARIABLES)", () => {
     expect(config.openaiModel).toBe("gpt-4o-mini");
     expect(config.qstashUrl).toBeUndefined();
   });
-
-  test("required means: no default and not optional", () => {
-    expect(names.filter(isRequired)).toEqual([
-      "SUPABASE_URL",
-      "SUPABASE_SERVICE_ROLE_KEY",
-      "QSTASH_TOKEN",
-      "QSTASH_CURRENT_SIGNING_KEY",
-      "QSTASH_NEXT_SIGNING_KEY",
-      "UPSTASH_REDIS_REST_URL",
-      "UPSTASH_REDIS_REST_TOKEN",
-      "OPENAI_API_KEY",
-      "APP_URL",
-      "CRON_SECRET",
-    ]);
-  });
 });
