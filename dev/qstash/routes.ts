@@ -1,5 +1,6 @@
 import { DEV_SIGNING_KEYS, DEV_TOKEN } from "./constants.ts";
 import type { Engine } from "./engine.ts";
+import { CANCEL_FILTERS, DLQ_FILTERS, parseFilter } from "./filters.ts";
 import { parsePublish } from "./publish.ts";
 import { dlqView, messageView } from "./views.ts";
 
@@ -42,20 +43,25 @@ export async function handle(request: Request, ctx: RouteContext): Promise<Respo
     }
   }
   if (method === "DELETE" && path === "/v2/messages") {
-    const ids = url.searchParams.getAll("messageIds");
-    const targets = ids.length > 0 ? ids : engine.activeIds();
-    return json({ cancelled: targets.filter((id) => engine.cancel(id)).length });
+    // No filter at all cancels every message, as documented (the SDK's `{ all: true }`).
+    const filter = parseFilter(url.searchParams, CANCEL_FILTERS);
+    if (filter.outcome === "refused") return error(filter.error, filter.status);
+    return json({ cancelled: engine.cancelWhere(filter.match) });
   }
 
   if (path === "/v2/dlq" && method === "GET") {
-    const page = engine.dlq.page(url.searchParams);
+    const filter = parseFilter(url.searchParams, DLQ_FILTERS("GET /v2/dlq"));
+    if (filter.outcome === "refused") return error(filter.error, filter.status);
+    const page = engine.dlq.page(filter);
     return json({
       messages: page.entries.map(dlqView),
       ...(page.cursor ? { cursor: page.cursor } : {}),
     });
   }
   if (path === "/v2/dlq" && method === "DELETE") {
-    const page = engine.dlq.page(url.searchParams);
+    const filter = parseFilter(url.searchParams, DLQ_FILTERS("DELETE /v2/dlq"));
+    if (filter.outcome === "refused") return error(filter.error, filter.status);
+    const page = engine.dlq.page(filter);
     const deleted = page.entries.filter((e) => engine.dlq.delete(e.dlqId)).length;
     return json({ deleted, ...(page.cursor ? { cursor: page.cursor } : {}) });
   }
@@ -63,7 +69,9 @@ export async function handle(request: Request, ctx: RouteContext): Promise<Respo
   if (retryId && method === "POST") {
     const single = retryId[1];
     const query = single === undefined ? url.searchParams : new URLSearchParams({ dlqIds: single });
-    const page = engine.dlq.page(query);
+    const filter = parseFilter(query, DLQ_FILTERS("POST /v2/dlq/retry"));
+    if (filter.outcome === "refused") return error(filter.error, filter.status);
+    const page = engine.dlq.page(filter);
     if (single !== undefined && page.entries.length === 0)
       return error("dlq message not found", 404);
     const responses = page.entries.map((entry) => {

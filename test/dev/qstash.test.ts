@@ -414,6 +414,115 @@ test("a pending message can be read and cancelled; it is never delivered and is 
   expect(qstash.stats()).toMatchObject({ pending: 0, delivered: 0 });
 });
 
+test("a bulk cancel by filter cancels only the matching messages; no filter at all cancels the rest", async () => {
+  const { qstash, client } = await startStandIn({ timeScale: 1 });
+  const receiver = await startReceiver();
+  const publish = (path: string, label?: string) =>
+    client.publishJSON({
+      url: `${receiver.base}${path}`,
+      body: {},
+      delay: "1h",
+      ...(label ? { label } : {}),
+    });
+  const a = await publish("/a", "alpha");
+  const b = await publish("/b", "beta");
+  const c = await publish("/c");
+  const pending = async () => {
+    const alive: string[] = [];
+    for (const { messageId } of [a, b, c])
+      if (await client.messages.get(messageId).catch(() => undefined)) alive.push(messageId);
+    return alive;
+  };
+
+  expect(await client.messages.cancel({ filter: { label: "alpha" } })).toEqual({ cancelled: 1 });
+  expect(await pending()).toEqual([b.messageId, c.messageId]);
+  expect(await client.messages.cancel({ filter: { label: ["nope", "alpha"] } })).toEqual({
+    cancelled: 0,
+  });
+  expect(
+    await client.messages.cancel({
+      filter: { url: `${receiver.base}/b`, fromDate: Date.now() + 60_000 },
+    }),
+  ).toEqual({ cancelled: 0 });
+  // Filters the stand-in has nothing for (URL groups, queues, schedules, flow control) match none.
+  expect(await client.messages.cancel({ filter: { queueName: "q" } })).toEqual({ cancelled: 0 });
+  expect(await client.messages.cancel({ filter: { url: `${receiver.base}/b` } })).toEqual({
+    cancelled: 1,
+  });
+  expect(await pending()).toEqual([c.messageId]);
+  expect(await client.messages.cancel({ all: true })).toEqual({ cancelled: 1 });
+  await idle(qstash);
+  expect(receiver.deliveries).toHaveLength(0);
+});
+
+test("a bulk cancel with a filter the stand-in does not implement is refused and cancels nothing", async () => {
+  const { qstash, client } = await startStandIn({ timeScale: 1 });
+  const receiver = await startReceiver();
+  await client.publishJSON({ url: `${receiver.base}/keep`, body: {}, delay: "1h" });
+
+  const host = await client.messages
+    .cancel({ filter: { host: "127.0.0.1" } })
+    .catch((e: unknown) => e);
+  expect(host).toBeInstanceOf(QstashError);
+  expect(host).toMatchObject({ status: 501 });
+  expect(JSON.parse((host as Error).message)).toEqual({
+    error: "filter host is not supported by the qstash stand-in (DELETE /v2/messages)",
+  });
+  const unknown = await client.messages
+    .cancel({ filter: { lable: "typo" } } as unknown as Parameters<
+      typeof client.messages.cancel
+    >[0])
+    .catch((e: unknown) => e);
+  expect(unknown).toMatchObject({ status: 400 });
+  expect(JSON.parse((unknown as Error).message).error).toMatch(
+    /^unknown filter lable for DELETE \/v2\/messages/,
+  );
+  await expect(client.messages.cancel({ filter: { label: "" } })).rejects.toMatchObject({
+    status: 400,
+  });
+  expect(qstash.stats().pending).toBe(1);
+});
+
+test("DLQ bulk delete, list and retry match only what the filter names, and refuse unknown filters", async () => {
+  const { qstash, client } = await startStandIn();
+  const receiver = await startReceiver(() => ({ status: 500 }));
+  for (const [path, label] of [
+    ["/x", "red"],
+    ["/y", "blue"],
+    ["/z", undefined],
+  ] as const)
+    await client.publishJSON({
+      url: `${receiver.base}${path}`,
+      body: {},
+      retries: 0,
+      ...(label ? { label } : {}),
+    });
+  await idle(qstash);
+  expect(qstash.stats().dlq).toBe(3);
+
+  const bogus = { filter: { colour: "red" } } as unknown as Parameters<typeof client.dlq.delete>[0];
+  await expect(client.dlq.delete(bogus)).rejects.toMatchObject({ status: 400 });
+  await expect(
+    client.dlq.retry(bogus as Parameters<typeof client.dlq.retry>[0]),
+  ).rejects.toMatchObject({ status: 400 });
+  await expect(
+    client.dlq.listMessages({ filter: { host: "127.0.0.1" } } as unknown as Parameters<
+      typeof client.dlq.listMessages
+    >[0]),
+  ).rejects.toMatchObject({ status: 400 });
+  expect(qstash.stats().dlq).toBe(3);
+
+  expect(await client.dlq.delete({ filter: { label: "red" } })).toEqual({ deleted: 1 });
+  const blue = await client.dlq.listMessages({ filter: { url: `${receiver.base}/y` } });
+  expect(blue.messages.map((m) => m.labels)).toEqual([["blue"]]);
+  expect(await client.dlq.delete({ filter: { responseStatus: 404 } })).toEqual({ deleted: 0 });
+  expect((await client.dlq.listMessages()).messages.map((m) => m.url).sort()).toEqual([
+    `${receiver.base}/y`,
+    `${receiver.base}/z`,
+  ]);
+  expect(await client.dlq.delete({ all: true })).toEqual({ deleted: 2 });
+});
+
 test("DLQ entries can be listed, read in pages, deleted one by one and in bulk", async () => {
   const { qstash, client } = await startStandIn();
   const receiver = await startReceiver(() => ({ status: 500 }));
