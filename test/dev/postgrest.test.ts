@@ -193,6 +193,22 @@ describe("results come back in PostgREST's shapes", () => {
     expect(count).toBe(4);
   });
 
+  test("count=exact on a function that returns one value, one row or void counts 1", async () => {
+    expect(await service.rpc("pgrst_test_double", { p_n: 2 }, { count: "exact" })).toMatchObject({
+      error: null,
+      data: 4,
+      count: 1,
+    });
+    expect(await service.rpc("pgrst_test_pair", { p_x: 1 }, { count: "exact" })).toMatchObject({
+      error: null,
+      count: 1,
+    });
+    expect(
+      await service.rpc("pgrst_test_log", { p_id: randomUUID() }, { count: "exact" }),
+    ).toMatchObject({ error: null, status: 204, count: 1 });
+    expect((await service.rpc("pgrst_test_double", { p_n: 2 })).count).toBeNull();
+  });
+
   test(".single() on a set: one row is the object, two rows is 406 PGRST116", async () => {
     expect((await service.rpc("pgrst_test_rows", { p_n: 1 }).single()).data).toEqual({
       i: 1,
