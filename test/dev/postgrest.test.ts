@@ -42,6 +42,12 @@ const fixtures = `
   create function public.pgrst_test_rows(p_n int) returns table (i int, label text) language sql
     as $$ select g, 'row ' || g from generate_series(1, p_n) g $$;
   create function public.pgrst_test_whole(jsonb) returns jsonb language sql as $$ select $1 $$;
+  create function public.pgrst_test_positional_text(text) returns text language sql as $$ select $1 $$;
+  create function public.pgrst_test_positional_int(int) returns int language sql as $$ select $1 $$;
+  create function public.pgrst_test_positional_two(int default 1, int default 2) returns int
+    language sql as $$ select $1 + $2 $$;
+  create function public.pgrst_test_mixed(p_a int, text default 'd') returns text language sql
+    as $$ select p_a || $2 $$;
   create function public.pgrst_test_over(p_a int) returns text language sql as $$ select 'int' $$;
   create function public.pgrst_test_over(p_a text) returns text language sql as $$ select 'text' $$;
   create function public.pgrst_test_over(p_a int, p_b int) returns text language sql as $$ select 'two' $$;
@@ -122,7 +128,9 @@ afterAll(async () => {
   await db?.query(`
     drop function if exists public.pgrst_test_echo, public.pgrst_test_doc, public.pgrst_test_double,
       public.pgrst_test_setting, public.pgrst_test_pair, public.pgrst_test_out, public.pgrst_test_series,
-      public.pgrst_test_rows, public.pgrst_test_whole, public.pgrst_test_over(int), public.pgrst_test_over(text),
+      public.pgrst_test_rows, public.pgrst_test_whole, public.pgrst_test_positional_text,
+      public.pgrst_test_positional_int, public.pgrst_test_positional_two, public.pgrst_test_mixed,
+      public.pgrst_test_over(int), public.pgrst_test_over(text),
       public.pgrst_test_over(int, int), public.pgrst_test_log, public.pgrst_test_log_then_fail,
       public.pgrst_test_raise, public.pgrst_test_missing_callee, public.pgrst_test_created,
       public.pgrst_test_wait, public.pgrst_test_private;
@@ -289,6 +297,37 @@ describe("function lookup", () => {
     });
     const missing = await service.rpc("pgrst_test_echo", { p_b: "only" });
     expect(missing).toMatchObject({ data: null, status: 404, error: { code: "PGRST202" } });
+  });
+
+  test("an unnamed parameter is filled positionally only when it is the one parameter and of a body type", async () => {
+    // The whole body goes to a function's one unnamed text/json parameter, as PostgREST does.
+    expect(await service.rpc("pgrst_test_positional_text", { "": "x" })).toMatchObject({
+      error: null,
+      data: '{"":"x"}',
+    });
+    // PostgREST does not even see functions with an unnamed int, or two unnamed, parameters.
+    for (const [fn, args, get] of [
+      ["pgrst_test_positional_int", { "": 5 }, false],
+      ["pgrst_test_positional_int", { "": 5 }, true],
+      ["pgrst_test_positional_two", { "": 1 }, false],
+      ["pgrst_test_positional_two", {}, false],
+    ] as const) {
+      const { error, data, status } = await service.rpc(fn, args, { get });
+      expect({ fn, get, code: error?.code, data, status }).toEqual({
+        fn,
+        get,
+        code: "PGRST202",
+        data: null,
+        status: 404,
+      });
+    }
+    // Beside named parameters an unnamed one has no name to be passed by.
+    expect((await service.rpc("pgrst_test_mixed", { p_a: 1 })).data).toBe("1d");
+    expect(await service.rpc("pgrst_test_mixed", { p_a: 1, "": "t" })).toMatchObject({
+      data: null,
+      status: 404,
+      error: { code: "PGRST202" },
+    });
   });
 
   test("overloads: names pick one, an ambiguous call is 300 PGRST203", async () => {
