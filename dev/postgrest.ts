@@ -23,6 +23,42 @@ import { buildCall, pickRoutine } from "./postgrest-routines.ts";
 
 export { mintAnonKey, mintServiceRoleKey } from "./postgrest-auth.ts";
 
+/** Query parameters PostgREST reserves for shaping a result rather than passing arguments. */
+const RESERVED = new Set([
+  "select",
+  "order",
+  "limit",
+  "offset",
+  "and",
+  "or",
+  "on_conflict",
+  "columns",
+]);
+/** A `key=op.value` filter (`?id=eq.1`, `?tag=not.in.(a,b)`), as PostgREST parses one. */
+const FILTER =
+  /^(not\.)?(eq|neq|gt|gte|lt|lte|like|ilike|match|imatch|in|is|isdistinct|fts|plfts|phfts|wfts|cs|cd|ov|sl|sr|nxr|nxl|adj)(\(\w+\))?\./;
+
+/**
+ * PostgREST filters, selects, orders and pages a function's result from the query string
+ * (`.select()`, `.eq()`, `.limit()` in supabase-js). The stand-in does none of it, so it
+ * refuses such a request instead of answering the whole, unshaped result.
+ */
+function refuseResultShaping(query: URLSearchParams, method: string): void {
+  const shaping = [...query].filter(
+    ([key, value]) => method === "POST" || RESERVED.has(key) || FILTER.test(value),
+  );
+  if (shaping.length === 0) return;
+  throw pgrstError(
+    501,
+    "PGRSTX01",
+    `Filtering, selecting, ordering or paging a result is not supported by this local stand-in: ${shaping
+      .map(([k, v]) => `${k}=${v}`)
+      .join("&")}`,
+    null,
+    "Call the function with its arguments only; shape the result in SQL.",
+  );
+}
+
 export interface PostgrestOptions {
   port: number;
   databaseUrl: string;
@@ -144,6 +180,7 @@ export async function startPostgrest(options: PostgrestOptions): Promise<Running
     const method = req.method ?? "GET";
     if (!["GET", "HEAD", "POST"].includes(method))
       throw pgrstError(405, "PGRST101", `Cannot use the ${method} method on RPC`);
+    refuseResultShaping(url.searchParams, method);
     const raw = await readBody(req);
     const who = await authenticate(req.headers, auth);
     const profile = req.headers[method === "POST" ? "content-profile" : "accept-profile"];

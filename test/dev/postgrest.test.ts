@@ -265,6 +265,24 @@ describe("results come back in PostgREST's shapes", () => {
     expect(status).toBe(405);
   });
 
+  test("filtering, selecting or paging a result is refused (501), never answered unshaped", async () => {
+    const refused = (r: { error: unknown; data: unknown; status: number }) =>
+      expect({ data: r.data, status: r.status, error: r.error }).toMatchObject({
+        data: null,
+        status: 501,
+        error: { code: "PGRSTX01" },
+      });
+    refused(await service.rpc("pgrst_test_series", { p_n: 5 }).limit(2));
+    refused(await service.rpc("pgrst_test_rows", { p_n: 3 }).eq("i", 2));
+    refused(await service.rpc("pgrst_test_rows", { p_n: 3 }).select("i"));
+    refused(await service.rpc("pgrst_test_rows", { p_n: 3 }, { get: true }).order("i"));
+    refused(await service.rpc("pgrst_test_rows", { p_n: 3 }, { get: true }).in("i", [1, 2]));
+    // Arguments alone still pass on GET, including values that merely look like text.
+    expect(
+      (await service.rpc("pgrst_test_echo", { p_a: 1, p_b: "equal" }, { get: true })).data,
+    ).toMatchObject({ b: "equal" });
+  });
+
   test("a function can set response.status", async () => {
     expect(await service.rpc("pgrst_test_created")).toMatchObject({
       error: null,
