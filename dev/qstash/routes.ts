@@ -10,6 +10,22 @@ export interface RouteContext {
   maxTimeoutMs: number;
 }
 
+/**
+ * Real QStash APIs this app never calls (URL groups are `topics`): answered 501, so a caller
+ * learns the stand-in lacks them rather than that something was not found.
+ */
+const UNSERVED = [
+  "/v2/batch",
+  "/v2/enqueue",
+  "/v2/queues",
+  "/v2/schedules",
+  "/v2/topics",
+  "/v2/flowControl",
+  "/v2/logs",
+  "/v2/events",
+  "/v2/workflows",
+];
+
 const json = (body: unknown, status = 200) => Response.json(body, { status });
 const error = (message: string, status: number) => json({ error: message }, status);
 
@@ -29,7 +45,6 @@ export async function handle(request: Request, ctx: RouteContext): Promise<Respo
     // The destination travels raw in the path, its own query string as the request's.
     return publish(path.slice("/v2/publish/".length) + url.search, request.headers, request, ctx);
   }
-  if (method === "POST" && path === "/v2/batch") return batch(request, ctx);
 
   const messageId = path.match(/^\/v2\/messages\/([^/]+)$/)?.[1];
   if (messageId !== undefined) {
@@ -84,13 +99,18 @@ export async function handle(request: Request, ctx: RouteContext): Promise<Respo
   const dlqId = path.match(/^\/v2\/dlq\/([^/]+)$/)?.[1];
   if (dlqId !== undefined) {
     const entry = engine.dlq.get(decodeURIComponent(dlqId));
-    if (!entry) return error("dlq message not found", 404);
-    if (method === "GET") return json(dlqView(entry));
     if (method === "DELETE") {
+      if (!entry) return error("dlq message not found", 404);
       engine.dlq.delete(entry.dlqId);
       return new Response(null, { status: 200 });
     }
   }
+  const unserved = UNSERVED.find((prefix) => path === prefix || path.startsWith(`${prefix}/`));
+  if (unserved !== undefined || (path.startsWith("/v2/dlq/") && method === "GET"))
+    return error(
+      `${method} ${path} is a QStash API the stand-in does not serve (it serves publish, messages, dlq and keys)`,
+      501,
+    );
   return error(`${method} ${path} is not supported by the qstash stand-in`, 404);
 }
 
@@ -109,39 +129,4 @@ async function publish(destination: string, headers: Headers, request: Request, 
   return result.deduplicated
     ? json({ messageId: result.messageId, url: parsed.spec.url, deduplicated: true }, 202)
     : json({ messageId: result.messageId, url: parsed.spec.url });
-}
-
-/** POST /v2/batch: a JSON array of {destination, headers, body}; answers an array. */
-async function batch(request: Request, ctx: RouteContext) {
-  let items: unknown;
-  try {
-    items = await request.json();
-  } catch {
-    return error("invalid batch body: expected a JSON array", 400);
-  }
-  if (!Array.isArray(items)) return error("invalid batch body: expected a JSON array", 400);
-  const results: unknown[] = [];
-  // Validate all first, so a bad item publishes nothing.
-  const parsed = items.map((item: { destination?: unknown; headers?: unknown; body?: unknown }) =>
-    parsePublish({
-      destination: typeof item?.destination === "string" ? item.destination : "",
-      headers: new Headers((item?.headers ?? {}) as Record<string, string>),
-      body: new TextEncoder().encode(typeof item?.body === "string" ? item.body : ""),
-      callerIp: ctx.callerIp,
-      now: Date.now(),
-      maxTimeoutMs: ctx.maxTimeoutMs,
-    }),
-  );
-  const bad = parsed.find((p) => p.outcome === "invalid");
-  if (bad?.outcome === "invalid") return error(bad.error, 400);
-  for (const p of parsed) {
-    if (p.outcome !== "ok") continue;
-    const result = ctx.engine.publish(p.spec, p.dedupKey);
-    results.push({
-      messageId: result.messageId,
-      url: p.spec.url,
-      ...(result.deduplicated ? { deduplicated: true } : {}),
-    });
-  }
-  return json(results);
 }

@@ -245,8 +245,16 @@ test("the success callback follows every attempt, carrying that attempt's status
     url: `${receiver.base}/once-fails`,
     body: { b: 2 },
     callback: `${receiver.base}/on-attempt`,
+    headers: {
+      "Upstash-Callback-Method": "PUT",
+      "Upstash-Callback-Forward-X-Callback-Tag": "cb-1",
+    },
   });
   await idle(qstash);
+  expect(receiver.to("/on-attempt").map((d) => [d.method, d.headers["x-callback-tag"]])).toEqual([
+    ["PUT", "cb-1"],
+    ["PUT", "cb-1"],
+  ]);
 
   const payloads = receiver.to("/on-attempt").map((d) => JSON.parse(d.body));
   payloads.sort((a, b) => a.retried - b.retried);
@@ -520,6 +528,12 @@ test("DLQ bulk delete, list and retry match only what the filter names, and refu
     `${receiver.base}/y`,
     `${receiver.base}/z`,
   ]);
+  // A bulk retry republishes only the matching entry; it fails again and dead-letters anew.
+  const retried = await client.dlq.retry({ filter: { label: "blue" } });
+  expect(retried.responses).toHaveLength(1);
+  await idle(qstash);
+  expect(receiver.to("/y")).toHaveLength(2);
+  expect(receiver.to("/z")).toHaveLength(1);
   expect(await client.dlq.delete({ all: true })).toEqual({ deleted: 2 });
 });
 
@@ -581,6 +595,44 @@ test("close() cancels timers and an in-flight delivery promptly", async () => {
   await qstash.close();
   expect(Date.now() - start).toBeLessThan(1000);
   await expect(fetch(`${qstash.url}/v2/keys`)).rejects.toThrow();
+});
+
+test("Upstash-Timeout shortens the wait for an answer: a hung destination fails after it", async () => {
+  const { qstash, client } = await startStandIn();
+  const receiver = await startReceiver(() => "hang");
+  const start = Date.now();
+  const { messageId } = await client.publishJSON({
+    url: `${receiver.base}/slow`,
+    body: {},
+    retries: 0,
+    timeout: "1s",
+  });
+  await idle(qstash);
+  expect(Date.now() - start).toBeGreaterThanOrEqual(1000);
+  const { messages } = await client.dlq.listMessages({ filter: { messageId } });
+  expect(messages.map((m) => m.responseStatus)).toEqual([0]);
+});
+
+test("QStash APIs the stand-in does not serve (batch, queues, schedules, URL groups) answer 501", async () => {
+  const { qstash, client } = await startStandIn();
+  const receiver = await startReceiver();
+  const notServed = async (call: Promise<unknown>) => {
+    const error = await call.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(QstashError);
+    expect(error).toMatchObject({ status: 501 });
+    expect(JSON.parse((error as Error).message).error).toMatch(/does not serve/);
+  };
+  await notServed(client.batchJSON([{ url: `${receiver.base}/b`, body: {} }]));
+  await notServed(
+    client.queue({ queueName: "q" }).enqueueJSON({ url: `${receiver.base}/q`, body: {} }),
+  );
+  await notServed(client.schedules.list());
+  await notServed(client.urlGroups.list());
+  expect(qstash.stats().published).toBe(0);
+  expect(receiver.deliveries).toHaveLength(0);
 });
 
 test("a wrong token is refused with 401 and a bad destination scheme with QStash's 400", async () => {
