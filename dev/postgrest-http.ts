@@ -51,13 +51,8 @@ export function shape(
   return { status: 200, body: body ?? "[]", headers };
 }
 
-export function send(
-  res: ServerResponse,
-  req: IncomingMessage,
-  reply: Reply,
-  cors: Record<string, string>,
-): void {
-  const headers = { ...cors, ...reply.headers };
+export function send(res: ServerResponse, req: IncomingMessage, reply: Reply): void {
+  const headers = reply.headers;
   const text =
     reply.statusText && /^[\t\x20-\x7e]*$/.test(reply.statusText) ? reply.statusText : undefined;
   if (text) res.writeHead(reply.status, text, headers);

@@ -214,43 +214,24 @@ export async function startPostgrest(options: PostgrestOptions): Promise<Running
   }
 
   const server = createServer((req, res) => {
-    const cors = {
-      "Access-Control-Allow-Origin": "*",
-      "Access-Control-Expose-Headers": "Content-Range",
-    };
-    if (req.method === "OPTIONS") {
-      res.writeHead(200, {
-        ...cors,
-        "Access-Control-Allow-Methods": "GET, POST, HEAD, OPTIONS",
-        "Access-Control-Allow-Headers": req.headers["access-control-request-headers"] ?? "*",
-        "Access-Control-Max-Age": "86400",
-      });
-      res.end();
-      return;
-    }
     handle(req).then(
-      (reply) => send(res, req, reply, cors),
+      (reply) => send(res, req, reply),
       (err: unknown) => {
         const e =
           err instanceof PgrstError
             ? err
             : pgrstError(500, "PGRSTX00", err instanceof Error ? err.message : String(err));
         const code = typeof e.body.code === "string" ? e.body.code : undefined;
-        send(
-          res,
-          req,
-          {
-            status: e.status,
-            body: JSON.stringify(e.body),
-            headers: {
-              "Content-Type": JSON_TYPE,
-              ...(code ? { "Proxy-Status": `PostgREST; error=${code}` } : {}),
-              ...e.headers,
-            },
-            statusText: e.statusText,
+        send(res, req, {
+          status: e.status,
+          body: JSON.stringify(e.body),
+          headers: {
+            "Content-Type": JSON_TYPE,
+            ...(code ? { "Proxy-Status": `PostgREST; error=${code}` } : {}),
+            ...e.headers,
           },
-          cors,
-        );
+          statusText: e.statusText,
+        });
       },
     );
   });

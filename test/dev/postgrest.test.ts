@@ -70,7 +70,11 @@ const fixtures = `
   create function public.pgrst_test_missing_callee() returns int language plpgsql
     as $$ begin return public.pgrst_test_no_such_function(); end $$;
   create function public.pgrst_test_created() returns int language plpgsql as $$
-    begin perform set_config('response.status', '201', true); return 1; end $$;
+    begin
+      perform set_config('response.status', '201', true);
+      perform set_config('response.headers', '[{"Location": "/things/1"}]', true);
+      return 1;
+    end $$;
   create function public.pgrst_test_wait(p_key bigint) returns int language sql
     as $$ select 1 from (select pg_advisory_xact_lock(p_key)) locked $$;
   create function public.pgrst_test_private() returns text language sql as $$ select 'secret' $$;
@@ -283,12 +287,29 @@ describe("results come back in PostgREST's shapes", () => {
     ).toMatchObject({ b: "equal" });
   });
 
-  test("a function can set response.status", async () => {
+  test("a function can set response.status and response.headers", async () => {
     expect(await service.rpc("pgrst_test_created")).toMatchObject({
       error: null,
       data: 1,
       status: 201,
     });
+    // supabase-js does not show response headers; read them off the wire.
+    const res = await fetch(`${rest.url}/rest/v1/rpc/pgrst_test_created`, {
+      method: "POST",
+      headers: { apikey: serviceKey, authorization: `Bearer ${serviceKey}` },
+    });
+    expect([res.status, res.headers.get("location")]).toEqual([201, "/things/1"]);
+  });
+
+  test("HEAD answers the count without a body; OPTIONS (CORS) is not served", async () => {
+    expect(
+      await service.rpc("pgrst_test_series", { p_n: 3 }, { head: true, count: "exact" }),
+    ).toMatchObject({ error: null, data: null, count: 3, status: 200 });
+    const preflight = await fetch(`${rest.url}/rest/v1/rpc/pgrst_test_double`, {
+      method: "OPTIONS",
+    });
+    expect(preflight.status).toBe(405);
+    expect(await preflight.json()).toMatchObject({ code: "PGRST101" });
   });
 });
 
