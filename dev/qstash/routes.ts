@@ -125,6 +125,7 @@ async function publish(destination: string, headers: Headers, request: Request, 
     maxTimeoutMs: ctx.maxTimeoutMs,
   });
   if (parsed.outcome === "invalid") return error(parsed.error, 400);
+  if (parsed.outcome === "unsupported") return error(parsed.error, 501);
   const result = ctx.engine.publish(parsed.spec, parsed.dedupKey);
   return result.deduplicated
     ? json({ messageId: result.messageId, url: parsed.spec.url, deduplicated: true }, 202)

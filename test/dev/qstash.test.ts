@@ -613,7 +613,7 @@ test("Upstash-Timeout shortens the wait for an answer: a hung destination fails 
   expect(messages.map((m) => m.responseStatus)).toEqual([0]);
 });
 
-test("QStash APIs the stand-in does not serve (batch, queues, schedules, URL groups) answer 501", async () => {
+test("QStash APIs the stand-in does not serve (batch, queues, schedules, URL groups, flow control) answer 501", async () => {
   const { qstash, client } = await startStandIn();
   const receiver = await startReceiver();
   const notServed = async (call: Promise<unknown>) => {
@@ -623,7 +623,7 @@ test("QStash APIs the stand-in does not serve (batch, queues, schedules, URL gro
     );
     expect(error).toBeInstanceOf(QstashError);
     expect(error).toMatchObject({ status: 501 });
-    expect(JSON.parse((error as Error).message).error).toMatch(/does not serve/);
+    expect(JSON.parse((error as Error).message).error).toMatch(/does not serve|not supported/);
   };
   await notServed(client.batchJSON([{ url: `${receiver.base}/b`, body: {} }]));
   await notServed(
@@ -631,6 +631,13 @@ test("QStash APIs the stand-in does not serve (batch, queues, schedules, URL gro
   );
   await notServed(client.schedules.list());
   await notServed(client.urlGroups.list());
+  await notServed(
+    client.publishJSON({
+      url: `${receiver.base}/f`,
+      body: {},
+      flowControl: { key: "k", parallelism: 1 },
+    }),
+  );
   expect(qstash.stats().published).toBe(0);
   expect(receiver.deliveries).toHaveLength(0);
 });
