@@ -3,8 +3,8 @@
  * real PostgreSQL, so `@supabase/supabase-js` runs unchanged. Each call is one transaction:
  * the JWT's claims and role are set transaction-locally (as PostgREST does), the function is
  * called with named arguments, and the result and errors come back in PostgREST's shapes.
- * Table endpoints, filters and embedding are out of scope: this app talks to its database
- * only through functions.
+ * Table endpoints, filters and embedding are out of scope (this app talks to its database
+ * only through functions) and are refused, never ignored: README.md, "What the stand-ins serve".
  */
 import { createServer, type IncomingMessage } from "node:http";
 import pg from "pg";
