@@ -3,7 +3,8 @@
  * POST /v2/dlq/retry), as the API documents them: each filter takes several values (repeated,
  * or comma-separated) that OR together, different filters AND together, fromDate/toDate are
  * inclusive unix ms. A key the endpoint does not document, or an empty value, is refused
- * with a 400: guessing would widen a bulk cancel or delete to every message.
+ * with a 400, and a documented one the stand-in does not implement with a 501: ignoring
+ * either would widen a bulk cancel or delete to every message.
  */
 
 /** What a filter is matched against: one message, or one DLQ entry. */
@@ -34,7 +35,7 @@ export interface FilterSpec {
   extra: readonly string[];
   /** Documented keys the stand-in does not implement: answered 501. */
   unsupported?: readonly string[];
-  /** Paging: `count` (1..max) and `cursor`; without it both keys are refused, except count. */
+  /** Paging by `count` (1..max) and `cursor`; without it `cursor` is an unknown key. */
   paging?: { max: number };
   /** `count` accepted and ignored (the SDK: "ignored by the server" for bulk cancel). */
   ignoreCount?: boolean;
