@@ -86,6 +86,13 @@ export async function handle(request: Request, ctx: RouteContext): Promise<Respo
     const query = single === undefined ? url.searchParams : new URLSearchParams({ dlqIds: single });
     const filter = parseFilter(query, DLQ_FILTERS("POST /v2/dlq/retry"));
     if (filter.outcome === "refused") return error(filter.error, filter.status);
+    // QStash lets Upstash-* headers on a retry override the original message's settings; the
+    // stand-in republishes it as it was, so it refuses rather than silently drop an override.
+    const override = [...request.headers.keys()].find(
+      (h) => h.startsWith("upstash-") && !h.startsWith("upstash-telemetry-"),
+    );
+    if (override !== undefined)
+      return error(`${override} on a DLQ retry is not supported by the qstash stand-in`, 501);
     const page = engine.dlq.page(filter);
     if (single !== undefined && page.entries.length === 0)
       return error("dlq message not found", 404);

@@ -528,6 +528,17 @@ test("DLQ bulk delete, list and retry match only what the filter names, and refu
     `${receiver.base}/y`,
     `${receiver.base}/z`,
   ]);
+  // Overriding the message's settings on a retry (raw HTTP: the SDK sends no such headers) is
+  // not served: refused, nothing retried.
+  const overriding = await fetch(`${qstash.url}/v2/dlq/retry?label=blue`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${DEV_TOKEN}`, "Upstash-Retries": "5" },
+  });
+  expect(overriding.status).toBe(501);
+  expect(await overriding.json()).toEqual({
+    error: "upstash-retries on a DLQ retry is not supported by the qstash stand-in",
+  });
+  expect(qstash.stats().dlq).toBe(2);
   // A bulk retry republishes only the matching entry; it fails again and dead-letters anew.
   const retried = await client.dlq.retry({ filter: { label: "blue" } });
   expect(retried.responses).toHaveLength(1);
