@@ -45,6 +45,7 @@ const tunables = z.object({
   WORKER_MAX_DURATION_SECONDS: int(60, 1),
   MODEL_TIMEOUT_MS: int(45_000, 1_000),
   JOB_LEASE_SECONDS: int(90, 1),
+  PROGRESS_INTERVAL_MS: int(1_000, 100),
   PROVIDER_BACKOFF_SECONDS: int(60, 1),
   SWEEP_BATCH_SIZE: int(100, 1),
   SWEEP_UNDELIVERED_AFTER_SECONDS: int(900, 60),
@@ -89,6 +90,11 @@ export type Config = {
   modelTimeoutMs: number;
   /** A claim's lease; longer than the worker's max duration. @default 90 */
   jobLeaseSeconds: number;
+  /**
+   * How often a streaming worker writes its progress, and so how soon it learns that the job
+   * was canceled and cuts the model's stream. @default 1000
+   */
+  progressIntervalMs: number;
   /** Wait before retrying a provider that said 429 without a `retry-after`. @default 60 */
   providerBackoffSeconds: number;
   /** @default 100 */
@@ -183,6 +189,7 @@ export function loadConfig(env: Env = process.env): Config {
     workerMaxDurationSeconds: n.WORKER_MAX_DURATION_SECONDS,
     modelTimeoutMs: n.MODEL_TIMEOUT_MS,
     jobLeaseSeconds: n.JOB_LEASE_SECONDS,
+    progressIntervalMs: n.PROGRESS_INTERVAL_MS,
     providerBackoffSeconds: n.PROVIDER_BACKOFF_SECONDS,
     sweepBatchSize: n.SWEEP_BATCH_SIZE,
     sweepUndeliveredAfterSeconds: n.SWEEP_UNDELIVERED_AFTER_SECONDS,

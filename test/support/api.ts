@@ -558,6 +558,8 @@ export const JOB_KEYS = [
   "finishedAt",
   "id",
   "output",
+  "partialOutput",
+  "partialTokens",
   "phase",
   "providerQuotaHits",
   "quotaRefunded",

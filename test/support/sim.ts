@@ -31,7 +31,7 @@ import type { Deps } from "../../lib/deps.ts";
 import { enqueueJob } from "../../lib/enqueue.ts";
 import { handleDeliveryFailure } from "../../lib/failures.ts";
 import { createJobs } from "../../lib/jobs.ts";
-import { createModel, ModelOutputError } from "../../lib/model.ts";
+import { createModel, type GenerateOptions, ModelOutputError } from "../../lib/model.ts";
 import type { PublishInput } from "../../lib/queue.ts";
 import { createProviderGate, createRateLimiter, createRedis } from "../../lib/redis.ts";
 import { sweepStaleJobs } from "../../lib/sweeper.ts";
@@ -249,29 +249,29 @@ export class Sim {
       timeoutMs: 100,
     });
     const scripted = {
-      generate: async (prompt: string) => {
+      generate: async (prompt: string, o: GenerateOptions) => {
         this.modelCalls.set(prompt, (this.modelCalls.get(prompt) ?? 0) + 1);
         this.stats.modelCalls++;
         const outcome = (f.scope().data.model as ModelOutcome | undefined) ?? "ok";
         switch (outcome) {
           case "ok":
-            return real.generate(prompt);
+            return real.generate(prompt, o);
           case "rate_limit":
-            return real.generate(`${prompt} [fake:rate_limit_exceeded:20]`);
+            return real.generate(`${prompt} [fake:rate_limit_exceeded:20]`, o);
           case "insufficient_quota":
-            return real.generate(`${prompt} [fake:insufficient_quota]`);
+            return real.generate(`${prompt} [fake:insufficient_quota]`, o);
           case "server_error":
-            return real.generate(`${prompt} [fake:server_error]`);
+            return real.generate(`${prompt} [fake:server_error]`, o);
           case "timeout":
-            return real.generate(`${prompt} [fake:slow:3000]`);
+            return real.generate(`${prompt} [fake:slow:3000]`, o);
           case "bad_request":
-            return real.generate(`${prompt} [fake:bad_request]`);
+            return real.generate(`${prompt} [fake:bad_request]`, o);
           case "refusal":
             // A 200 whose message is a refusal: what createModel throws for it.
-            await real.generate(prompt);
+            await real.generate(prompt, o);
             throw new ModelOutputError("the model refused the request");
           case "unreachable":
-            return dead.generate(prompt);
+            return dead.generate(prompt, o);
         }
       },
     };
@@ -283,6 +283,7 @@ export class Sim {
         providerQuotaMaxHits: this.config.providerQuotaMaxHits,
         jobMaxAgeSeconds: this.config.jobMaxAgeSeconds,
         providerBackoffSeconds: this.config.providerBackoffSeconds,
+        progressIntervalMs: this.config.progressIntervalMs,
       },
     };
     this.routes = {
