@@ -695,9 +695,9 @@ export async function checkInvariants(
     terminal_events: number;
   }>(
     `select j.id, j.status, j.prompt, j.refunded_at, j.output,
-       (select count(*)::int from public.job_events e where e.job_id = j.id and e.to_status in ('failed', 'canceled')) as refunds,
+       (select count(*)::int from public.job_events e where e.job_id = j.id and e.to_status in ('failed', 'canceled') and e.from_status is distinct from e.to_status) as refunds,
        (select count(*)::int from public.job_events e where e.job_id = j.id and e.event in ('started', 'reclaimed')) as claims,
-       (select count(*)::int from public.job_events e where e.job_id = j.id and e.to_status in ('succeeded', 'failed', 'canceled')) as terminal_events
+       (select count(*)::int from public.job_events e where e.job_id = j.id and e.to_status in ('succeeded', 'failed', 'canceled') and e.from_status is distinct from e.to_status) as terminal_events
      from public.generation_jobs j where j.user_id = any($1)`,
     [users],
   );
@@ -744,6 +744,9 @@ export async function checkInvariants(
   const ended = new Set<string>();
   for (const e of events.rows) {
     const period = `${e.user_id} ${e.period_start.toISOString()}`;
+    // The usage of an attempt someone else ended: a record appended to the history, not a
+    // transition (its status is the job's, before and after).
+    if (e.event === "attempt_usage") continue;
     if (ended.has(e.job_id)) problems.push(`event ${e.event} after job ${e.job_id} ended`);
     if (e.event === "enqueued") {
       const a = (active.get(e.user_id) ?? 0) + 1;
