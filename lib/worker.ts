@@ -86,7 +86,7 @@ export async function runJob(
     return afterRequeue(deps, r);
   }
 
-  const call = await streamModel(deps, job, attempt, claim.max_output_tokens);
+  const call = await streamModel(deps, job, attempt, outputBound(claim.max_output_tokens, jobId));
   if (!call.ok) {
     if (call.stoppedBy !== null) {
       // Someone else ended the job (or reclaimed it) while the model streamed: the stream was
@@ -122,6 +122,17 @@ export async function runJob(
     status: "job" in done ? done.job.status : null,
   });
   return { status: 200, outcome: "late_output_dropped" };
+}
+
+/**
+ * The plan's bound from start_job. A claim without one (a database older than this code, during
+ * a deploy) still gets a bound: the free plan's, the smallest, rather than none.
+ */
+const FALLBACK_OUTPUT_TOKENS = 512;
+function outputBound(value: unknown, jobId: string): number {
+  if (typeof value === "number" && Number.isInteger(value) && value > 0) return value;
+  log.warn("output_bound_missing", { jobId, fallback: FALLBACK_OUTPUT_TOKENS });
+  return FALLBACK_OUTPUT_TOKENS;
 }
 
 type ModelCall =

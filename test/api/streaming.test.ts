@@ -66,6 +66,27 @@ describe("bounded, streamed model calls", () => {
       usage: { prompt_tokens: 0, completion_tokens: 0, source: "counted" },
     });
   });
+
+  test("a claim without the plan's bound (an older database mid-deploy) is still bounded", async () => {
+    // Without the fallback the request would carry no max_completion_tokens at all.
+    const { deps, workerDeps } = app.makeDeps({});
+    const start = workerDeps.jobs.start;
+    workerDeps.jobs = {
+      ...workerDeps.jobs,
+      start: async (id, o) => {
+        const { max_output_tokens: _, ...older } = (await start(id, o)) as Record<string, unknown>;
+        return older as unknown as Awaited<ReturnType<typeof start>>;
+      },
+    };
+    const { message } = await queuedJob("pro", "[fake:tokens:5000]");
+    const res = await app.deliver(message, { handlers: app.handlersFor(deps, workerDeps) });
+    expect(await outcomeOf(res)).toBe("completed");
+    expect(app.model.stats().requests[0]).toMatchObject({
+      maxCompletionTokens: 512,
+      completionTokens: 512,
+    });
+    expect(app.logs.some((l) => l.includes("output_bound_missing"))).toBe(true);
+  });
 });
 
 describe("a cancel stops the spend", () => {
