@@ -134,8 +134,17 @@ export function createModel(options: ModelOptions): Model {
             }
           : { promptTokens: 0, completionTokens: 0, source: "counted" });
       const fail = (cause: unknown) => new ModelCallError(cause, consumed());
+      // Rejects when the signal fires: a read that waits on a stalled stream is left behind at
+      // once, whether or not the fetch implementation cancels the body on abort.
+      const stopped = new Promise<never>((_, reject) => {
+        const stop = () => reject(signal.reason);
+        if (signal.aborted) stop();
+        else signal.addEventListener("abort", stop, { once: true });
+      });
+      stopped.catch(() => undefined);
+      let closeConnection = () => {};
       try {
-        const stream = await client.chat.completions.create(
+        const created = await client.chat.completions.create(
           {
             model: options.model,
             messages: [{ role: "user", content: prompt }],
@@ -145,8 +154,13 @@ export function createModel(options: ModelOptions): Model {
           },
           { signal },
         );
+        closeConnection = () => created.controller.abort();
         accepted = true;
-        for await (const chunk of stream) {
+        const chunks = created[Symbol.asyncIterator]();
+        for (;;) {
+          const next = await Promise.race([chunks.next(), stopped]);
+          if (next.done) break;
+          const chunk = next.value;
           if (chunk.usage) {
             reported = {
               promptTokens: chunk.usage.prompt_tokens,
@@ -165,7 +179,11 @@ export function createModel(options: ModelOptions): Model {
         }
       } catch (error) {
         if (deadline.aborted) throw fail(new APIConnectionTimeoutError());
+        if (signal.aborted) throw fail(new APIUserAbortError());
         throw fail(error);
+      } finally {
+        // Close the connection if we stopped reading early: the provider stops generating.
+        if (signal.aborted) closeConnection();
       }
       // An abort ends the SDK's stream quietly, as if it were complete: check for it.
       if (deadline.aborted) throw fail(new APIConnectionTimeoutError());

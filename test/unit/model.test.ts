@@ -147,6 +147,63 @@ describe("generate", () => {
   });
 });
 
+describe("a stream that stalls or is cut", () => {
+  /** One content chunk, then nothing: the connection stays open. */
+  const stalled = () =>
+    new HttpResponse(
+      new ReadableStream({
+        start(controller) {
+          const chunk = {
+            id: "chatcmpl-1",
+            object: "chat.completion.chunk",
+            created: 1_700_000_000,
+            model: "gpt-4o-mini",
+            choices: [{ index: 0, delta: { content: "Hello there, queues" }, finish_reason: null }],
+            usage: null,
+          };
+          controller.enqueue(new TextEncoder().encode(`data: ${JSON.stringify(chunk)}\n\n`));
+        },
+      }),
+      { headers: { "content-type": "text/event-stream" } },
+    );
+
+  test("MODEL_TIMEOUT_MS covers the stream, not only the headers: a stalled stream times out, transient, with what it streamed", async () => {
+    // The SDK's own timeout stops at the response headers; without the model's deadline this
+    // call would wait for the stalled stream forever.
+    server.use(http.post(completions, stalled));
+    const started = Date.now();
+    const err = await failure({ timeoutMs: 300 });
+    expect(Date.now() - started).toBeLessThan(3_000);
+    expect(classifyModelError(err)).toMatchObject({ kind: "transient", status: null });
+    expect(usageOfFailure(err)).toEqual({
+      promptTokens: 1,
+      completionTokens: 4, // "Hello there, queues" in o200k_base
+      source: "counted",
+    });
+  });
+
+  test("the caller's abort cuts the stream at once; what streamed is counted", async () => {
+    server.use(http.post(completions, stalled));
+    const controller = new AbortController();
+    const texts: string[] = [];
+    const call = model({ timeoutMs: 10_000 }).generate("hello", {
+      maxOutputTokens: 64,
+      signal: controller.signal,
+      onText: (t) => {
+        texts.push(t);
+        controller.abort();
+      },
+    });
+    const err = await call.then(
+      () => expect.unreachable("aborted"),
+      (e: unknown) => e,
+    );
+    expect(texts).toEqual(["Hello there, queues"]);
+    expect(err).toBeInstanceOf(ModelCallError);
+    expect(usageOfFailure(err)).toMatchObject({ completionTokens: 4, source: "counted" });
+  });
+});
+
 describe("classifyModelError through the real SDK", () => {
   test("429 insufficient_quota → provider_quota / insufficient_quota (the provider retried once: no)", async () => {
     let calls = 0;
