@@ -124,6 +124,12 @@ describe("generate", () => {
   test("a content filter is refused; a 429 before the stream consumed nothing", async () => {
     server.use(http.post(completions, () => streamed({ content: "partial" }, "content_filter")));
     expect(classifyModelError(await failure())).toMatchObject({ kind: "refused" });
+    // No text at all: refused too.
+    server.use(http.post(completions, () => streamed({ content: "" })));
+    expect(classifyModelError(await failure())).toMatchObject({
+      kind: "refused",
+      message: "the model returned no text",
+    });
     server.use(
       http.post(completions, () =>
         HttpResponse.json(
