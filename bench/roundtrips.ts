@@ -155,7 +155,9 @@ class SeedWiring {
 
   async workerSuccess(jobId: string) {
     if (!(await this.claim(jobId))) return;
-    const output = await this.app.workerDeps.model.generate("seed prompt");
+    const { text: output } = await this.app.workerDeps.model.generate("seed prompt", {
+      maxOutputTokens: 512,
+    });
     await this.q("insert into seedwire.generations (job_id, output) values ($1, $2)", [
       jobId,
       output,
@@ -169,7 +171,9 @@ class SeedWiring {
 
   async workerQuota(jobId: string, userId: string, giveUp: boolean) {
     if (!(await this.claim(jobId))) return;
-    await this.app.workerDeps.model.generate("seed prompt").catch(() => null);
+    await this.app.workerDeps.model
+      .generate("seed prompt", { maxOutputTokens: 512 })
+      .catch(() => null);
     if (giveUp) return this.failAndRefund(jobId, userId, "provider_quota_exhausted");
     await this.q(
       `update seedwire.jobs set status = 'queued', provider_quota_hits = provider_quota_hits + 1,

@@ -80,6 +80,7 @@ ${env}
   Failure paths (see README "Drive each failure path by hand"):
     put a marker in the prompt:  [fake:rate_limit_exceeded:5]  [fake:insufficient_quota]
                                  [fake:server_error]  [fake:slow:20000]  [fake:bad_request]
+    a long, slow stream:         [fake:tokens:5000]  [fake:chunk_ms:100]   (then cancel it)
     or fail the next N calls:    curl -s -X POST ${u.openai.replace(/\/v1$/, "")}/__fake/fail \\
                                    -d '{"kind":"server_error","count":2}'
     cancel:                      curl -s -X DELETE ${u.app}/api/jobs/<id> -H "authorization: Bearer $TOKEN"

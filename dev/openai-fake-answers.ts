@@ -12,6 +12,9 @@ export interface Prompt {
   /** Every text of the request, searched for `[fake:…]` markers. */
   all: string;
   maxTokens: number | undefined;
+  /** `stream: true` (Chat Completions only) and whether the usage chunk was asked for. */
+  stream: boolean;
+  includeUsage: boolean;
   /** A JSON schema to fill, `true` for plain JSON mode, `false` for text. */
   json: Record<string, unknown> | boolean;
 }
@@ -58,11 +61,12 @@ function validate(body: Body, field: "messages" | "input"): ErrorReply | undefin
       "missing_required_parameter",
     );
   }
-  if (body.stream === true) {
-    // Deliberately unsupported: the worker does not stream, and a half-right SSE fake would mislead.
+  if (body.stream === true && field === "input") {
+    // Only Chat Completions streams here (what the worker uses); a half-right Responses
+    // event stream would mislead.
     return openAIError(
       400,
-      "The local fake model does not stream; call without stream.",
+      "The local fake model streams chat completions only; call the Responses API without stream.",
       "invalid_request_error",
       "stream",
       "unsupported_value",
@@ -90,6 +94,8 @@ function prompt(
     lastUser,
     all,
     maxTokens: typeof maxTokens === "number" ? maxTokens : undefined,
+    stream: body.stream === true,
+    includeUsage: isRecord(body.stream_options) && body.stream_options.include_usage === true,
     json,
   };
 }
@@ -124,6 +130,8 @@ export function answer(prompt: Prompt): Answer {
       "",
       `> ${echo}`,
     ].join("\n");
+    const long = /\[fake:tokens:(\d+)\]/.exec(prompt.all);
+    if (long) text = longText(text, Number(long[1]));
   } else if (prompt.json === true) {
     text = JSON.stringify({ digest, words, echo });
   } else {
@@ -133,6 +141,18 @@ export function answer(prompt: Prompt): Answer {
   const truncated = prompt.maxTokens !== undefined && tokens(text) > prompt.maxTokens;
   if (truncated) text = text.slice(0, Math.max(0, (prompt.maxTokens ?? 0) * 4));
   return { text, truncated, promptTokens: tokens(prompt.all), completionTokens: tokens(text) };
+}
+
+/**
+ * `[fake:tokens:N]`: the answer goes on for about N tokens (four characters each, the fake's
+ * usual estimate), so a stream lasts as long as a test needs; max_completion_tokens still cuts it.
+ */
+function longText(head: string, tokens: number): string {
+  const line = "\n\nThe queue holds the job; the worker streams the answer one token at a time.";
+  const want = Math.min(tokens, 100_000) * 4;
+  let text = head;
+  while (text.length < want) text += line;
+  return text.slice(0, Math.max(head.length, want));
 }
 
 /** A value that satisfies simple JSON schemas (objects, arrays, enums, scalars; no $ref). */

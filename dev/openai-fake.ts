@@ -15,10 +15,24 @@
  *        [fake:server_error]              500, type server_error
  *        [fake:slow:5000]                 answers after 5000 ms (default 10000); stops if the client leaves
  *        [fake:bad_request]               400, invalid_request_error (context_length_exceeded)
+ * - Streaming (`stream: true`, Chat Completions; openai-fake-stream.ts): server-sent events as
+ *   OpenAI sends them, one chunk per token, the usage chunk when `stream_options.include_usage`,
+ *   `data: [DONE]`; `max_completion_tokens` / `max_tokens` stop it with finish_reason "length";
+ *   it stops when the client disconnects. Every failure above answers before the stream starts,
+ *   as OpenAI's do. Prompt markers shape a stream:
+ *        [fake:chunk_ms:200]              200 ms before each token's chunk (else the control API's)
+ *        [fake:tokens:5000]               an answer of about 5000 tokens (still cut by the bound)
  * - Control API for other processes (no auth):
  *     POST /__fake/fail  {"kind","count","retryAfterSeconds","delayMs"} → {"queued": n}
- *     GET  /__fake/stats → {"calls": n}      POST /__fake/reset → {"ok": true}
+ *     POST /__fake/stream {"chunkMs"} → {"chunkMs": n}: the pause before each streamed token
+ *     GET  /__fake/stats → {"calls", "completionTokens", "streamedTokens", "requests"}
+ *     POST /__fake/reset → {"ok": true}
  * `calls` counts every request that reached a model endpoint, whatever its outcome.
+ * `completionTokens` is every completion token the fake sent (what a provider would bill);
+ * `streamedTokens` the streamed part of it, counted as each chunk is written, so a stream the
+ * client cut counts only what was written. `requests` lists the last 1000 model requests that
+ * got an answer: `{stream, maxCompletionTokens, completionTokens, finishReason}` (finishReason
+ * `client_closed` for a stream the client cut).
  */
 import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
@@ -42,6 +56,7 @@ import {
   missingKey,
   unparsableBody,
 } from "./openai-fake-errors.ts";
+import { streamChatCompletion } from "./openai-fake-stream.ts";
 
 export type { FailKind, FailOptions } from "./openai-fake-errors.ts";
 
@@ -49,6 +64,23 @@ export interface FakeOpenAIOptions {
   port: number;
   /** @default "127.0.0.1" */
   host?: string;
+  /** The pause before each streamed token's chunk. @default 0 */
+  chunkMs?: number;
+}
+
+/** One answered model request, as `stats()` lists it. */
+export interface FakeRequest {
+  stream: boolean;
+  maxCompletionTokens: number | null;
+  completionTokens: number;
+  finishReason: string;
+}
+
+export interface FakeStats {
+  calls: number;
+  completionTokens: number;
+  streamedTokens: number;
+  requests: FakeRequest[];
 }
 
 export interface FakeOpenAI {
@@ -59,7 +91,11 @@ export interface FakeOpenAI {
   failNext(kind: FailKind, count?: number, opts?: FailOptions): void;
   /** Model requests received since start or the last reset. */
   calls(): number;
-  /** Forget queued failures and the call count. */
+  /** Calls, billed completion tokens and the answered requests since start or the last reset. */
+  stats(): FakeStats;
+  /** The pause before each streamed token's chunk when the prompt names none. */
+  setChunkMs(ms: number): void;
+  /** Forget queued failures, the counts and the chunk pause. */
   reset(): void;
 }
 
@@ -68,6 +104,10 @@ const MODEL_ROUTES = new Set(["/v1/chat/completions", "/v1/responses"]);
 export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeOpenAI> {
   const host = options.host ?? "127.0.0.1";
   let calls = 0;
+  let completionTokens = 0;
+  let streamedTokens = 0;
+  let requests: FakeRequest[] = [];
+  let chunkMs = options.chunkMs ?? 0;
   let queue: Failure[] = [];
   const inFlight = new Set<AbortController>();
 
@@ -79,7 +119,25 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
   };
   const reset = () => {
     calls = 0;
+    completionTokens = 0;
+    streamedTokens = 0;
+    requests = [];
+    chunkMs = options.chunkMs ?? 0;
     queue = [];
+  };
+  const answered = (r: FakeRequest) => {
+    requests.push(r);
+    if (requests.length > 1000) requests.shift();
+  };
+  const stats = (): FakeStats => ({
+    calls,
+    completionTokens,
+    streamedTokens,
+    requests: [...requests],
+  });
+  const setChunkMs = (ms: number) => {
+    if (!Number.isFinite(ms) || ms < 0) throw new Error(`chunkMs must be >= 0, got ${ms}`);
+    chunkMs = ms;
   };
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -108,21 +166,42 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
       return reply(res, failureReply({ ...failure, kind: failure.kind }, prompt.model));
     }
     const id = randomBytes(12).toString("hex");
-    const result = answer(prompt);
+    // A stream is cut by tokens as it is written (openai-fake-stream.ts), not here by characters.
+    const result = answer(prompt.stream ? { ...prompt, maxTokens: undefined } : prompt);
+    const maxCompletionTokens = prompt.maxTokens ?? null;
+    if (prompt.stream) {
+      const marker = /\[fake:chunk_ms:(\d+)\]/.exec(prompt.all);
+      const r = await streamChatCompletion(res, {
+        id,
+        prompt,
+        result,
+        includeUsage: prompt.includeUsage,
+        chunkMs: marker ? Number(marker[1]) : chunkMs,
+        headers: { "x-request-id": `req_${randomBytes(16).toString("hex")}`, ...RATE_HEADERS },
+        onToken: () => {
+          streamedTokens += 1;
+          completionTokens += 1;
+        },
+      });
+      answered({ stream: true, maxCompletionTokens, ...r });
+      return;
+    }
+    completionTokens += result.completionTokens;
+    answered({
+      stream: false,
+      maxCompletionTokens,
+      completionTokens: result.completionTokens,
+      finishReason: result.truncated ? "length" : "stop",
+    });
     const payload =
       path === "/v1/chat/completions"
         ? chatCompletion(id, prompt, result)
         : response(id, prompt, result);
     send(res, 200, payload, {
-      "openai-processing-ms": "12",
-      "x-ratelimit-limit-requests": "500",
-      "x-ratelimit-remaining-requests": "499",
-      "x-ratelimit-reset-requests": "120ms",
-      "x-ratelimit-limit-tokens": "200000",
+      ...RATE_HEADERS,
       "x-ratelimit-remaining-tokens": String(
         200_000 - result.promptTokens - result.completionTokens,
       ),
-      "x-ratelimit-reset-tokens": "6ms",
     });
   }
 
@@ -146,7 +225,18 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
   }
 
   function control(method: string, path: string, text: string, res: ServerResponse) {
-    if (method === "GET" && path === "/__fake/stats") return send(res, 200, { calls });
+    if (method === "GET" && path === "/__fake/stats") return send(res, 200, stats());
+    if (method === "POST" && path === "/__fake/stream") {
+      try {
+        const body: unknown = JSON.parse(text || "{}");
+        if (!isRecord(body) || typeof body.chunkMs !== "number")
+          throw new Error('body must be {"chunkMs": <ms>}');
+        setChunkMs(body.chunkMs);
+        return send(res, 200, { chunkMs });
+      } catch (error) {
+        return send(res, 400, { error: (error as Error).message });
+      }
+    }
     if (method === "POST" && path === "/__fake/reset") {
       reset();
       return send(res, 200, { ok: true });
@@ -198,9 +288,21 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     },
     failNext,
     calls: () => calls,
+    stats,
+    setChunkMs,
     reset,
   };
 }
+
+const RATE_HEADERS = {
+  "openai-processing-ms": "12",
+  "x-ratelimit-limit-requests": "500",
+  "x-ratelimit-remaining-requests": "499",
+  "x-ratelimit-reset-requests": "120ms",
+  "x-ratelimit-limit-tokens": "200000",
+  "x-ratelimit-remaining-tokens": "199000",
+  "x-ratelimit-reset-tokens": "6ms",
+};
 
 function reply(res: ServerResponse, error: ErrorReply): void {
   send(res, error.status, error.body, error.headers);

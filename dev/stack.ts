@@ -23,6 +23,7 @@ import {
   type FailKind,
   type FailOptions,
   type FakeOpenAI,
+  type FakeStats,
   startFakeOpenAI,
 } from "./openai-fake.ts";
 import { DEFAULT_PORTS, pickPort, portIsFree, type StackPart } from "./ports.ts";
@@ -71,6 +72,10 @@ export interface Stack {
   model: {
     failNext(kind: FailKind, count?: number, opts?: FailOptions): void;
     calls(): number;
+    /** Calls, billed completion tokens and the answered requests (dev/openai-fake.ts). */
+    stats(): FakeStats;
+    /** The pause before each streamed token's chunk. */
+    setChunkMs(ms: number): void;
     reset(): void;
   };
   qstash: QStashStandIn;
@@ -358,10 +363,18 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       build,
       startupMs: 0,
       model: openai
-        ? { failNext: openai.failNext, calls: openai.calls, reset: openai.reset }
+        ? {
+            failNext: openai.failNext,
+            calls: openai.calls,
+            stats: openai.stats,
+            setChunkMs: openai.setChunkMs,
+            reset: openai.reset,
+          }
         : {
             failNext: notStandIn("OpenAI"),
             calls: notStandIn("OpenAI"),
+            stats: notStandIn("OpenAI"),
+            setChunkMs: notStandIn("OpenAI"),
             reset: notStandIn("OpenAI"),
           },
       qstash: {

@@ -196,6 +196,11 @@ export const VARIABLES = {
   ),
   RATE_LIMIT_REQUESTS: tunable(10, 1, "enqueue requests per user per window"),
   RATE_LIMIT_WINDOW_SECONDS: tunable(60, 1, "the rate-limit window"),
+  PROGRESS_INTERVAL_MS: tunable(
+    1000,
+    100,
+    "how often a streaming worker records progress, and so how soon a cancel cuts its model call",
+  ),
   ALERT_THROTTLE_SECONDS: tunable(
     900,
     1,

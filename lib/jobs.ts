@@ -39,6 +39,10 @@ export interface JobRow {
   finished_at: string | null;
   refunded_at: string | null;
   updated_at: string;
+  /** The running attempt's output so far (record_progress). */
+  partial_output: string | null;
+  partial_tokens: number;
+  progress_at: string | null;
 }
 
 export interface UsageRow {
@@ -76,6 +80,12 @@ export interface Job {
   failureReason: FailureReason | null;
   quotaRefunded: boolean;
   output: string | null;
+  /**
+   * While running: the output streamed so far (null before the first progress write), and its
+   * completion tokens. Null and 0 in every other state.
+   */
+  partialOutput: string | null;
+  partialTokens: number;
 }
 
 export interface Usage {
@@ -107,6 +117,8 @@ export function toJob(row: JobRow, now: Date = new Date()): Job {
     failureReason: row.failure_reason,
     quotaRefunded: row.refunded_at !== null,
     output: row.output,
+    partialOutput: row.status === "running" ? (row.partial_output ?? null) : null,
+    partialTokens: row.status === "running" ? (row.partial_tokens ?? 0) : 0,
   };
 }
 
@@ -135,7 +147,7 @@ export type EnqueueResult =
   | { outcome: "invalid_prompt" }
   | { outcome: "invalid_idempotency_key" };
 export type StartResult =
-  | { outcome: "started"; job: JobRow }
+  | { outcome: "started"; job: JobRow; max_output_tokens: number }
   | { outcome: "already_running" | "not_ready" | "already_final"; job: JobRow }
   | { outcome: "not_found" };
 export type CompleteResult =
@@ -155,6 +167,20 @@ export type FailResult =
   | { outcome: "failed"; job: JobRow }
   | { outcome: "already_final" | "not_running"; job: JobRow }
   | { outcome: "not_found" };
+export type ProgressResult =
+  | { outcome: "recorded" }
+  | { outcome: "not_running"; status: JobStatus }
+  | { outcome: "not_found" };
+export type AttemptUsageResult = {
+  outcome: "recorded" | "already_recorded" | "no_such_attempt" | "not_found";
+};
+/** What one model attempt consumed, as the event history stores it. */
+export interface AttemptUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  /** `provider`: the provider's own count; `counted`: the stream was cut, counted by us. */
+  source: "provider" | "counted";
+}
 export type CancelResult =
   | { outcome: "canceled"; job: JobRow }
   | { outcome: "already_finished"; job: JobRow }
@@ -185,6 +211,7 @@ export interface SweepOptions {
 
 /** `now` is optional everywhere: production uses the database's clock; tests move it. */
 const at = (now?: Date) => (now ? { p_now: now.toISOString() } : {});
+const usageArg = (usage?: AttemptUsage | null) => (usage ? { p_usage: usage } : {});
 
 /**
  * @example
@@ -208,11 +235,35 @@ export function createJobs(rpc: Rpc) {
         p_lease_seconds: i.leaseSeconds,
         ...at(i.now),
       }),
-    complete: (jobId: string, i: { attempt: number; output: string; now?: Date }) =>
+    complete: (
+      jobId: string,
+      i: { attempt: number; output: string; usage?: AttemptUsage | null; now?: Date },
+    ) =>
       call<CompleteResult>("complete_job", {
         p_job_id: jobId,
         p_attempt: i.attempt,
         p_output: i.output,
+        ...usageArg(i.usage),
+        ...at(i.now),
+      }),
+    /** The running attempt's output so far; `not_running` means: stop the model now. */
+    progress: (
+      jobId: string,
+      i: { attempt: number; partialOutput: string; completionTokens: number; now?: Date },
+    ) =>
+      call<ProgressResult>("record_progress", {
+        p_job_id: jobId,
+        p_attempt: i.attempt,
+        p_partial_output: i.partialOutput,
+        p_completion_tokens: i.completionTokens,
+        ...at(i.now),
+      }),
+    /** The usage of an attempt whose own transition was refused (someone else ended the job). */
+    recordUsage: (jobId: string, i: { attempt: number; usage: AttemptUsage; now?: Date }) =>
+      call<AttemptUsageResult>("record_attempt_usage", {
+        p_job_id: jobId,
+        p_attempt: i.attempt,
+        p_usage: i.usage,
         ...at(i.now),
       }),
     requeue: (
@@ -224,6 +275,7 @@ export function createJobs(rpc: Rpc) {
         maxHits: number;
         maxAgeSeconds: number;
         countHit: boolean;
+        usage?: AttemptUsage | null;
         now?: Date;
       },
     ) =>
@@ -235,24 +287,36 @@ export function createJobs(rpc: Rpc) {
         p_max_hits: i.maxHits,
         p_max_age_seconds: i.maxAgeSeconds,
         p_count_hit: i.countHit,
+        ...usageArg(i.usage),
         ...at(i.now),
       }),
-    release: (jobId: string, i: { attempt: number; error: string; now?: Date }) =>
+    release: (
+      jobId: string,
+      i: { attempt: number; error: string; usage?: AttemptUsage | null; now?: Date },
+    ) =>
       call<ReleaseResult>("release_job", {
         p_job_id: jobId,
         p_attempt: i.attempt,
         p_error: i.error,
+        ...usageArg(i.usage),
         ...at(i.now),
       }),
     fail: (
       jobId: string,
-      i: { reason: FailureReason; error?: string; attempt?: number; now?: Date },
+      i: {
+        reason: FailureReason;
+        error?: string;
+        attempt?: number;
+        usage?: AttemptUsage | null;
+        now?: Date;
+      },
     ) =>
       call<FailResult>("fail_job", {
         p_job_id: jobId,
         p_reason: i.reason,
         p_error: i.error ?? null,
         p_attempt: i.attempt ?? null,
+        ...usageArg(i.usage),
         ...at(i.now),
       }),
     cancel: (jobId: string, userId: string, now?: Date) =>

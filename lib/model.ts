@@ -1,7 +1,13 @@
 /**
  * The model call and the classification of its failures. Only the worker imports this.
  */
-import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from "openai";
+import { countTokens } from "gpt-tokenizer/encoding/o200k_base";
+import OpenAI, {
+  APIConnectionError,
+  APIConnectionTimeoutError,
+  APIError,
+  APIUserAbortError,
+} from "openai";
 
 /** Options of {@link createModel}. */
 export type ModelOptions = {
@@ -9,7 +15,10 @@ export type ModelOptions = {
   /** An OpenAI-compatible endpoint. @default "https://api.openai.com/v1" */
   baseURL?: string | undefined;
   model: string;
-  /** Abort the call after this long; keep it below the worker's `maxDuration`. */
+  /**
+   * Abort the whole call (the request and every chunk of the stream) after this long; keep it
+   * below the worker's `maxDuration`.
+   */
   timeoutMs: number;
   fetch?: typeof fetch;
 };
@@ -25,6 +34,39 @@ export type ModelFailure =
   | { kind: "refused"; status: number; message: string };
 
 /**
+ * What one model call consumed. `provider`: the usage chunk the provider sent at the end of
+ * the stream (what it bills). `counted`: the stream ended early (our abort, a timeout, a cut
+ * connection), so the completion tokens are those streamed so far, counted with the o200k_base
+ * tokenizer, and the prompt tokens are counted the same way once the provider accepted the
+ * request (zero when it refused it).
+ */
+export interface ModelUsage {
+  promptTokens: number;
+  completionTokens: number;
+  source: "provider" | "counted";
+}
+
+export interface GenerateOptions {
+  /** The output bound sent as `max_completion_tokens` (the plan's `max_output_tokens`). */
+  maxOutputTokens: number;
+  /** Aborting it cuts the stream at once (the provider stops generating, and billing). */
+  signal?: AbortSignal;
+  /** Called with the whole text so far after each chunk that added text. */
+  onText?: (textSoFar: string) => void;
+}
+
+export interface Generation {
+  text: string;
+  usage: ModelUsage;
+  finishReason: string | null;
+}
+
+/** The worker's port: one bounded, streamed call. */
+export interface Model {
+  generate(prompt: string, options: GenerateOptions): Promise<Generation>;
+}
+
+/**
  * The provider answered 200 but gave nothing usable (a refusal, a content filter, an empty or
  * truncated answer). Retrying the same prompt will not help, so it classifies as `refused`.
  */
@@ -33,15 +75,38 @@ export class ModelOutputError extends Error {
 }
 
 /**
+ * A failed call with what it consumed: `cause` is what the SDK threw (or a ModelOutputError),
+ * `usage` what the provider will bill for it. {@link classifyModelError} looks at `cause`.
+ */
+export class ModelCallError extends Error {
+  override readonly name = "ModelCallError";
+  constructor(
+    override readonly cause: unknown,
+    readonly usage: ModelUsage,
+  ) {
+    super(cause instanceof Error ? cause.message : String(cause));
+  }
+}
+
+/** The usage a failed call reported, or null when the failure carries none. */
+export const usageOfFailure = (err: unknown): ModelUsage | null =>
+  err instanceof ModelCallError ? err.usage : null;
+
+/**
  * A chat-completions client with SDK retries OFF (`maxRetries: 0`): the queue owns retries,
  * so one delivery makes at most one model call (docs/DESIGN.md#invariant-7-one-model-call-per-claim), and a 429 comes back to us at
  * once instead of being retried inside a function that will be killed at `maxDuration`.
  *
+ * Every call streams (`stream: true` with `stream_options.include_usage`) and is bounded by
+ * `max_completion_tokens`: a stream can be cut the moment the job stops being ours (a cancel),
+ * and the provider stops generating, and billing, when the connection closes. A call that
+ * does not stream runs to its end whatever happens to the job.
+ *
  * @example
  * const model = createModel({ apiKey, model: "gpt-4o-mini", timeoutMs: 45_000 });
- * const text = await model.generate("Write a haiku about queues");
+ * const { text, usage } = await model.generate("Write a haiku about queues", { maxOutputTokens: 512 });
  */
-export function createModel(options: ModelOptions): { generate(prompt: string): Promise<string> } {
+export function createModel(options: ModelOptions): Model {
   const client = new OpenAI({
     apiKey: options.apiKey,
     baseURL: options.baseURL,
@@ -50,18 +115,87 @@ export function createModel(options: ModelOptions): { generate(prompt: string): 
     ...(options.fetch ? { fetch: options.fetch } : {}),
   });
   return {
-    async generate(prompt) {
-      const completion = await client.chat.completions.create({
-        model: options.model,
-        messages: [{ role: "user", content: prompt }],
+    async generate(prompt, o) {
+      // The SDK's own timeout stops at the response headers; this deadline covers the stream.
+      const deadline = AbortSignal.timeout(options.timeoutMs);
+      const signal = o.signal ? AbortSignal.any([o.signal, deadline]) : deadline;
+      let accepted = false;
+      let text = "";
+      let refusal = "";
+      let finishReason: string | null = null;
+      let reported: ModelUsage | null = null;
+      const consumed = (): ModelUsage =>
+        reported ??
+        (accepted
+          ? {
+              promptTokens: countTokens(prompt),
+              completionTokens: countTokens(text),
+              source: "counted",
+            }
+          : { promptTokens: 0, completionTokens: 0, source: "counted" });
+      const fail = (cause: unknown) => new ModelCallError(cause, consumed());
+      // Rejects when the signal fires: a read that waits on a stalled stream is left behind at
+      // once, whether or not the fetch implementation cancels the body on abort.
+      const stopped = new Promise<never>((_, reject) => {
+        const stop = () => reject(signal.reason);
+        if (signal.aborted) stop();
+        else signal.addEventListener("abort", stop, { once: true });
       });
-      const choice = completion.choices[0];
-      const text = choice?.message.content;
-      if (choice?.message.refusal) throw new ModelOutputError("the model refused the request");
-      if (choice?.finish_reason === "content_filter")
-        throw new ModelOutputError("the output was filtered");
-      if (!text) throw new ModelOutputError("the model returned no text");
-      return text;
+      stopped.catch(() => undefined);
+      let closeConnection = () => {};
+      try {
+        const created = await client.chat.completions.create(
+          {
+            model: options.model,
+            messages: [{ role: "user", content: prompt }],
+            max_completion_tokens: o.maxOutputTokens,
+            stream: true,
+            stream_options: { include_usage: true },
+          },
+          { signal },
+        );
+        closeConnection = () => created.controller.abort();
+        accepted = true;
+        const chunks = created[Symbol.asyncIterator]();
+        for (;;) {
+          const next = await Promise.race([chunks.next(), stopped]);
+          if (next.done) break;
+          const chunk = next.value;
+          if (chunk.usage) {
+            reported = {
+              promptTokens: chunk.usage.prompt_tokens,
+              completionTokens: chunk.usage.completion_tokens,
+              source: "provider",
+            };
+          }
+          const choice = chunk.choices[0];
+          if (!choice) continue;
+          if (choice.delta?.refusal) refusal += choice.delta.refusal;
+          if (choice.delta?.content) {
+            text += choice.delta.content;
+            o.onText?.(text);
+          }
+          if (choice.finish_reason) finishReason = choice.finish_reason;
+        }
+      } catch (error) {
+        if (deadline.aborted) throw fail(new APIConnectionTimeoutError());
+        if (signal.aborted) throw fail(new APIUserAbortError());
+        throw fail(error);
+      } finally {
+        // Close the connection if we stopped reading early: the provider stops generating.
+        if (signal.aborted) closeConnection();
+      }
+      // An abort ends the SDK's stream quietly, as if it were complete: check for it.
+      if (deadline.aborted) throw fail(new APIConnectionTimeoutError());
+      if (signal.aborted) throw fail(new APIUserAbortError());
+      if (refusal) throw fail(new ModelOutputError("the model refused the request"));
+      if (finishReason === "content_filter")
+        throw fail(new ModelOutputError("the output was filtered"));
+      if (!text) throw fail(new ModelOutputError("the model returned no text"));
+      if (finishReason === null)
+        // No finish_reason: the stream was cut without an error (a proxy, a dropped connection).
+        throw fail(new APIConnectionError({ message: "the stream ended without a finish reason" }));
+      return { text, usage: consumed(), finishReason };
     },
   };
 }
@@ -122,7 +256,8 @@ function safeMessage(message: string): string {
  * - timeout, connection error, 408, 409, 5xx, an unknown throw → `transient` (retry);
  * - any other 4xx, or a 200 without usable output → `refused` (fail and refund now).
  */
-export function classifyModelError(err: unknown, now: Date = new Date()): ModelFailure {
+export function classifyModelError(failure: unknown, now: Date = new Date()): ModelFailure {
+  const err = failure instanceof ModelCallError ? failure.cause : failure;
   if (err instanceof ModelOutputError)
     return { kind: "refused", status: 200, message: err.message };
   // Connection, timeout and abort errors are APIErrors with no status: check them first.
@@ -146,3 +281,6 @@ export function classifyModelError(err: unknown, now: Date = new Date()): ModelF
   const message = err instanceof Error ? err.message : String(err);
   return { kind: "transient", status: null, message: safeMessage(message) };
 }
+
+/** Completion tokens in `text` by the o200k_base tokenizer (what the worker reports as progress). */
+export const countOutputTokens = (text: string): number => (text ? countTokens(text) : 0);

@@ -22,6 +22,7 @@ export function createWorkerDeps(deps: Deps): WorkerDeps {
       providerQuotaMaxHits: c.providerQuotaMaxHits,
       jobMaxAgeSeconds: c.jobMaxAgeSeconds,
       providerBackoffSeconds: c.providerBackoffSeconds,
+      progressIntervalMs: c.progressIntervalMs,
     },
   };
 }

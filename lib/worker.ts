@@ -5,19 +5,34 @@
  * recorded; 503 for a transient model error or any database error.
  */
 
-import { dedupId, type JobRow, type RequeueResult } from "./jobs.ts";
+import {
+  type AttemptUsage,
+  dedupId,
+  type JobRow,
+  type JobStatus,
+  type RequeueResult,
+} from "./jobs.ts";
 import { log } from "./log.ts";
-import { classifyModelError } from "./model.ts";
+import {
+  classifyModelError,
+  countOutputTokens,
+  type Generation,
+  type Model,
+  type ModelUsage,
+  usageOfFailure,
+} from "./model.ts";
 import type { Deps } from "./ports.ts";
 
 export interface WorkerDeps
   extends Pick<Deps, "jobs" | "queue" | "gate" | "alerts" | "now" | "config"> {
-  model: { generate(prompt: string): Promise<string> };
+  model: Model;
   settings: {
     leaseSeconds: number;
     providerQuotaMaxHits: number;
     jobMaxAgeSeconds: number;
     providerBackoffSeconds: number;
+    /** How often the streaming worker records progress (and learns of a cancel). @default 1000 */
+    progressIntervalMs: number;
   };
 }
 
@@ -72,19 +87,36 @@ export async function runJob(
     return afterRequeue(deps, r);
   }
 
-  let output: string;
-  try {
-    output = await deps.model.generate(job.prompt);
-  } catch (error) {
-    return await onModelError(deps, job, attempt, error);
+  const call = await streamModel(deps, job, attempt, outputBound(claim.max_output_tokens, jobId));
+  if (!call.ok) {
+    if (call.stoppedBy !== null) {
+      // Someone else ended the job (or reclaimed it) while the model streamed: the stream was
+      // cut at once, and only what it consumed until then is recorded.
+      await recordUsage(deps, job.id, attempt, call.usage);
+      log.info("model_stream_aborted", {
+        jobId,
+        attempt,
+        status: call.stoppedBy,
+        completionTokens: call.usage?.completion_tokens ?? null,
+      });
+      return { status: 200, outcome: "aborted" };
+    }
+    return await onModelError(deps, job, attempt, call.error, call.usage);
   }
 
-  const done = await completeWithRetry(deps, job.id, attempt, output);
+  const usage = toAttemptUsage(call.result.usage);
+  const done = await completeWithRetry(deps, job.id, attempt, call.result.text, usage);
   if (done.outcome === "completed") {
-    log.info("job_succeeded", { jobId, attempt });
+    log.info("job_succeeded", {
+      jobId,
+      attempt,
+      finishReason: call.result.finishReason,
+      completionTokens: usage.completion_tokens,
+    });
     return { status: 200, outcome: "completed" };
   }
   // Canceled, failed or reclaimed while the model ran: that caller owns the job's fate.
+  await recordUsage(deps, job.id, attempt, usage);
   log.warn("late_output_dropped", {
     jobId,
     attempt,
@@ -94,15 +126,122 @@ export async function runJob(
 }
 
 /**
+ * The plan's bound from start_job. A claim without one (a database older than this code, during
+ * a deploy) still gets a bound: the free plan's, the smallest, rather than none.
+ */
+const FALLBACK_OUTPUT_TOKENS = 512;
+function outputBound(value: unknown, jobId: string): number {
+  if (typeof value === "number" && Number.isInteger(value) && value > 0) return value;
+  log.warn("output_bound_missing", { jobId, fallback: FALLBACK_OUTPUT_TOKENS });
+  return FALLBACK_OUTPUT_TOKENS;
+}
+
+type ModelCall =
+  | { ok: true; result: Generation }
+  | { ok: false; error: unknown; usage: AttemptUsage | null; stoppedBy: JobStatus | "gone" | null };
+
+const toAttemptUsage = (u: ModelUsage): AttemptUsage => ({
+  prompt_tokens: u.promptTokens,
+  completion_tokens: u.completionTokens,
+  source: u.source,
+});
+
+/*
+ * Why the worker streams and writes its progress on a timer.
+ *
+ * A cancel refunds the unit at once (cancel_job), but a model call that nobody listens to any
+ * more runs to its end and is billed: enqueue, wait for running, cancel, repeat, and one free
+ * unit a day buys an unbounded bill. The stream is what can be stopped: closing it stops the
+ * provider generating. The worker learns that the job is no longer its own from the one write
+ * it makes anyway, its progress: every `progressIntervalMs` (one second by default), on a timer
+ * and not on chunks, so a stalled stream learns of a cancel as fast as a busy one. The write is
+ * guarded on the claim (record_progress); `not_running` aborts the stream in the same tick. So a
+ * canceled attempt streams at most about one interval (plus a round trip) past the cancel, and
+ * every attempt is bounded by the plan's max_output_tokens anyway. A failed progress write
+ * (the database is down) does not stop the stream: the answer may still be written, and the
+ * bound and the timeout still hold.
+ */
+async function streamModel(
+  deps: WorkerDeps,
+  job: JobRow,
+  attempt: number,
+  maxOutputTokens: number,
+): Promise<ModelCall> {
+  const controller = new AbortController();
+  let text = "";
+  let stoppedBy: JobStatus | "gone" | null = null;
+  let writing: Promise<void> | null = null;
+  const write = async () => {
+    try {
+      const r = await deps.jobs.progress(job.id, {
+        attempt,
+        partialOutput: text,
+        completionTokens: countOutputTokens(text),
+      });
+      if (r.outcome !== "recorded" && stoppedBy === null) {
+        stoppedBy = r.outcome === "not_running" ? r.status : "gone";
+        controller.abort();
+      }
+    } catch (error) {
+      log.warn("progress_write_failed", { jobId: job.id, attempt, error });
+    }
+  };
+  const timer = setInterval(() => {
+    if (writing === null && stoppedBy === null) writing = write().finally(() => (writing = null));
+  }, deps.settings.progressIntervalMs);
+  try {
+    const result = await deps.model.generate(job.prompt, {
+      maxOutputTokens,
+      signal: controller.signal,
+      onText: (t) => {
+        text = t;
+      },
+    });
+    return { ok: true, result };
+  } catch (error) {
+    const usage = usageOfFailure(error);
+    return { ok: false, error, usage: usage && toAttemptUsage(usage), stoppedBy };
+  } finally {
+    clearInterval(timer);
+    await writing;
+  }
+}
+
+/**
+ * The usage of an attempt whose own transition was refused: an insert-only event, because the
+ * job may be final. Best effort: losing this record must not turn a settled delivery into a
+ * retry, so a failure is logged, not thrown.
+ */
+async function recordUsage(
+  deps: WorkerDeps,
+  jobId: string,
+  attempt: number,
+  usage: AttemptUsage | null,
+): Promise<void> {
+  if (!usage) return;
+  try {
+    await deps.jobs.recordUsage(jobId, { attempt, usage });
+  } catch (error) {
+    log.warn("attempt_usage_not_recorded", { jobId, attempt, error, ...usage });
+  }
+}
+
+/**
  * The model's answer is the expensive part: a database blip at this point is worth two quick
  * retries before we give up and answer 503 (after which the lease and the sweeper decide).
  * Repeating the guarded write is safe; if an earlier try committed and only its response was
  * lost, the job reads back as succeeded under our own claim, which is our success.
  */
-async function completeWithRetry(deps: WorkerDeps, jobId: string, attempt: number, output: string) {
+async function completeWithRetry(
+  deps: WorkerDeps,
+  jobId: string,
+  attempt: number,
+  output: string,
+  usage: AttemptUsage,
+) {
   for (let i = 0; ; i++) {
     try {
-      const done = await deps.jobs.complete(jobId, { attempt, output });
+      const done = await deps.jobs.complete(jobId, { attempt, output, usage });
       if (
         i > 0 &&
         done.outcome === "not_running" &&
@@ -126,12 +265,14 @@ function requeueArgs(
   resumeAt: Date,
   error: string,
   countHit: boolean,
+  usage: AttemptUsage | null = null,
 ) {
   return {
     attempt,
     resumeAt,
     error,
     countHit,
+    usage,
     maxHits: deps.settings.providerQuotaMaxHits,
     maxAgeSeconds: deps.settings.jobMaxAgeSeconds,
   };
@@ -142,8 +283,15 @@ async function onModelError(
   job: JobRow,
   attempt: number,
   error: unknown,
+  usage: AttemptUsage | null,
 ): Promise<WorkerResult> {
   const failure = classifyModelError(error, deps.now());
+  // The transition that ends this attempt carries its usage; when someone else ended the job
+  // first, the usage goes into an event of its own.
+  const settled = async <R extends { outcome: string }>(r: R): Promise<R> => {
+    if (r.outcome === "not_running") await recordUsage(deps, job.id, attempt, usage);
+    return r;
+  };
   switch (failure.kind) {
     case "provider_quota": {
       const waitSeconds = failure.retryAfterSeconds ?? deps.settings.providerBackoffSeconds;
@@ -158,9 +306,11 @@ async function onModelError(
           fields: { job: job.id, hits: job.provider_quota_hits + 1 },
         });
       }
-      const r = await deps.jobs.requeue(
-        job.id,
-        requeueArgs(deps, attempt, resumeAt, `429 ${failure.reason}`, true),
+      const r = await settled(
+        await deps.jobs.requeue(
+          job.id,
+          requeueArgs(deps, attempt, resumeAt, `429 ${failure.reason}`, true, usage),
+        ),
       );
       return afterRequeue(deps, r);
     }
@@ -171,10 +321,13 @@ async function onModelError(
         status: failure.status,
         message: failure.message,
       });
-      const r = await deps.jobs.release(job.id, {
-        attempt,
-        error: `transient: ${failure.status ?? "no response"}`,
-      });
+      const r = await settled(
+        await deps.jobs.release(job.id, {
+          attempt,
+          error: `transient: ${failure.status ?? "no response"}`,
+          usage,
+        }),
+      );
       // Canceled, failed or reclaimed while the model ran: that caller owns the job's fate, and
       // a redelivery cannot help (it would only find the job final and count as a retry).
       if (r.outcome !== "released") return { status: 200, outcome: r.outcome };
@@ -182,11 +335,14 @@ async function onModelError(
     }
     case "refused": {
       log.warn("model_refused", { jobId: job.id, attempt, status: failure.status });
-      const r = await deps.jobs.fail(job.id, {
-        reason: "model_refused",
-        error: `${failure.status}: ${failure.message}`.slice(0, 500),
-        attempt,
-      });
+      const r = await settled(
+        await deps.jobs.fail(job.id, {
+          reason: "model_refused",
+          error: `${failure.status}: ${failure.message}`.slice(0, 500),
+          attempt,
+          usage,
+        }),
+      );
       return { status: 200, outcome: r.outcome === "failed" ? "failed" : r.outcome };
     }
   }

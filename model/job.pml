@@ -181,6 +181,19 @@ proctype Worker(byte w) {
        :: else
        fi
      };
+     /* while the model streams: a progress write may find the job no longer this claim's; the
+      * worker then cuts the stream and answers 200, leaving the job to whoever ended it */
+     if
+     :: path != P_GATE ->
+        atomic {
+          record_progress(a, out); invariants();
+          if
+          :: out == O_NOT_RUNNING -> claim_lost(); finish(true); goto next
+          :: else -> skip
+          fi
+        }
+     :: skip
+     fi;
      atomic {
        if
        :: path == P_SUCCESS ->

@@ -26,6 +26,7 @@ const PARAMS: Record<string, string[]> = {
   fail_job: ["a", "r", "out"],
   cancel_job: ["out"],
   sweep_jobs: ["out"],
+  record_progress: ["a", "out"],
 };
 
 const up = (s: string) => s.toUpperCase();

@@ -100,7 +100,8 @@ export type FnName =
   | "release_job"
   | "fail_job"
   | "cancel_job"
-  | "sweep_jobs";
+  | "sweep_jobs"
+  | "record_progress";
 
 export const transitions: Record<FnName, Fn> = {
   enqueue_job: {
@@ -245,6 +246,19 @@ export const transitions: Record<FnName, Fn> = {
         to: { status: "failed", reason: "never_delivered", counter: -1 },
       },
       { when: "otherwise", outcome: "untouched", to: nothing },
+    ],
+  },
+  /**
+   * Not a transition: the streaming worker's progress write. It changes no state the model
+   * sees; its outcome tells the worker whether the job is still its own (not_running: cut the
+   * stream and leave the job to whoever ended or reclaimed it).
+   */
+  record_progress: {
+    args: ["claim"],
+    claims: ["current", "stale"],
+    rows: [
+      { when: { status: ["running"], claim: ["current"] }, outcome: "recorded", to: nothing },
+      { when: "otherwise", outcome: "not_running", to: nothing },
     ],
   },
 };

@@ -96,11 +96,11 @@ const CHECKS: Array<{ check: string; fixable: boolean; sql: string; param?: Para
     fixable: false,
     sql: `select j.id, j.user_id, j.status, j.refunded_at,
             (select count(*) from public.job_events e
-             where e.job_id = j.id and e.to_status in ('failed', 'canceled'))::int as refund_events
+             where e.job_id = j.id and e.to_status in ('failed', 'canceled') and e.from_status is distinct from e.to_status)::int as refund_events
           from public.generation_jobs j
           where j.status in ('failed', 'canceled')
             and (j.refunded_at is null or (select count(*) from public.job_events e
-                 where e.job_id = j.id and e.to_status in ('failed', 'canceled')) <> 1)`,
+                 where e.job_id = j.id and e.to_status in ('failed', 'canceled') and e.from_status is distinct from e.to_status) <> 1)`,
   },
   {
     check: "succeeded_with_refund",
@@ -108,7 +108,7 @@ const CHECKS: Array<{ check: string; fixable: boolean; sql: string; param?: Para
     sql: `select j.id, j.user_id, j.refunded_at from public.generation_jobs j
           where j.status = 'succeeded' and (j.refunded_at is not null or exists (
             select 1 from public.job_events e
-            where e.job_id = j.id and e.to_status in ('failed', 'canceled')))`,
+            where e.job_id = j.id and e.to_status in ('failed', 'canceled') and e.from_status is distinct from e.to_status))`,
   },
 ];
 

@@ -272,7 +272,9 @@ async function main() {
           before.phase !== job.phase ||
           before.attempts !== job.attempts ||
           before.resumeAt !== job.resumeAt ||
-          before.startedAt !== job.startedAt;
+          before.startedAt !== job.startedAt ||
+          // The output streaming in: keep looking at the first pace while it grows.
+          before.partialOutput !== job.partialOutput;
         upsert(job, { atTop: false });
         if (!isActive(job)) return "stop";
         return changed ? "changed" : "same";

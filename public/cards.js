@@ -2,6 +2,8 @@
 /**
  * One job card. Everything that came from a person or a model (the prompt, the output) goes
  * in with `textContent`, never `innerHTML`: markup in it is shown as text and never runs.
+ * While the job runs, the output region shows what the model has written so far, as the API
+ * reports it (the worker records it about once a second): no estimate, no progress bar.
  */
 import { formatClock } from "./format.js";
 import { isActive, phaseLabel, phaseSentence } from "./status.js";
@@ -77,8 +79,12 @@ export function createCard(job, o) {
       prompt.textContent = p ? `“${p}”` : "";
       prompt.hidden = !p;
       phase.textContent = phaseSentence(next, now, clock);
-      output.textContent = next.output ?? "";
-      output.hidden = next.phase !== "succeeded" || next.output === null;
+      const partial = next.phase === "running" ? (next.partialOutput ?? null) : null;
+      const text = next.phase === "succeeded" ? next.output : partial;
+      output.textContent = text ?? "";
+      output.hidden = text === null || text === "";
+      output.classList.toggle("partial", partial !== null);
+      output.setAttribute("aria-busy", String(partial !== null));
       cancel.hidden = !isActive(next);
     },
     tick(now) {

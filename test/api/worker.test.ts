@@ -196,7 +196,10 @@ describe("POST /api/worker: model failures", () => {
   test("transient after the job was canceled meanwhile: 200 (a retry cannot help), the cancel stands", async () => {
     const { user, id, message } = await queuedJob();
     app.model.failNext("slow", 1, { delayMs: 10_000 });
-    const delivery = app.deliver(message);
+    // A worker that records no progress within the test: it learns of the cancel only from the
+    // release its timeout leads to (test/api/streaming.test.ts covers the worker that does).
+    const { handlers } = slowProgress();
+    const delivery = app.deliver(message, { handlers });
     await eventually(() => app.model.calls() === 1, { what: "the model call to start" });
     const cancel = await app.call("job", `/api/jobs/${id}`, {
       method: "DELETE",
@@ -422,7 +425,8 @@ describe("POST /api/worker: model failures", () => {
   test("a completion racing a cancel: canceled wins, refunded once, the late output dropped", async () => {
     const { user, id, message } = await queuedJob();
     app.model.failNext("slow", 1, { delayMs: 800 });
-    const delivery = app.deliver(message);
+    const { handlers } = slowProgress();
+    const delivery = app.deliver(message, { handlers });
     await eventually(() => app.model.calls() === 1, { what: "the model call to start" });
 
     const cancel = await app.call("job", `/api/jobs/${id}`, {
@@ -440,9 +444,17 @@ describe("POST /api/worker: model failures", () => {
     expect(row.refunded_at).not.toBeNull();
     expect(await app.unitsUsed(user.id)).toBe(0);
     const events = (await app.events(id)).map((e) => e.event);
-    expect(events).toEqual(["enqueued", "started", "canceled"]);
+    // The attempt's usage is appended after the cancel: the completion that would have carried
+    // it was refused.
+    expect(events).toEqual(["enqueued", "started", "canceled", "attempt_usage"]);
   });
 });
+
+/** Handlers whose worker writes progress only once a minute (never, within a test). */
+function slowProgress() {
+  const { deps, workerDeps } = app.makeDeps({ PROGRESS_INTERVAL_MS: "60000" });
+  return { handlers: app.handlersFor(deps, workerDeps) };
+}
 
 test("Redis down: the worker still runs the job (the gate reads open) and pages by log line", async () => {
   const { id, message } = await queuedJob();

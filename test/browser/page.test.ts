@@ -132,6 +132,43 @@ describe("the job page in a browser", () => {
     await h.screenshot(page, "06-canceled");
   });
 
+  test("a running job's output grows on the page as the model writes it; a reload shows the same", async () => {
+    const { page, errors } = await h.open();
+    await devSignIn(page, "free");
+    await page
+      .getByLabel("What should it write?")
+      .fill("[fake:tokens:3000] [fake:chunk_ms:60] <b>A long essay</b> on streams");
+    await page.getByRole("button", { name: "Generate" }).click();
+    const job = card(page);
+    await job.and(page.locator('[data-phase="running"]')).waitFor();
+    const output = job.locator(".job-output");
+    await until(
+      "the first partial output",
+      async () => ((await output.textContent()) ?? "") !== "",
+    );
+    const first = (await output.textContent()) ?? "";
+    await until(
+      "the output to grow",
+      async () => ((await output.textContent()) ?? "").length > first.length,
+    );
+    expect((await output.textContent())?.startsWith(first)).toBe(true);
+    // text, never markup; and no fake progress bar
+    expect(await output.locator("b").count()).toBe(0);
+    expect(await page.locator(noProgressBar).count()).toBe(0);
+    await h.screenshot(page, "05b-streaming");
+
+    await page.reload();
+    const again = card(page).and(page.locator('[data-phase="running"]'));
+    await again.waitFor();
+    await until("the partial output after a reload", async () =>
+      ((await again.locator(".job-output").textContent()) ?? "").startsWith(first),
+    );
+    await again.getByRole("button", { name: /^Cancel the job from \d\d:\d\d$/ }).click();
+    await card(page).and(page.locator('[data-phase="canceled"]')).waitFor();
+    expect(await card(page).locator(".job-output").isHidden()).toBe(true);
+    expect(errors).toEqual([]);
+  });
+
   test("a double click on Generate spends one unit", async () => {
     const { page } = await h.open();
     await devSignIn(page, "pro"); // 100 units: only idempotency can keep this at one

@@ -143,6 +143,8 @@ describe("row level security", () => {
       "get_job",
       "get_usage",
       "list_jobs",
+      "record_attempt_usage",
+      "record_progress",
       "release_job",
       "requeue_job",
       "start_job",

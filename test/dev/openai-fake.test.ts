@@ -196,11 +196,162 @@ describe("fake OpenAI model, through the openai SDK", () => {
     expect(await queued.json()).toEqual({ queued: 1 });
     const error = (await failureOf(chat("x"))) as RateLimitError;
     expect(error.headers.get("retry-after")).toBe("3");
-    expect(await (await fetch(`${control}/stats`)).json()).toEqual({ calls: 1 });
+    expect(await (await fetch(`${control}/stats`)).json()).toEqual({
+      calls: 1,
+      completionTokens: 0,
+      streamedTokens: 0,
+      requests: [],
+    });
     const invalid = await fetch(`${control}/fail`, {
       method: "POST",
       body: JSON.stringify({ kind: "nope" }),
     });
     expect(invalid.status).toBe(400);
+  });
+});
+
+const stream = (
+  content: string,
+  extra: { max_completion_tokens?: number } = {},
+  client = openai(),
+) =>
+  client.chat.completions.create(
+    {
+      model: "gpt-4o-mini",
+      messages: [{ role: "user", content }],
+      stream: true,
+      stream_options: { include_usage: true },
+      ...extra,
+    },
+    {},
+  );
+
+describe("fake OpenAI model, streaming through the openai SDK", () => {
+  test("the chunks add up to the non-streamed answer; usage comes last, with choices []", async () => {
+    fake.reset();
+    const prompt = "Summarise the quarterly report in three bullets.";
+    const whole = (await chat(prompt)).choices[0]?.message.content;
+    const chunks = [];
+    for await (const chunk of await stream(prompt)) chunks.push(chunk);
+    const text = chunks.map((c) => c.choices[0]?.delta.content ?? "").join("");
+    expect(text).toBe(whole);
+    expect(chunks[0]?.choices[0]?.delta.role).toBe("assistant");
+    expect(chunks.every((c) => c.object === "chat.completion.chunk")).toBe(true);
+    const last = chunks.at(-1);
+    expect(last?.choices).toEqual([]);
+    const content = chunks.filter((c) => c.choices[0]?.delta.content);
+    expect(last?.usage?.completion_tokens).toBe(content.length);
+    expect(chunks.at(-2)?.choices[0]?.finish_reason).toBe("stop");
+    expect(chunks.slice(0, -1).every((c) => c.usage === null)).toBe(true);
+    expect(fake.stats()).toMatchObject({ calls: 2, streamedTokens: content.length });
+    expect(fake.stats().requests.at(-1)).toEqual({
+      stream: true,
+      maxCompletionTokens: null,
+      completionTokens: content.length,
+      finishReason: "stop",
+    });
+  });
+
+  test("the wire format is SSE exactly: content type, data lines, [DONE]", async () => {
+    const res = await fetch(`${fake.url}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: "Bearer test", "content-type": "application/json" },
+      body: JSON.stringify({
+        model: "gpt-4o-mini",
+        messages: [{ role: "user", content: "hi" }],
+        stream: true,
+      }),
+    });
+    expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
+    const body = await res.text();
+    const events = body.split("\n\n").filter(Boolean);
+    expect(events.every((e) => e.startsWith("data: "))).toBe(true);
+    expect(events.at(-1)).toBe("data: [DONE]");
+    // Without include_usage: no usage chunk and no usage field.
+    const parsed = events.slice(0, -1).map((e) => JSON.parse(e.slice(6)));
+    expect(parsed.every((c) => !("usage" in c) && c.choices.length === 1)).toBe(true);
+  });
+
+  test("max_completion_tokens stops the stream with finish_reason length", async () => {
+    fake.reset();
+    const chunks = [];
+    for await (const c of await stream("[fake:tokens:500] go on", { max_completion_tokens: 7 }))
+      chunks.push(c);
+    expect(chunks.at(-2)?.choices[0]?.finish_reason).toBe("length");
+    expect(chunks.at(-1)?.usage?.completion_tokens).toBe(7);
+    expect(fake.stats()).toMatchObject({ streamedTokens: 7 });
+    expect(fake.stats().requests[0]).toMatchObject({
+      maxCompletionTokens: 7,
+      finishReason: "length",
+    });
+  });
+
+  test("a slowed stream stops when the client aborts: only what was written is counted", async () => {
+    fake.reset();
+    const controller = new AbortController();
+    const s = await openai().chat.completions.create(
+      {
+        model: "gpt-4o-mini",
+        messages: [{ role: "user", content: "[fake:tokens:1000] [fake:chunk_ms:50] long" }],
+        stream: true,
+        stream_options: { include_usage: true },
+      },
+      { signal: controller.signal },
+    );
+    const started = Date.now();
+    let seen = 0;
+    for await (const c of s) {
+      if (c.choices[0]?.delta.content) seen += 1;
+      if (Date.now() - started > 500) controller.abort();
+    }
+    // The fake notices the closed connection before its next chunk.
+    const deadline = Date.now() + 2_000;
+    while (fake.stats().requests.length === 0 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
+    const { streamedTokens, requests } = fake.stats();
+    expect(requests[0]?.finishReason).toBe("client_closed");
+    expect(streamedTokens).toBeGreaterThanOrEqual(seen);
+    expect(streamedTokens).toBeLessThanOrEqual(seen + 2);
+    expect(streamedTokens).toBeLessThan(30); // ~10 tokens in 500 ms at 50 ms a chunk, not 1000
+  });
+
+  test("the control API sets the chunk pause; reset() restores it", async () => {
+    const control = fake.url.replace(/\/v1$/, "/__fake");
+    const set = await fetch(`${control}/stream`, {
+      method: "POST",
+      body: JSON.stringify({ chunkMs: 30 }),
+    });
+    expect(await set.json()).toEqual({ chunkMs: 30 });
+    const started = Date.now();
+    let n = 0;
+    for await (const c of await stream("[fake:tokens:10] x")) if (c.choices[0]?.delta.content) n++;
+    expect(Date.now() - started).toBeGreaterThanOrEqual(n * 30 - 30);
+    expect((await fetch(`${control}/stream`, { method: "POST", body: "{}" })).status).toBe(400);
+    fake.reset();
+  });
+
+  test("every failure switch answers a streamed request before the stream, as OpenAI does", async () => {
+    fake.failNext("insufficient_quota");
+    const quota = (await failureOf(stream("x"))) as RateLimitError;
+    expect(quota).toBeInstanceOf(RateLimitError);
+    expect(quota.code).toBe("insufficient_quota");
+    const limited = (await failureOf(stream("x [fake:rate_limit_exceeded:7]"))) as RateLimitError;
+    expect(limited.headers.get("retry-after")).toBe("7");
+    expect(await failureOf(stream("x [fake:server_error]"))).toBeInstanceOf(InternalServerError);
+    expect(await failureOf(stream("x [fake:bad_request]"))).toBeInstanceOf(BadRequestError);
+    fake.failNext("slow", 1, { delayMs: 30_000 });
+    expect(await failureOf(stream("x", {}, openai({ timeout: 200 })))).toBeInstanceOf(
+      APIConnectionTimeoutError,
+    );
+    const ok = [];
+    for await (const c of await stream("after [fake:slow:10]")) ok.push(c);
+    expect(ok.at(-2)?.choices[0]?.finish_reason).toBe("stop");
+  });
+
+  test("the Responses API refuses stream: true (only chat completions stream here)", async () => {
+    const error = await failureOf(
+      openai().responses.create({ model: "gpt-4o-mini", input: "x", stream: true }),
+    );
+    expect(error).toBeInstanceOf(BadRequestError);
   });
 });

@@ -57,12 +57,12 @@ test("the same message delivered twice: one model call", async () => {
   expect(await events(stack, id)).toEqual(["enqueued", "started", "completed"]);
 });
 
-test("cancel while the model runs: canceled, refunded once, the late completion does not overwrite it", async () => {
+test("cancel while the model runs: canceled, refunded once, the model call cut, nothing overwrites it", async () => {
   const { stack } = fixture;
   const { api } = await newUser(stack);
   const calls = stack.model.calls();
 
-  const created = await api.enqueue("[fake:slow:2000] take your time");
+  const created = await api.enqueue("[fake:slow:5000] take your time");
   const id = created.body.job.id;
   await api.waitFor(id, (j) => j.status === "running", "running");
 
@@ -74,14 +74,15 @@ test("cancel while the model runs: canceled, refunded once, the late completion 
   });
   expect((await api.usage()).body).toMatchObject({ used: 0, active: 0 });
 
-  // The worker's model call ends after the cancel; its output must be dropped.
+  // The worker's next progress write finds the job canceled and cuts the model call; what the
+  // attempt consumed is appended to the history.
   await stack.qstash.waitIdle(10_000);
-  expect(fixture.logs.some((l) => l.includes("late_output_dropped") && l.includes(id))).toBe(true);
+  expect(fixture.logs.some((l) => l.includes("model_stream_aborted") && l.includes(id))).toBe(true);
   const job = (await api.job(id)).body.job;
   expect(job).toMatchObject({ status: "canceled", output: null, quotaRefunded: true });
   expect(stack.model.calls() - calls).toBe(1);
   expect(await refundEvents(stack, id)).toBe(1);
-  expect(await events(stack, id)).toEqual(["enqueued", "started", "canceled"]);
+  expect(await events(stack, id)).toEqual(["enqueued", "started", "canceled", "attempt_usage"]);
 
   // A second cancel is refused and refunds nothing.
   const again = await api.cancel(id);

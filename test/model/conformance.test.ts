@@ -122,6 +122,17 @@ function callFor(fn: FnName, id: string, user: string, f: Facts, args: Args): Ca
       };
     case "enqueue_job":
       return { fn, args: { p_user_id: user, p_prompt: "write it", p_now: T } };
+    case "record_progress":
+      return {
+        fn,
+        args: {
+          p_job_id: id,
+          p_attempt: attempt,
+          p_partial_output: "so far",
+          p_completion_tokens: 2,
+          p_now: T,
+        },
+      };
   }
 }
 

@@ -42,6 +42,24 @@ describe("npm run reconcile", () => {
     expect(report).toMatchObject({ ok: true, findings: [] });
   });
 
+  test("a canceled attempt's usage record (canceled → canceled) is not a second refund", async () => {
+    // Without `from_status is distinct from to_status` the attempt_usage event counts as a
+    // second transition into canceled and the job is reported as refunded twice.
+    const user = await newUser(admin, "pro");
+    const id = await enqueue(user, new Date());
+    await rpc(service, "start_job", { p_job_id: id, p_lease_seconds: 90 });
+    await rpc(service, "cancel_job", { p_job_id: id, p_user_id: user });
+    const usage = { prompt_tokens: 3, completion_tokens: 40, source: "counted" };
+    const r = await rpc(service, "record_attempt_usage", {
+      p_job_id: id,
+      p_attempt: 1,
+      p_usage: usage,
+    });
+    expect(r.outcome).toBe("recorded");
+    const report = await reconcile({ dbUrl: databaseUrl() });
+    expect(report).toMatchObject({ ok: true, findings: [] });
+  });
+
   test("reports old active jobs, dead workers' jobs, undelivered jobs and drift read-only; --fix ends them with sweep_jobs, one refund each; drift is left to a human", async () => {
     const user = await newUser(admin, "pro");
     const old = await enqueue(user, hoursAgo(4)); // past the max age, still queued

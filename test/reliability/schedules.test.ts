@@ -182,7 +182,9 @@ describe("random schedules on the real database", () => {
       ...sim.workerDeps.jobs,
       start: async (id, o) => {
         const r = await start(id, o);
-        return r.outcome === "already_running" ? { ...r, outcome: "started" } : r;
+        return r.outcome === "already_running"
+          ? { ...r, outcome: "started", max_output_tokens: 512 }
+          : r;
       },
     };
     await sim.run({

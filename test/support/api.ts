@@ -551,6 +551,8 @@ export const JOB_KEYS = [
   "finishedAt",
   "id",
   "output",
+  "partialOutput",
+  "partialTokens",
   "phase",
   "providerQuotaHits",
   "quotaRefunded",

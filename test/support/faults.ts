@@ -30,6 +30,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { APIConnectionError, APIConnectionTimeoutError } from "openai";
 import type { Rpc } from "../../lib/db.ts";
 import { DatabaseError, UpstreamError } from "../../lib/errors.ts";
+import type { GenerateOptions, Model } from "../../lib/model.ts";
 import type { PublishInput } from "../../lib/queue.ts";
 
 export type FaultAction = "fail" | "hang" | "lose" | "kill-before" | "kill-after";
@@ -200,11 +201,11 @@ export class Faults {
   }
 
   /** The model port (`model`), throwing the real SDK's connection and timeout errors. */
-  model<M extends { generate(prompt: string): Promise<string> }>(inner: M): M {
+  model<M extends Model>(inner: M): M {
     return {
       ...inner,
-      generate: (prompt: string) =>
-        this.boundary("model", () => inner.generate(prompt), {
+      generate: (prompt: string, o: GenerateOptions) =>
+        this.boundary("model", () => inner.generate(prompt, o), {
           unreachable: () => new APIConnectionError({ message: "Connection error." }),
           timedOut: () => new APIConnectionTimeoutError(),
         }),

@@ -31,7 +31,7 @@ import type { Deps } from "../../lib/deps.ts";
 import { enqueueJob } from "../../lib/enqueue.ts";
 import { handleDeliveryFailure } from "../../lib/failure-callback.ts";
 import { createJobs } from "../../lib/jobs.ts";
-import { createModel, ModelOutputError } from "../../lib/model.ts";
+import { createModel, type GenerateOptions, ModelOutputError } from "../../lib/model.ts";
 import { createProviderGate } from "../../lib/provider-gate.ts";
 import type { PublishInput } from "../../lib/queue.ts";
 import { createRateLimiter } from "../../lib/rate-limit.ts";
@@ -251,29 +251,29 @@ export class Sim {
       timeoutMs: 100,
     });
     const scripted = {
-      generate: async (prompt: string) => {
+      generate: async (prompt: string, o: GenerateOptions) => {
         this.modelCalls.set(prompt, (this.modelCalls.get(prompt) ?? 0) + 1);
         this.stats.modelCalls++;
         const outcome = (f.scope().data.model as ModelOutcome | undefined) ?? "ok";
         switch (outcome) {
           case "ok":
-            return real.generate(prompt);
+            return real.generate(prompt, o);
           case "rate_limit":
-            return real.generate(`${prompt} [fake:rate_limit_exceeded:20]`);
+            return real.generate(`${prompt} [fake:rate_limit_exceeded:20]`, o);
           case "insufficient_quota":
-            return real.generate(`${prompt} [fake:insufficient_quota]`);
+            return real.generate(`${prompt} [fake:insufficient_quota]`, o);
           case "server_error":
-            return real.generate(`${prompt} [fake:server_error]`);
+            return real.generate(`${prompt} [fake:server_error]`, o);
           case "timeout":
-            return real.generate(`${prompt} [fake:slow:3000]`);
+            return real.generate(`${prompt} [fake:slow:3000]`, o);
           case "bad_request":
-            return real.generate(`${prompt} [fake:bad_request]`);
+            return real.generate(`${prompt} [fake:bad_request]`, o);
           case "refusal":
             // A 200 whose message is a refusal: what createModel throws for it.
-            await real.generate(prompt);
+            await real.generate(prompt, o);
             throw new ModelOutputError("the model refused the request");
           case "unreachable":
-            return dead.generate(prompt);
+            return dead.generate(prompt, o);
         }
       },
     };
@@ -285,6 +285,7 @@ export class Sim {
         providerQuotaMaxHits: this.config.providerQuotaMaxHits,
         jobMaxAgeSeconds: this.config.jobMaxAgeSeconds,
         providerBackoffSeconds: this.config.providerBackoffSeconds,
+        progressIntervalMs: this.config.progressIntervalMs,
       },
     };
     this.routes = {
@@ -696,9 +697,9 @@ export async function checkInvariants(
     terminal_events: number;
   }>(
     `select j.id, j.status, j.prompt, j.refunded_at, j.output,
-       (select count(*)::int from public.job_events e where e.job_id = j.id and e.to_status in ('failed', 'canceled')) as refunds,
+       (select count(*)::int from public.job_events e where e.job_id = j.id and e.to_status in ('failed', 'canceled') and e.from_status is distinct from e.to_status) as refunds,
        (select count(*)::int from public.job_events e where e.job_id = j.id and e.event in ('started', 'reclaimed')) as claims,
-       (select count(*)::int from public.job_events e where e.job_id = j.id and e.to_status in ('succeeded', 'failed', 'canceled')) as terminal_events
+       (select count(*)::int from public.job_events e where e.job_id = j.id and e.to_status in ('succeeded', 'failed', 'canceled') and e.from_status is distinct from e.to_status) as terminal_events
      from public.generation_jobs j where j.user_id = any($1)`,
     [users],
   );
@@ -745,6 +746,9 @@ export async function checkInvariants(
   const ended = new Set<string>();
   for (const e of events.rows) {
     const period = `${e.user_id} ${e.period_start.toISOString()}`;
+    // The usage of an attempt someone else ended: a record appended to the history, not a
+    // transition (its status is the job's, before and after).
+    if (e.event === "attempt_usage") continue;
     if (ended.has(e.job_id)) problems.push(`event ${e.event} after job ${e.job_id} ended`);
     if (e.event === "enqueued") {
       const a = (active.get(e.user_id) ?? 0) + 1;

@@ -183,7 +183,7 @@ export async function newUser(stack: Stack, plan: "free" | "pro" = "pro") {
 /** Refund-bearing transitions of a job (ended failed or canceled): 0 or 1, never more. */
 export async function refundEvents(stack: Stack, jobId: string): Promise<number> {
   const { rows } = await stack.sql.query<{ n: number }>(
-    "select count(*)::int as n from public.job_events where job_id = $1 and to_status in ('failed', 'canceled')",
+    "select count(*)::int as n from public.job_events where job_id = $1 and to_status in ('failed', 'canceled') and from_status is distinct from to_status",
     [jobId],
   );
   return rows[0]?.n ?? 0;

@@ -4,8 +4,10 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import {
   classifyModelError,
   createModel,
+  ModelCallError,
   ModelOutputError,
   retryAfterSeconds,
+  usageOfFailure,
 } from "../../lib/model.ts";
 import { freePort } from "../support/ports.ts";
 
@@ -34,28 +36,41 @@ const model = (overrides: { baseURL?: string; timeoutMs?: number } = {}) =>
     ...overrides,
   });
 
-function completion(content: string | null, extra: Record<string, unknown> = {}) {
-  return {
-    id: "chatcmpl-1",
-    object: "chat.completion",
-    created: 1_700_000_000,
-    model: "gpt-4o-mini",
-    choices: [
+/** A chat.completion.chunk stream as OpenAI sends it with stream_options.include_usage. */
+function streamed(delta: Record<string, unknown>, finishReason = "stop") {
+  const chunk = (choices: unknown[], usage: unknown = null) =>
+    `data: ${JSON.stringify({
+      id: "chatcmpl-1",
+      object: "chat.completion.chunk",
+      created: 1_700_000_000,
+      model: "gpt-4o-mini",
+      system_fingerprint: "fp_1",
+      choices,
+      usage,
+    })}\n\n`;
+  const body = [
+    chunk([
       {
         index: 0,
-        message: { role: "assistant", content, refusal: null, ...extra },
+        delta: { role: "assistant", content: "", refusal: null },
         logprobs: null,
-        finish_reason: "stop",
+        finish_reason: null,
       },
-    ],
-    usage: { prompt_tokens: 5, completion_tokens: 1, total_tokens: 6 },
-  };
+    ]),
+    chunk([{ index: 0, delta, logprobs: null, finish_reason: null }]),
+    chunk([{ index: 0, delta: {}, logprobs: null, finish_reason: finishReason }]),
+    chunk([], { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 }),
+    "data: [DONE]\n\n",
+  ].join("");
+  return new HttpResponse(body, {
+    headers: { ...requestHeaders, "content-type": "text/event-stream; charset=utf-8" },
+  });
 }
 
 /** What a model call throws, through the real SDK. */
 async function failure(overrides: { baseURL?: string; timeoutMs?: number } = {}) {
   return model(overrides)
-    .generate("hello")
+    .generate("hello", { maxOutputTokens: 64 })
     .then(
       () => {
         throw new Error("expected the call to fail");
@@ -70,27 +85,128 @@ describe("generate", () => {
     server.use(
       http.post(completions, async ({ request }) => {
         seen.push({ auth: request.headers.get("authorization"), body: await request.json() });
-        return HttpResponse.json(completion("Hello there."), { headers: requestHeaders });
+        return streamed({ content: "Hello there." });
       }),
     );
-    expect(await model().generate("hello")).toBe("Hello there.");
+    expect(await model().generate("hello", { maxOutputTokens: 64 })).toEqual({
+      text: "Hello there.",
+      usage: { promptTokens: 5, completionTokens: 3, source: "provider" },
+      finishReason: "stop",
+    });
     expect(seen).toEqual([
       {
         auth: "Bearer sk-test-key-000000",
-        body: { model: "gpt-4o-mini", messages: [{ role: "user", content: "hello" }] },
+        body: {
+          model: "gpt-4o-mini",
+          messages: [{ role: "user", content: "hello" }],
+          max_completion_tokens: 64,
+          stream: true,
+          stream_options: { include_usage: true },
+        },
       },
     ]);
   });
 
   test("a refusal is a ModelOutputError, classified as refused", async () => {
+    server.use(http.post(completions, () => streamed({ refusal: "I can't help with that." })));
+    const err = await failure();
+    expect(err).toBeInstanceOf(ModelCallError);
+    expect((err as ModelCallError).cause).toBeInstanceOf(ModelOutputError);
+    expect(classifyModelError(err)).toMatchObject({ kind: "refused" });
+    // The provider billed the refusal: its usage comes with the failure.
+    expect(usageOfFailure(err)).toEqual({
+      promptTokens: 5,
+      completionTokens: 3,
+      source: "provider",
+    });
+  });
+
+  test("a content filter is refused; a 429 before the stream consumed nothing", async () => {
+    server.use(http.post(completions, () => streamed({ content: "partial" }, "content_filter")));
+    expect(classifyModelError(await failure())).toMatchObject({ kind: "refused" });
+    // No text at all: refused too.
+    server.use(http.post(completions, () => streamed({ content: "" })));
+    expect(classifyModelError(await failure())).toMatchObject({
+      kind: "refused",
+      message: "the model returned no text",
+    });
     server.use(
       http.post(completions, () =>
-        HttpResponse.json(completion(null, { refusal: "I can't help with that." })),
+        HttpResponse.json(
+          {
+            error: {
+              message: "quota",
+              type: "insufficient_quota",
+              param: null,
+              code: "insufficient_quota",
+            },
+          },
+          { status: 429 },
+        ),
       ),
     );
-    const err = await failure();
-    expect(err).toBeInstanceOf(ModelOutputError);
-    expect(classifyModelError(err)).toMatchObject({ kind: "refused" });
+    expect(usageOfFailure(await failure())).toEqual({
+      promptTokens: 0,
+      completionTokens: 0,
+      source: "counted",
+    });
+  });
+});
+
+describe("a stream that stalls or is cut", () => {
+  /** One content chunk, then nothing: the connection stays open. */
+  const stalled = () =>
+    new HttpResponse(
+      new ReadableStream({
+        start(controller) {
+          const chunk = {
+            id: "chatcmpl-1",
+            object: "chat.completion.chunk",
+            created: 1_700_000_000,
+            model: "gpt-4o-mini",
+            choices: [{ index: 0, delta: { content: "Hello there, queues" }, finish_reason: null }],
+            usage: null,
+          };
+          controller.enqueue(new TextEncoder().encode(`data: ${JSON.stringify(chunk)}\n\n`));
+        },
+      }),
+      { headers: { "content-type": "text/event-stream" } },
+    );
+
+  test("MODEL_TIMEOUT_MS covers the stream, not only the headers: a stalled stream times out, transient, with what it streamed", async () => {
+    // The SDK's own timeout stops at the response headers; without the model's deadline this
+    // call would wait for the stalled stream forever.
+    server.use(http.post(completions, stalled));
+    const started = Date.now();
+    const err = await failure({ timeoutMs: 300 });
+    expect(Date.now() - started).toBeLessThan(3_000);
+    expect(classifyModelError(err)).toMatchObject({ kind: "transient", status: null });
+    expect(usageOfFailure(err)).toEqual({
+      promptTokens: 1,
+      completionTokens: 4, // "Hello there, queues" in o200k_base
+      source: "counted",
+    });
+  });
+
+  test("the caller's abort cuts the stream at once; what streamed is counted", async () => {
+    server.use(http.post(completions, stalled));
+    const controller = new AbortController();
+    const texts: string[] = [];
+    const call = model({ timeoutMs: 10_000 }).generate("hello", {
+      maxOutputTokens: 64,
+      signal: controller.signal,
+      onText: (t) => {
+        texts.push(t);
+        controller.abort();
+      },
+    });
+    const err = await call.then(
+      () => expect.unreachable("aborted"),
+      (e: unknown) => e,
+    );
+    expect(texts).toEqual(["Hello there, queues"]);
+    expect(err).toBeInstanceOf(ModelCallError);
+    expect(usageOfFailure(err)).toMatchObject({ completionTokens: 4, source: "counted" });
   });
 });
 
@@ -234,7 +350,7 @@ describe("classifyModelError through the real SDK", () => {
     server.use(
       http.post(completions, async () => {
         await delay("infinite");
-        return HttpResponse.json(completion("too late"));
+        return streamed({ content: "too late" });
       }),
     );
     const err = await failure({ timeoutMs: 100 });

@@ -26,6 +26,8 @@ const job = (over: Partial<Job>): Job => ({
   failureReason: null,
   quotaRefunded: false,
   output: null,
+  partialOutput: null,
+  partialTokens: 0,
   ...over,
 });
 

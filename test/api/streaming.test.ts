@@ -1,0 +1,157 @@
+/**
+ * The streamed worker, in-process against the real database, the PostgREST stand-in and the
+ * fake model behind the real OpenAI SDK: every call bounded by the plan, progress visible while
+ * running, a cancel cutting the stream within the progress interval (default 1 s), and each
+ * attempt's usage in the event history.
+ */
+import { randomUUID } from "node:crypto";
+import { describe, expect, test } from "vitest";
+import { eventually, useApi } from "../support/api.ts";
+
+// Long enough for a slowed stream to run for seconds.
+const app = useApi({ env: { MODEL_TIMEOUT_MS: "20000" } });
+
+const outcomeOf = async (res: Response) => ((await res.json()) as { outcome: string }).outcome;
+
+async function queuedJob(plan: "free" | "pro" = "free", marker = "") {
+  const user = await app.newUser(plan);
+  const id = await app.enqueueOk(user, `Write a report ${randomUUID()} ${marker}`);
+  return { user, id, message: app.qstash.latestFor(id) };
+}
+
+async function detailOf(id: string, event: string) {
+  const { rows } = await app.admin.query(
+    "select detail from public.job_events where job_id = $1 and event = $2",
+    [id, event],
+  );
+  return rows[0]?.detail;
+}
+
+const getJob = async (id: string, headers: Record<string, string>) =>
+  (await (await app.call("job", `/api/jobs/${id}`, { headers })).json()).job;
+
+describe("bounded, streamed model calls", () => {
+  test("each call streams with the plan's max_completion_tokens; the usage is in the completed event", async () => {
+    const free = await queuedJob("free");
+    expect(await outcomeOf(await app.deliver(free.message))).toBe("completed");
+    const pro = await queuedJob("pro");
+    expect(await outcomeOf(await app.deliver(pro.message))).toBe("completed");
+    const [a, b] = app.model.stats().requests;
+    expect(a).toMatchObject({ stream: true, maxCompletionTokens: 512, finishReason: "stop" });
+    expect(b).toMatchObject({ stream: true, maxCompletionTokens: 2048, finishReason: "stop" });
+    expect(await detailOf(free.id, "completed")).toEqual({
+      attempt: 1,
+      usage: {
+        prompt_tokens: expect.any(Number),
+        completion_tokens: a?.completionTokens,
+        source: "provider",
+      },
+    });
+  });
+
+  test("a long answer stops at the plan's bound and is kept (finish_reason length)", async () => {
+    const { id, message } = await queuedJob("free", "[fake:tokens:5000]");
+    expect(await outcomeOf(await app.deliver(message))).toBe("completed");
+    expect(app.model.stats().requests[0]).toMatchObject({
+      completionTokens: 512,
+      finishReason: "length",
+    });
+    expect((await detailOf(id, "completed")).usage.completion_tokens).toBe(512);
+  });
+
+  test("a request the provider refuses (400) is failed with the attempt's usage, zero, in its event", async () => {
+    const { id, message } = await queuedJob("free", "[fake:bad_request]");
+    expect(await outcomeOf(await app.deliver(message))).toBe("failed");
+    expect(await detailOf(id, "failed")).toMatchObject({
+      usage: { prompt_tokens: 0, completion_tokens: 0, source: "counted" },
+    });
+  });
+
+  test("a claim without the plan's bound (an older database mid-deploy) is still bounded", async () => {
+    // Without the fallback the request would carry no max_completion_tokens at all.
+    const { deps, workerDeps } = app.makeDeps({});
+    const start = workerDeps.jobs.start;
+    workerDeps.jobs = {
+      ...workerDeps.jobs,
+      start: async (id, o) => {
+        const { max_output_tokens: _, ...older } = (await start(id, o)) as Record<string, unknown>;
+        return older as unknown as Awaited<ReturnType<typeof start>>;
+      },
+    };
+    const { message } = await queuedJob("pro", "[fake:tokens:5000]");
+    const res = await app.deliver(message, { handlers: app.handlersFor(deps, workerDeps) });
+    expect(await outcomeOf(res)).toBe("completed");
+    expect(app.model.stats().requests[0]).toMatchObject({
+      maxCompletionTokens: 512,
+      completionTokens: 512,
+    });
+    expect(app.logs.some((l) => l.includes("output_bound_missing"))).toBe(true);
+  });
+});
+
+describe("a cancel stops the spend", () => {
+  test("progress grows while running; a cancel cuts the stream within 2 s; only the streamed part is billed", async () => {
+    app.model.setChunkMs(50);
+    const { user, id, message } = await queuedJob("free", "[fake:tokens:5000]");
+    const delivery = app.deliver(message);
+
+    // The partial output grows on GET /api/jobs/:id, once a second.
+    const seen: string[] = [];
+    await eventually(
+      async () => {
+        const job = await getJob(id, user.headers);
+        if (job.partialOutput && job.partialOutput !== seen.at(-1)) seen.push(job.partialOutput);
+        return seen.length >= 2;
+      },
+      { what: "two progress writes", timeoutMs: 8_000 },
+    );
+    expect(seen[1]?.startsWith(seen[0] ?? "?")).toBe(true);
+    expect((await getJob(id, user.headers)).partialTokens).toBeGreaterThan(0);
+
+    const tokensAtCancel = app.model.stats().streamedTokens;
+    const canceledAt = Date.now();
+    const cancel = await app.call("job", `/api/jobs/${id}`, {
+      method: "DELETE",
+      headers: user.headers,
+    });
+    expect(cancel.status).toBe(200);
+    const res = await delivery;
+    const abortMs = Date.now() - canceledAt;
+    expect(await outcomeOf(res)).toBe("aborted");
+    expect(abortMs).toBeLessThan(2_000);
+
+    await eventually(() => app.model.stats().requests.length === 1, { what: "the stream to end" });
+    const { streamedTokens, requests } = app.model.stats();
+    expect(requests[0]).toMatchObject({ finishReason: "client_closed", maxCompletionTokens: 512 });
+    // 50 ms a token: at most ~40 tokens in the 2 s after the cancel.
+    expect(streamedTokens - tokensAtCancel).toBeLessThanOrEqual(40);
+    const usage = (await detailOf(id, "attempt_usage")).usage;
+    expect(usage.source).toBe("counted");
+    // What the worker counted is what it received: at most what the fake wrote.
+    expect(usage.completion_tokens).toBeLessThanOrEqual(streamedTokens);
+    expect(usage.completion_tokens).toBeGreaterThanOrEqual(streamedTokens - 2);
+    // Canceled: the partial output is not shown any more.
+    expect((await getJob(id, user.headers)).partialOutput).toBeNull();
+    process.stdout.write(
+      `[streaming] cancel→abort ${abortMs} ms; tokens streamed after the cancel ${streamedTokens - tokensAtCancel}\n`,
+    );
+  });
+
+  test("a stalled stream (no chunk for 10 s) still learns of the cancel within 2 s", async () => {
+    // The progress write runs on a timer, not on chunks: without it this worker would wait
+    // for a chunk that does not come until MODEL_TIMEOUT_MS.
+    app.model.setChunkMs(10_000);
+    const { user, id, message } = await queuedJob("free", "[fake:tokens:5000]");
+    const delivery = app.deliver(message);
+    await eventually(async () => (await app.jobRow(id)).status === "running", {
+      what: "the job to run",
+    });
+    await eventually(() => app.model.calls() === 1, { what: "the model call to start" });
+    const canceledAt = Date.now();
+    await app.call("job", `/api/jobs/${id}`, { method: "DELETE", headers: user.headers });
+    const res = await delivery;
+    expect(Date.now() - canceledAt).toBeLessThan(2_000);
+    expect(await outcomeOf(res)).toBe("aborted");
+    expect(app.model.stats().streamedTokens).toBe(0);
+  });
+});

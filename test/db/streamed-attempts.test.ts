@@ -1,0 +1,254 @@
+/**
+ * The streamed attempt's SQL: the bound start_job hands the worker, record_progress's guard
+ * (the worker's only way to learn of a cancel while it streams), and each attempt's usage in
+ * the event history, on the real database.
+ */
+import { afterEach, describe, expect, test } from "vitest";
+import {
+  addSeconds,
+  adminPool,
+  at,
+  expectNoDrift,
+  newUser,
+  rpc,
+  servicePool,
+} from "../support/db.ts";
+
+const svc = servicePool();
+const admin = adminPool();
+const T0 = at("2026-03-10T12:00:00Z");
+const USAGE = { prompt_tokens: 12, completion_tokens: 34, source: "provider" };
+
+afterEach(async () => {
+  await expectNoDrift(admin);
+});
+
+async function runningJob(plan: "free" | "pro" = "pro") {
+  const user = await newUser(admin, plan);
+  const e = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "write it", p_now: T0 });
+  expect(e.outcome).toBe("enqueued");
+  const s = await rpc(svc, "start_job", { p_job_id: e.job.id, p_lease_seconds: 90, p_now: T0 });
+  expect(s.outcome).toBe("started");
+  return { user, id: e.job.id as string, attempt: s.job.attempts as number, start: s };
+}
+
+const progress = (id: string, attempt: number, text: string, tokens: number, now = T0) =>
+  rpc(svc, "record_progress", {
+    p_job_id: id,
+    p_attempt: attempt,
+    p_partial_output: text,
+    p_completion_tokens: tokens,
+    p_now: now,
+  });
+
+async function row(id: string) {
+  return (await admin.query("select * from public.generation_jobs where id = $1", [id])).rows[0];
+}
+
+async function events(id: string) {
+  const r = await admin.query(
+    "select event, from_status, to_status, detail from public.job_events where job_id = $1 order by id",
+    [id],
+  );
+  return r.rows;
+}
+
+describe("start_job hands the worker the plan's output bound", () => {
+  test("free 512, pro 2048, beside the job", async () => {
+    expect((await runningJob("free")).start.max_output_tokens).toBe(512);
+    const pro = await runningJob("pro");
+    expect(pro.start.max_output_tokens).toBe(2048);
+    expect(pro.start.job).toMatchObject({ status: "running", attempts: 1 });
+  });
+});
+
+describe("record_progress", () => {
+  test("the running claim records its partial output and tokens", async () => {
+    const job = await runningJob();
+    expect(await progress(job.id, job.attempt, "Once upon", 2)).toEqual({ outcome: "recorded" });
+    expect(await progress(job.id, job.attempt, "Once upon a time", 4, addSeconds(T0, 1))).toEqual({
+      outcome: "recorded",
+    });
+    const r = await row(job.id);
+    expect(r).toMatchObject({
+      status: "running",
+      partial_output: "Once upon a time",
+      partial_tokens: 4,
+    });
+    expect(r.progress_at.getTime()).toBe(addSeconds(T0, 1).getTime());
+    // Not a transition: no event per progress write.
+    expect((await events(job.id)).map((e) => e.event)).toEqual(["enqueued", "started"]);
+  });
+
+  test("after a cancel: not_running with the status, no error, nothing written", async () => {
+    // Without the status guard the update reaches the final-is-final trigger and raises: the
+    // worker would see a database error instead of "stop streaming".
+    const job = await runningJob();
+    await progress(job.id, job.attempt, "Once", 1);
+    const c = await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: job.user, p_now: T0 });
+    expect(c.outcome).toBe("canceled");
+    expect(await progress(job.id, job.attempt, "Once upon", 2)).toEqual({
+      outcome: "not_running",
+      status: "canceled",
+    });
+    expect(await row(job.id)).toMatchObject({ partial_output: "Once", partial_tokens: 1 });
+  });
+
+  test("a stale claim cannot write over the new attempt's progress", async () => {
+    // Without the attempts guard the old worker's text would replace the new attempt's.
+    const job = await runningJob();
+    const re = await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 91) });
+    expect(re.outcome).toBe("started");
+    expect(await row(job.id)).toMatchObject({ partial_output: null, partial_tokens: 0 });
+    expect(await progress(job.id, re.job.attempts, "new", 1, addSeconds(T0, 92))).toEqual({
+      outcome: "recorded",
+    });
+    expect(await progress(job.id, job.attempt, "old", 9, addSeconds(T0, 93))).toEqual({
+      outcome: "not_running",
+      status: "running",
+    });
+    expect(await row(job.id)).toMatchObject({ partial_output: "new", partial_tokens: 1 });
+  });
+
+  test("a queued, requeued or unknown job is not written", async () => {
+    const job = await runningJob();
+    await rpc(svc, "release_job", { p_job_id: job.id, p_attempt: job.attempt, p_now: T0 });
+    expect(await progress(job.id, job.attempt, "x", 1)).toEqual({
+      outcome: "not_running",
+      status: "queued",
+    });
+    expect(await progress(crypto.randomUUID(), 1, "x", 1)).toEqual({ outcome: "not_found" });
+  });
+
+  test("progress racing a cancel: after the cancel commits, no write succeeds", async () => {
+    const job = await runningJob();
+    const writes = Array.from({ length: 20 }, (_, i) =>
+      progress(job.id, job.attempt, `text ${i}`, i, addSeconds(T0, i)),
+    );
+    const cancel = rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: job.user, p_now: T0 });
+    const results = await Promise.all([...writes, cancel]);
+    expect((results.at(-1) as { outcome: string }).outcome).toBe("canceled");
+    for (const r of results.slice(0, -1))
+      expect(["recorded", "not_running"]).toContain((r as { outcome: string }).outcome);
+    expect(await progress(job.id, job.attempt, "late", 99)).toMatchObject({
+      outcome: "not_running",
+    });
+    expect((await row(job.id)).status).toBe("canceled");
+  });
+});
+
+describe("each attempt's usage is in the event history", () => {
+  test("complete, release, requeue and fail put it in their own event", async () => {
+    const a = await runningJob();
+    await rpc(svc, "complete_job", {
+      p_job_id: a.id,
+      p_attempt: a.attempt,
+      p_output: "done",
+      p_now: T0,
+      p_usage: USAGE,
+    });
+    expect((await events(a.id)).at(-1)).toMatchObject({
+      event: "completed",
+      detail: { attempt: 1, usage: USAGE },
+    });
+
+    const b = await runningJob();
+    await rpc(svc, "release_job", {
+      p_job_id: b.id,
+      p_attempt: b.attempt,
+      p_now: T0,
+      p_usage: USAGE,
+    });
+    expect((await events(b.id)).at(-1)).toMatchObject({
+      event: "released",
+      detail: { usage: USAGE },
+    });
+
+    const c = await runningJob();
+    await rpc(svc, "requeue_job", {
+      p_job_id: c.id,
+      p_attempt: c.attempt,
+      p_resume_at: addSeconds(T0, 30),
+      p_now: T0,
+      p_usage: USAGE,
+    });
+    expect((await events(c.id)).at(-1)).toMatchObject({
+      event: "requeued",
+      detail: { usage: USAGE },
+    });
+
+    const d = await runningJob();
+    await rpc(svc, "fail_job", {
+      p_job_id: d.id,
+      p_reason: "model_refused",
+      p_attempt: d.attempt,
+      p_now: T0,
+      p_usage: USAGE,
+    });
+    expect((await events(d.id)).at(-1)).toMatchObject({
+      event: "failed",
+      detail: { attempt: 1, reason: "model_refused", usage: USAGE },
+    });
+  });
+
+  test("without usage the event detail is as before", async () => {
+    const a = await runningJob();
+    await rpc(svc, "complete_job", {
+      p_job_id: a.id,
+      p_attempt: a.attempt,
+      p_output: "x",
+      p_now: T0,
+    });
+    expect((await events(a.id)).at(-1)?.detail).toEqual({ attempt: 1 });
+  });
+
+  test("an attempt someone else ended: one attempt_usage event, appended to a final job", async () => {
+    const job = await runningJob();
+    await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: job.user, p_now: T0 });
+    const late = await rpc(svc, "complete_job", {
+      p_job_id: job.id,
+      p_attempt: job.attempt,
+      p_output: "late",
+      p_now: T0,
+      p_usage: USAGE,
+    });
+    expect(late.outcome).toBe("not_running");
+    const record = (attempt: number) =>
+      rpc(svc, "record_attempt_usage", {
+        p_job_id: job.id,
+        p_attempt: attempt,
+        p_usage: USAGE,
+        p_now: addSeconds(T0, 1),
+      });
+    expect(await record(job.attempt)).toEqual({ outcome: "recorded" });
+    // A retried call does not count the attempt twice.
+    expect(await record(job.attempt)).toEqual({ outcome: "already_recorded" });
+    expect(await record(job.attempt + 1)).toEqual({ outcome: "no_such_attempt" });
+    const evs = await events(job.id);
+    expect(evs.map((e) => e.event)).toEqual(["enqueued", "started", "canceled", "attempt_usage"]);
+    expect(evs.at(-1)).toMatchObject({
+      from_status: "canceled",
+      to_status: "canceled",
+      detail: { attempt: 1, usage: USAGE },
+    });
+    expect((await row(job.id)).status).toBe("canceled");
+  });
+
+  test("an attempt whose own transition carried usage is not recorded again", async () => {
+    const job = await runningJob();
+    await rpc(svc, "fail_job", {
+      p_job_id: job.id,
+      p_reason: "model_refused",
+      p_attempt: job.attempt,
+      p_now: T0,
+      p_usage: USAGE,
+    });
+    expect(
+      await rpc(svc, "record_attempt_usage", {
+        p_job_id: job.id,
+        p_attempt: job.attempt,
+        p_usage: USAGE,
+      }),
+    ).toEqual({ outcome: "already_recorded" });
+  });
+});
