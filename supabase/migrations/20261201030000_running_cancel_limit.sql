@@ -194,5 +194,35 @@ as $$
   )
 $$;
 
+-- The usage report says how many of the period's refunded running-cancels are used, so the page
+-- can tell the user before they confirm a cancel that will not refund.
+create or replace function private.usage_json(p_user_id uuid, p_plan public.plans, p_now timestamptz) returns jsonb
+language sql stable security invoker set search_path = ''
+as $$
+  with bounds as (
+    select private.period_start(p_plan.period, p_now) as period_start
+  ), counter as (
+    select q.units_used, q.refunded_running_cancels from public.quota_usage q, bounds b
+    where q.user_id = p_user_id and q.period_start = b.period_start
+  )
+  select private.usage_object(
+    p_plan,
+    b.period_start,
+    coalesce((select c.units_used from counter c), 0),
+    (
+      select count(*) from public.generation_jobs j
+      where j.user_id = p_user_id and j.status in ('queued', 'running')
+    )
+  ) || jsonb_build_object(
+    'refunded_running_cancels', coalesce((select c.refunded_running_cancels from counter c), 0),
+    'max_refunded_running_cancels',
+      coalesce(p_plan.max_refunded_running_cancels, p_plan.units_per_period)
+  )
+  from bounds b
+$$;
+comment on function private.usage_json(uuid, public.plans, timestamptz) is
+  'A user''s usage in the period that contains p_now: units used and the limit, active jobs, '
+  'and the running-cancel refunds used and allowed.';
+
 revoke execute on function private.cancel_refunds(public.generation_jobs) from public, anon, authenticated;
 grant execute on function private.cancel_refunds(public.generation_jobs) to service_role;

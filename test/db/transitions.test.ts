@@ -454,7 +454,11 @@ describe("cancel_job: a running job's refund is bounded by the plan", () => {
     const user = await newUser(admin, "free");
     const first = await startedFreeJob(user, T0);
     const r1 = await rpc(svc, "cancel_job", { p_job_id: first, p_user_id: user, p_now: T0 });
-    expect(r1).toMatchObject({ outcome: "canceled", refunded: true, job: { refund_withheld: null } });
+    expect(r1).toMatchObject({
+      outcome: "canceled",
+      refunded: true,
+      job: { refund_withheld: null },
+    });
     expect(r1.job.refunded_at).not.toBeNull();
     expect(await counter(user)).toEqual({ units_used: 0, refunded_running_cancels: 1 });
 
@@ -488,9 +492,9 @@ describe("cancel_job: a running job's refund is bounded by the plan", () => {
     // The next day the budget is fresh.
     const tomorrow = addSeconds(T0, 86_400);
     const next = await startedFreeJob(user, tomorrow);
-    expect((await rpc(svc, "get_job", { p_job_id: next, p_user_id: user })).job.cancel_refunds).toBe(
-      true,
-    );
+    expect(
+      (await rpc(svc, "get_job", { p_job_id: next, p_user_id: user })).job.cancel_refunds,
+    ).toBe(true);
     const r3 = await rpc(svc, "cancel_job", { p_job_id: next, p_user_id: user, p_now: tomorrow });
     expect(r3.refunded).toBe(true);
   });
@@ -525,7 +529,9 @@ describe("cancel_job: a running job's refund is bounded by the plan", () => {
     for (let i = 0; i < 3; i++) {
       const now = addSeconds(T0, i * 10);
       const id = await startedFreeJob(user, now);
-      refunded.push((await rpc(svc, "cancel_job", { p_job_id: id, p_user_id: user, p_now: now })).refunded);
+      refunded.push(
+        (await rpc(svc, "cancel_job", { p_job_id: id, p_user_id: user, p_now: now })).refunded,
+      );
     }
     expect(refunded).toEqual([true, true, false]);
   });
