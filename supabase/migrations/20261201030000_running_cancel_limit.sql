@@ -224,5 +224,9 @@ comment on function private.usage_json(uuid, public.plans, timestamptz) is
   'A user''s usage in the period that contains p_now: units used and the limit, active jobs, '
   'and the running-cancel refunds used and allowed.';
 
+comment on view public.quota_drift is
+  'Users and periods whose counter differs from their jobs reserved and not refunded (a running '
+  'cancel past the plan''s bound is not refunded: its unit counts as used). Always empty.';
+
 revoke execute on function private.cancel_refunds(public.generation_jobs) from public, anon, authenticated;
 grant execute on function private.cancel_refunds(public.generation_jobs) to service_role;

@@ -59,7 +59,7 @@ async function assertReportingFirst(first: () => string | undefined, run: Promis
 
 describe("random schedules on the real database", () => {
   test(
-    `${RUNS} schedules with faults: no drift, all terminal, one refund per failed/canceled job, limits held, one model call per claim`,
+    `${RUNS} schedules with faults: no drift, all terminal, each failed/canceled job refunded once (a running cancel past the plan's bound: never, and only then), limits held, one model call per claim`,
     async () => {
       const deadModelUrl = `http://127.0.0.1:${await freePort()}/v1`;
       const totals: SimStats & { runs: number; rounds: number; jobs: number } = {
