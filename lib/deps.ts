@@ -5,8 +5,7 @@
  * start cold without it.
  */
 
-import type { Alert, AlertOutcome } from "./alerts.ts";
-import { createAlerter } from "./alerts.ts";
+import { type Alerter, createAlerter } from "./alerts.ts";
 import { type AuthUser, createAuth } from "./auth.ts";
 import { type Config, getConfig } from "./config.ts";
 import { createRpc } from "./db.ts";
@@ -26,7 +25,7 @@ export interface Deps {
   auth: { userFromRequest(req: Request): Promise<AuthUser> };
   rateLimiter: { check(userId: string): Promise<RateLimitResult> };
   gate: { resumeAt(now?: Date): Promise<Date | null>; holdUntil(at: Date): Promise<void> };
-  alerts: { send(alert: Alert): Promise<AlertOutcome> };
+  alerts: Alerter;
   redis: { ping(): Promise<unknown> };
   now(): Date;
 }

@@ -186,6 +186,9 @@ async function onModelError(
         error: `${failure.status}: ${failure.message}`.slice(0, 500),
         attempt,
       });
+      // A prompt can make the model refuse at will: counted into the window's summary, not paged.
+      if (r.outcome === "failed")
+        await deps.alerts.record({ reason: "model_refused", userId: job.user_id });
       return { status: 200, outcome: r.outcome === "failed" ? "failed" : r.outcome };
     }
   }
