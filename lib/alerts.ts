@@ -215,7 +215,7 @@ export interface Alerter {
 
 /** One summary page for a window of user-caused failures: counts by reason, the top users. */
 export function summaryAlert(s: Summary): Alert {
-  const hhmm = (d: Date) => d.toISOString().slice(11, 16);
+  const hhmm = (d: Date) => d.toISOString().slice(11, d.getUTCSeconds() === 0 ? 16 : 19);
   const reasons = Object.entries(s.byReason).sort((a, b) => b[1] - a[1]);
   return {
     kind: "user_failures",
@@ -225,6 +225,7 @@ export function summaryAlert(s: Summary): Alert {
       .join(", ")}`,
     fields: {
       ...Object.fromEntries(reasons.slice(0, 6)),
+      window: s.from.toISOString(),
       total: s.total,
       users: s.users,
       topUsers: s.topUsers.map((u) => `${u.userId} ×${u.count}`).join(", ") || null,
