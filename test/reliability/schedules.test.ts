@@ -15,7 +15,7 @@ import { useApi } from "../support/api.ts";
 import { servicePool } from "../support/db.ts";
 import { freePort } from "../support/ports.ts";
 import { schedule } from "../support/schedules.ts";
-import { InvariantError, Sim, type SimStats } from "../support/sim.ts";
+import { InvariantError, runningCancelTally, Sim, type SimStats } from "../support/sim.ts";
 
 const RUNS = Number(process.env.QUOTA_JOBS_PROPERTY_RUNS ?? 200);
 /** Runs per chunk: each chunk starts on emptied tables (see `startChunk`). */
@@ -132,7 +132,7 @@ describe("random schedules on the real database", () => {
       );
       chunkMs.push(Date.now() - chunkStarted);
       process.stderr.write(
-        `[reliability] schedules: ${JSON.stringify({ ...totals, ms: Date.now() - started, chunkMs })}\n`,
+        `[reliability] schedules: ${JSON.stringify({ ...totals, runningCancels: runningCancelTally, ms: Date.now() - started, chunkMs })}\n`,
       );
       expect(totals.runs).toBeGreaterThanOrEqual(RUNS);
     },

@@ -651,6 +651,9 @@ function callbackFor(m: Message) {
   };
 }
 
+/** How often the checked schedules met each kind of running cancel (evidence, not a check). */
+export const runningCancelTally = { refunded: 0, withheld: 0 };
+
 export class InvariantError extends Error {
   override readonly name = "InvariantError";
 }
@@ -780,11 +783,14 @@ export async function checkInvariants(
     if (e.to_status === "canceled" && e.from_status === "running") {
       const before = runningCancels.get(period) ?? 0;
       if (e.refunded === true) {
+        runningCancelTally.refunded++;
         if (before >= e.max_cancels)
           problems.push(`job ${e.job_id}: running cancel refunded past the bound (${before})`);
         runningCancels.set(period, before + 1);
-      } else if (before < e.max_cancels) {
-        problems.push(`job ${e.job_id}: running cancel withheld under the bound (${before})`);
+      } else {
+        runningCancelTally.withheld++;
+        if (before < e.max_cancels)
+          problems.push(`job ${e.job_id}: running cancel withheld under the bound (${before})`);
       }
     } else if (e.to_status === "canceled" && e.refunded !== true) {
       problems.push(`job ${e.job_id}: canceled from ${e.from_status} without a refund`);
