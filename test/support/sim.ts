@@ -73,7 +73,11 @@ export type Cmd =
 /** Commands of one round run at the same time. */
 export type Round = Cmd[];
 export interface Schedule {
-  users: Array<"free" | "pro">;
+  /**
+   * `tight`: a plan of the schedules' own (3 units a day, 2 active, no refunded running
+   * cancel), so that a running cancel whose refund is withheld happens often enough to check.
+   */
+  users: Array<"free" | "pro" | "tight">;
   rounds: Round[];
 }
 
@@ -318,14 +322,19 @@ export class Sim {
     return res;
   }
 
-  async addUsers(plans: Array<"free" | "pro">): Promise<void> {
+  async addUsers(plans: Array<"free" | "pro" | "tight">): Promise<void> {
     for (const plan of plans) {
       const id = randomUUID();
-      if (plan === "pro") {
+      if (plan === "tight")
+        await this.parts.admin.query(
+          `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_refunded_running_cancels)
+           values ('tight', 'Tight', 'day', 3, 2, 0) on conflict (id) do nothing`,
+        );
+      if (plan !== "free") {
         await this.parts.admin.query("insert into auth.users (id) values ($1)", [id]);
         await this.parts.admin.query(
-          "insert into public.user_plans (user_id, plan_id) values ($1, 'pro')",
-          [id],
+          "insert into public.user_plans (user_id, plan_id) values ($1, $2)",
+          [id, plan],
         );
       }
       this.users.push(id);
