@@ -92,7 +92,8 @@ export function slackPayload(alert: Alert): { text: string; blocks: unknown[] } 
  *
  * @example
  * const alerter = createAlerter({ redis, webhookUrl, throttleSeconds: 900 });
- * await alerter.send({ kind: "dlq_failure", dedupKey: jobId, title: "Job failed", fields: { jobId } });
+ * await alerter.send({ kind: "stuck_jobs", dedupKey: findingId, title: "Sweeper ended 3 jobs", fields: { lease_expired: 3 } });
+ * await alerter.record({ reason: "model_refused", userId }); // counted, summarized per window
  */
 export function createAlerter(options: AlerterOptions): Alerter {
   const { redis, webhookUrl, throttleSeconds } = options;
@@ -215,7 +216,9 @@ export interface Alerter {
 
 /** One summary page for a window of user-caused failures: counts by reason, the top users. */
 export function summaryAlert(s: Summary): Alert {
-  const hhmm = (d: Date) => d.toISOString().slice(11, d.getUTCSeconds() === 0 ? 16 : 19);
+  // HH:MM, or HH:MM:SS for windows that are not whole minutes.
+  const wholeMinutes = (s.to.getTime() - s.from.getTime()) % 60_000 === 0;
+  const hhmm = (d: Date) => d.toISOString().slice(11, wholeMinutes ? 16 : 19);
   const reasons = Object.entries(s.byReason).sort((a, b) => b[1] - a[1]);
   return {
     kind: "user_failures",
