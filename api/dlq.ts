@@ -1,6 +1,6 @@
 /** `POST /api/dlq`: QStash's failure callback after the last retry of a delivery failed. */
 import { type Deps, getDeps } from "../lib/deps.ts";
-import { handleDeliveryFailure } from "../lib/failures.ts";
+import { handleDeliveryFailure } from "../lib/failure-callback.ts";
 import { handle, json } from "../lib/http.ts";
 import { decodeFailureCallback, verifyDelivery } from "../lib/queue.ts";
 

@@ -9,47 +9,25 @@
  * A real service's variables in this process's environment replace its stand-in, e.g.
  * `OPENAI_API_KEY=sk-... npm run dev` calls OpenAI itself.
  */
+import { VARIABLES } from "../lib/config.ts";
 import { type Stack, StackStartError, startStack } from "./stack.ts";
 
 const SWEEP_EVERY_SECONDS = 60;
 
-/** Variables taken from this process's environment, by the service they switch to real. */
-const PASS_THROUGH: { when: string; names: string[] }[] = [
-  { when: "OPENAI_API_KEY", names: ["OPENAI_API_KEY", "OPENAI_BASE_URL"] },
-  {
-    when: "QSTASH_TOKEN",
-    names: ["QSTASH_TOKEN", "QSTASH_URL", "QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY"],
-  },
-  { when: "UPSTASH_REDIS_REST_URL", names: ["UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN"] },
-  { when: "ALERT_WEBHOOK_URL", names: ["ALERT_WEBHOOK_URL"] },
-];
-const ALWAYS_PASSED = [
-  "OPENAI_MODEL",
-  "APP_URL",
-  "QSTASH_RETRIES",
-  "PROVIDER_QUOTA_MAX_HITS",
-  "JOB_MAX_AGE_SECONDS",
-  "WORKER_MAX_DURATION_SECONDS",
-  "MODEL_TIMEOUT_MS",
-  "JOB_LEASE_SECONDS",
-  "PROVIDER_BACKOFF_SECONDS",
-  "SWEEP_BATCH_SIZE",
-  "SWEEP_UNDELIVERED_AFTER_SECONDS",
-  "SWEEP_LEASE_GRACE_SECONDS",
-  "RATE_LIMIT_REQUESTS",
-  "RATE_LIMIT_WINDOW_SECONDS",
-  "ALERT_THROTTLE_SECONDS",
-];
 const SECRET = /KEY|TOKEN|SECRET/;
 
+/**
+ * Variables taken from this process's environment, as lib/config.ts declares them: tunables
+ * always; a real service's variables only together, when its key is set (it then replaces the
+ * stand-in); never the database's, which the stack owns.
+ */
 function envOverrides(source: NodeJS.ProcessEnv): Record<string, string> {
   const out: Record<string, string> = {};
-  const take = (name: string) => {
+  for (const [name, { dev }] of Object.entries(VARIABLES)) {
     const value = source[name];
-    if (value) out[name] = value;
-  };
-  for (const group of PASS_THROUGH) if (source[group.when]) group.names.forEach(take);
-  ALWAYS_PASSED.forEach(take);
+    if (value && (dev === "always" || (typeof dev === "object" && source[dev.with])))
+      out[name] = value;
+  }
   return out;
 }
 

@@ -4,7 +4,7 @@
  * short while (Supabase reloads PostgREST's cache on every DDL, so stale signatures are rare).
  */
 import type pg from "pg";
-import type { Routine } from "./postgrest-routines.ts";
+import { isCallable, type Routine } from "./postgrest-routines.ts";
 
 export interface CatalogRow {
   setof: boolean;
@@ -79,7 +79,7 @@ export function createCatalog(pool: Pick<pg.Pool, "query">, ttlMs: number): Cata
     routines: (schema, name) =>
       cached(`fn:${schema}.${name}`, async () => {
         const { rows } = await pool.query<CatalogRow>(catalogQuery, [schema, name]);
-        return rows.map((row) => toRoutine(schema, name, row));
+        return rows.map((row) => toRoutine(schema, name, row)).filter(isCallable);
       }),
     roleSettings: () =>
       cached("role-settings", async () => {

@@ -1,7 +1,7 @@
 /**
  * PostgREST's error responses: the JSON body, the HTTP status for each SQLSTATE and the
  * connection/pool failures. Mirrors PostgREST's src/PostgREST/Error.hs (mapSQLtoHTTP,
- * PgError, JwtError); see docs/reference platform.md section A.
+ * PgError, JwtError).
  */
 
 export interface PgrstErrorBody {

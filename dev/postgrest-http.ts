@@ -19,9 +19,19 @@ export function shape(
   body: string | null,
   n: number,
 ): Reply {
-  if (routine.returns === "void") return { status: 204, headers: {} };
-  const headers: Record<string, string> = { "Content-Type": JSON_TYPE };
-  if (!routine.setof) return { status: 200, body: body ?? "null", headers };
+  // PostgREST answers every call with a Content-Range; a function that returns one value (or
+  // void) is one row: 0-0/*, or 0-0/1 when a count was asked for.
+  const counted = /count=(exact|planned|estimated)/.exec(String(req.headers.prefer ?? ""))?.[0];
+  const applied: Record<string, string> = counted ? { "Preference-Applied": counted } : {};
+  if (routine.returns === "void")
+    return { status: 204, headers: { "Content-Range": `0-0/${counted ? 1 : "*"}`, ...applied } };
+  const headers: Record<string, string> = { "Content-Type": JSON_TYPE, ...applied };
+  if (!routine.setof)
+    return {
+      status: 200,
+      body: body ?? "null",
+      headers: { ...headers, "Content-Range": `0-0/${counted ? 1 : "*"}` },
+    };
   if ((req.headers.accept ?? "").includes("application/vnd.pgrst.object+json")) {
     if (n !== 1)
       throw pgrstError(
@@ -36,20 +46,13 @@ export function shape(
       headers,
     };
   }
-  const count = /count=(exact|planned|estimated)/.test(String(req.headers.prefer ?? ""))
-    ? String(n)
-    : "*";
+  const count = counted ? String(n) : "*";
   headers["Content-Range"] = n === 0 ? `*/${count}` : `0-${n - 1}/${count}`;
   return { status: 200, body: body ?? "[]", headers };
 }
 
-export function send(
-  res: ServerResponse,
-  req: IncomingMessage,
-  reply: Reply,
-  cors: Record<string, string>,
-): void {
-  const headers = { ...cors, ...reply.headers };
+export function send(res: ServerResponse, req: IncomingMessage, reply: Reply): void {
+  const headers = reply.headers;
   const text =
     reply.statusText && /^[\t\x20-\x7e]*$/.test(reply.statusText) ? reply.statusText : undefined;
   if (text) res.writeHead(reply.status, text, headers);

@@ -27,9 +27,26 @@ const isSingleUnnamedJson = (r: Routine) =>
   r.params[0]?.name === "" &&
   (r.params[0].type === "json" || r.params[0].type === "jsonb");
 
+/** The function's one parameter has no name: PostgREST calls it positionally, `f($1)`. */
+const isPositional = (r: Routine) => r.params.length === 1 && r.params[0]?.name === "";
+
+const POSITIONAL_TYPES = new Set(["bytea", "json", "jsonb", "text", "xml"]);
+
+/**
+ * PostgREST's schema cache holds only functions it can call: no unnamed parameter, or exactly
+ * one of a type a raw body can fill (bytea, json, jsonb, text, xml). The rest (`f(int, int)`,
+ * `f(int)`) are not found at all: 404 PGRST202, never a call with positional guesses.
+ */
+export function isCallable(r: Routine): boolean {
+  const unnamed = r.params.filter((p) => p.name === "");
+  return (
+    unnamed.length === 0 || (unnamed.length === 1 && POSITIONAL_TYPES.has(unnamed[0]?.type ?? ""))
+  );
+}
+
 export interface Picked {
   routine: Routine;
-  /** The whole body goes to the single unnamed json/jsonb parameter. */
+  /** The whole body goes to the function's one unnamed parameter, positionally. */
   single: boolean;
 }
 
@@ -42,13 +59,17 @@ export function pickRoutine(
   isPost: boolean,
 ): Picked {
   const given = keys ?? [];
+  // The key "" names an unnamed parameter only when that is the function's one parameter
+  // (PostgREST then passes the whole body positionally); beside named ones it has no name to
+  // pass it by, so it matches nothing.
   const fits = (r: Routine) =>
     keys !== undefined &&
+    (!given.includes("") || isPositional(r)) &&
     given.every((k) => r.params.some((p) => p.name === k)) &&
     r.params.every((p) => p.hasDefault || given.includes(p.name));
   const named = routines.filter(fits);
   const [first, ...rest] = named;
-  if (first && rest.length === 0) return { routine: first, single: false };
+  if (first && rest.length === 0) return { routine: first, single: isPositional(first) };
   if (first)
     throw pgrstError(
       300,

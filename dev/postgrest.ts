@@ -3,8 +3,8 @@
  * real PostgreSQL, so `@supabase/supabase-js` runs unchanged. Each call is one transaction:
  * the JWT's claims and role are set transaction-locally (as PostgREST does), the function is
  * called with named arguments, and the result and errors come back in PostgREST's shapes.
- * Table endpoints, filters and embedding are out of scope: this app talks to its database
- * only through functions.
+ * Table endpoints, filters and embedding are out of scope (this app talks to its database
+ * only through functions) and are refused, never ignored: README.md, "What the stand-ins serve".
  */
 import { createServer, type IncomingMessage } from "node:http";
 import pg from "pg";
@@ -22,6 +22,42 @@ import {
 import { buildCall, pickRoutine } from "./postgrest-routines.ts";
 
 export { mintAnonKey, mintServiceRoleKey } from "./postgrest-auth.ts";
+
+/** Query parameters PostgREST reserves for shaping a result rather than passing arguments. */
+const RESERVED = new Set([
+  "select",
+  "order",
+  "limit",
+  "offset",
+  "and",
+  "or",
+  "on_conflict",
+  "columns",
+]);
+/** A `key=op.value` filter (`?id=eq.1`, `?tag=not.in.(a,b)`), as PostgREST parses one. */
+const FILTER =
+  /^(not\.)?(eq|neq|gt|gte|lt|lte|like|ilike|match|imatch|in|is|isdistinct|fts|plfts|phfts|wfts|cs|cd|ov|sl|sr|nxr|nxl|adj)(\(\w+\))?\./;
+
+/**
+ * PostgREST filters, selects, orders and pages a function's result from the query string
+ * (`.select()`, `.eq()`, `.limit()` in supabase-js). The stand-in does none of it, so it
+ * refuses such a request instead of answering the whole, unshaped result.
+ */
+function refuseResultShaping(query: URLSearchParams, method: string): void {
+  const shaping = [...query].filter(
+    ([key, value]) => method === "POST" || RESERVED.has(key) || FILTER.test(value),
+  );
+  if (shaping.length === 0) return;
+  throw pgrstError(
+    501,
+    "PGRSTX01",
+    `Filtering, selecting, ordering or paging a result is not supported by this local stand-in: ${shaping
+      .map(([k, v]) => `${k}=${v}`)
+      .join("&")}`,
+    null,
+    "Call the function with its arguments only; shape the result in SQL.",
+  );
+}
 
 export interface PostgrestOptions {
   port: number;
@@ -144,6 +180,7 @@ export async function startPostgrest(options: PostgrestOptions): Promise<Running
     const method = req.method ?? "GET";
     if (!["GET", "HEAD", "POST"].includes(method))
       throw pgrstError(405, "PGRST101", `Cannot use the ${method} method on RPC`);
+    refuseResultShaping(url.searchParams, method);
     const raw = await readBody(req);
     const who = await authenticate(req.headers, auth);
     const profile = req.headers[method === "POST" ? "content-profile" : "accept-profile"];
@@ -177,43 +214,24 @@ export async function startPostgrest(options: PostgrestOptions): Promise<Running
   }
 
   const server = createServer((req, res) => {
-    const cors = {
-      "Access-Control-Allow-Origin": "*",
-      "Access-Control-Expose-Headers": "Content-Range",
-    };
-    if (req.method === "OPTIONS") {
-      res.writeHead(200, {
-        ...cors,
-        "Access-Control-Allow-Methods": "GET, POST, HEAD, OPTIONS",
-        "Access-Control-Allow-Headers": req.headers["access-control-request-headers"] ?? "*",
-        "Access-Control-Max-Age": "86400",
-      });
-      res.end();
-      return;
-    }
     handle(req).then(
-      (reply) => send(res, req, reply, cors),
+      (reply) => send(res, req, reply),
       (err: unknown) => {
         const e =
           err instanceof PgrstError
             ? err
             : pgrstError(500, "PGRSTX00", err instanceof Error ? err.message : String(err));
         const code = typeof e.body.code === "string" ? e.body.code : undefined;
-        send(
-          res,
-          req,
-          {
-            status: e.status,
-            body: JSON.stringify(e.body),
-            headers: {
-              "Content-Type": JSON_TYPE,
-              ...(code ? { "Proxy-Status": `PostgREST; error=${code}` } : {}),
-              ...e.headers,
-            },
-            statusText: e.statusText,
+        send(res, req, {
+          status: e.status,
+          body: JSON.stringify(e.body),
+          headers: {
+            "Content-Type": JSON_TYPE,
+            ...(code ? { "Proxy-Status": `PostgREST; error=${code}` } : {}),
+            ...e.headers,
           },
-          cors,
-        );
+          statusText: e.statusText,
+        });
       },
     );
   });

@@ -43,6 +43,30 @@ const UNAVAILABLE = new Set([
   "DEBUG",
 ]);
 
+/** Commands that wait for data: on the one shared connection they would stall every request. */
+const BLOCKING = new Set([
+  "BLPOP",
+  "BRPOP",
+  "BRPOPLPUSH",
+  "BLMOVE",
+  "BLMPOP",
+  "BZPOPMIN",
+  "BZPOPMAX",
+  "BZMPOP",
+  "WAIT",
+  "WAITAOF",
+]);
+
+/** XREAD/XREADGROUP block only with a BLOCK option before STREAMS. */
+function blocks(args: string[]): boolean {
+  for (const arg of args) {
+    const word = arg.toUpperCase();
+    if (word === "STREAMS") return false;
+    if (word === "BLOCK") return true;
+  }
+  return false;
+}
+
 /** Parses one command: a non-empty array of strings, numbers or booleans. */
 export function parseCommand(value: unknown): WireCommand {
   if (!Array.isArray(value) || value.length === 0) {
@@ -59,6 +83,11 @@ export function parseCommand(value: unknown): WireCommand {
   const name = first.toUpperCase();
   if (UNAVAILABLE.has(name)) {
     throw new WireFormatError(`ERR Command is not available: '${first}'`);
+  }
+  if (BLOCKING.has(name) || (/^XREAD(GROUP)?$/.test(name) && blocks(args))) {
+    throw new WireFormatError(
+      `ERR blocking commands are not served by this stand-in: '${first}' would hold the connection every request shares`,
+    );
   }
   return { name, args };
 }

@@ -2,112 +2,237 @@
  * The environment, parsed and validated once. Every other module reads the typed `Config`,
  * never `process.env`. A problem is reported by variable NAME and rule, never with its value,
  * so a malformed secret cannot end up in a deployment log.
+ *
+ * `VARIABLES` is the one place a variable is declared: its rule, its default, what it is for,
+ * and whether `npm run dev` takes it from its own environment. The `Config` type, the parser,
+ * `.env.example`, the configuration table in docs/DESIGN.md and the dev stack's pass-through
+ * list all come from it (`npm run config:docs` rewrites the two files; a unit test fails when
+ * they drift).
  */
 import { z } from "zod";
 import { ConfigError } from "./errors.ts";
 
 type Env = Record<string, string | undefined>;
 
+/** Which `.env.example` section a variable is listed in. */
+export type Group = "supabase" | "qstash" | "redis" | "openai" | "app" | "tunables";
+
+/**
+ * What `npm run dev` takes from the environment it was started in: `always`; `never` (the
+ * stack owns it, e.g. its database); or only when the named variable is set too (a real
+ * service's variables replace its stand-in together).
+ */
+export type DevPassThrough = "always" | "never" | { with: string };
+
+/** One environment variable. */
+export interface Variable<S extends z.ZodType = z.ZodType> {
+  group: Group;
+  schema: S;
+  /** What it is for: the comment in `.env.example` and the meaning in docs/DESIGN.md. */
+  about: string;
+  /** The default as the docs show it, when unset means something other than a value. */
+  shownDefault?: string;
+  /** The value `.env.example` shows (the local stack's, or the default). @default "" */
+  example?: string;
+  dev: DevPassThrough;
+}
+
 const httpUrl = z.url({ protocol: /^https?$/, error: "must be an http(s) URL" });
 const secret = z.string({ error: "is required" }).min(1, "is required");
+const stripSlash = (url: string) => url.replace(/\/+$/, "");
+
+function variable<S extends z.ZodType>(spec: Variable<S>): Variable<S> {
+  return spec;
+}
 
 /** A whole number with a documented default; `""` counts as unset (as in `.env` files). */
-const int = (fallback: number, min: number) =>
-  z.coerce
-    .number({ error: "must be a whole number" })
-    .int("must be a whole number")
-    .min(min, `must be at least ${min}`)
-    .default(fallback);
+function tunable(fallback: number, min: number, about: string) {
+  return variable({
+    group: "tunables",
+    schema: z.coerce
+      .number({ error: "must be a whole number" })
+      .int("must be a whole number")
+      .min(min, `must be at least ${min}`)
+      .default(fallback),
+    about,
+    shownDefault: `\`${fallback}\` (min ${min})`,
+    example: String(fallback),
+    dev: "always",
+  });
+}
 
-const services = z.object({
-  SUPABASE_URL: httpUrl.transform(stripSlash),
-  SUPABASE_SERVICE_ROLE_KEY: secret,
-  SUPABASE_JWT_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
-  SUPABASE_ANON_KEY: z.string().min(1).optional(),
-  QSTASH_URL: httpUrl.transform(stripSlash).optional(),
-  QSTASH_TOKEN: secret,
-  QSTASH_CURRENT_SIGNING_KEY: secret,
-  QSTASH_NEXT_SIGNING_KEY: secret,
-  UPSTASH_REDIS_REST_URL: httpUrl.transform(stripSlash),
-  UPSTASH_REDIS_REST_TOKEN: secret,
-  OPENAI_API_KEY: secret,
-  OPENAI_BASE_URL: httpUrl.transform(stripSlash).optional(),
-  OPENAI_MODEL: z.string().min(1).default("gpt-4o-mini"),
-  APP_URL: httpUrl.transform(stripSlash),
-  CRON_SECRET: z.string({ error: "is required" }).min(16, "must be at least 16 characters"),
-  ALERT_WEBHOOK_URL: httpUrl.optional(),
-});
+const openai = { with: "OPENAI_API_KEY" } as const;
+const qstash = { with: "QSTASH_TOKEN" } as const;
+const redis = { with: "UPSTASH_REDIS_REST_URL" } as const;
 
-const tunables = z.object({
-  QSTASH_RETRIES: int(1, 0),
-  PROVIDER_QUOTA_MAX_HITS: int(3, 1),
-  JOB_MAX_AGE_SECONDS: int(10_800, 60),
-  WORKER_MAX_DURATION_SECONDS: int(60, 1),
-  MODEL_TIMEOUT_MS: int(45_000, 1_000),
-  JOB_LEASE_SECONDS: int(90, 1),
-  PROVIDER_BACKOFF_SECONDS: int(60, 1),
-  SWEEP_BATCH_SIZE: int(100, 1),
-  SWEEP_UNDELIVERED_AFTER_SECONDS: int(900, 60),
-  SWEEP_LEASE_GRACE_SECONDS: int(300, 0),
-  RATE_LIMIT_REQUESTS: int(10, 1),
-  RATE_LIMIT_WINDOW_SECONDS: int(60, 1),
-  ALERT_THROTTLE_SECONDS: int(900, 1),
-});
-
-/** The validated configuration. Optional services are `undefined` when unset. */
-export type Config = {
-  supabaseUrl: string;
-  supabaseServiceRoleKey: string;
-  /** The public anon key the browser page signs in with (not a secret; optional). */
-  supabaseAnonKey: string | undefined;
-  /** When set, user tokens are HS256-verified with it; else with the project's JWKS. */
-  supabaseJwtSecret: string | undefined;
-  /** QStash API base URL; `undefined` means the SDK default `https://qstash.upstash.io`. */
-  qstashUrl: string | undefined;
-  qstashToken: string;
-  qstashCurrentSigningKey: string;
-  qstashNextSigningKey: string;
-  upstashRedisRestUrl: string;
-  upstashRedisRestToken: string;
-  openaiApiKey: string;
-  openaiBaseUrl: string | undefined;
-  /** @default "gpt-4o-mini" */
-  openaiModel: string;
-  /** The exact public base URL QStash calls, without a trailing slash. */
-  appUrl: string;
-  cronSecret: string;
-  alertWebhookUrl: string | undefined;
-  /** QStash redeliveries after the first attempt. @default 1 */
-  qstashRetries: number;
-  /** Provider-quota requeues before a job is failed and refunded. @default 3 */
-  providerQuotaMaxHits: number;
-  /** A job older than this is failed and refunded. @default 10800 (3 h) */
-  jobMaxAgeSeconds: number;
-  /** Must equal `maxDuration` of `api/worker.ts` in vercel.json. @default 60 */
-  workerMaxDurationSeconds: number;
-  /** Model call timeout; below the worker's max duration. @default 45000 */
-  modelTimeoutMs: number;
-  /** A claim's lease; longer than the worker's max duration. @default 90 */
-  jobLeaseSeconds: number;
-  /** Wait before retrying a provider that said 429 without a `retry-after`. @default 60 */
-  providerBackoffSeconds: number;
-  /** @default 100 */
-  sweepBatchSize: number;
-  /** A queued job not delivered after this long is republished (then failed). @default 900 */
-  sweepUndeliveredAfterSeconds: number;
-  /** Extra time past an expired lease before the sweeper fails the job. @default 300 */
-  sweepLeaseGraceSeconds: number;
-  /** Enqueue requests per user per window. @default 10 */
-  rateLimitRequests: number;
-  /** @default 60 */
-  rateLimitWindowSeconds: number;
-  /** Alert dedup/throttle window. @default 900 */
-  alertThrottleSeconds: number;
+export const VARIABLES = {
+  SUPABASE_URL: variable({
+    group: "supabase",
+    schema: httpUrl.transform(stripSlash),
+    about: "Supabase project URL",
+    example: "http://127.0.0.1:54321",
+    dev: "never",
+  }),
+  SUPABASE_SERVICE_ROLE_KEY: variable({
+    group: "supabase",
+    schema: secret,
+    about: "service role key for the RPC calls (server side only)",
+    dev: "never",
+  }),
+  SUPABASE_JWT_SECRET: variable({
+    group: "supabase",
+    schema: z.string().min(32, "must be at least 32 characters").optional(),
+    about:
+      "when set (≥ 32 chars), user tokens are HS256-verified with it; else with the project's JWKS (`$SUPABASE_URL/auth/v1/.well-known/jwks.json`)",
+    shownDefault: "JWKS",
+    dev: "never",
+  }),
+  SUPABASE_ANON_KEY: variable({
+    group: "supabase",
+    schema: z.string().min(1).optional(),
+    about: "public anon key the page signs in with (Supabase Auth; not a secret)",
+    dev: "never",
+  }),
+  QSTASH_URL: variable({
+    group: "qstash",
+    schema: httpUrl.transform(stripSlash).optional(),
+    about: "QStash API base URL (the local stand-in: port 8080)",
+    shownDefault: "`https://qstash.upstash.io`",
+    example: "http://127.0.0.1:8080",
+    dev: qstash,
+  }),
+  QSTASH_TOKEN: variable({ group: "qstash", schema: secret, about: "publish token", dev: qstash }),
+  QSTASH_CURRENT_SIGNING_KEY: variable({
+    group: "qstash",
+    schema: secret,
+    about: "signing key deliveries are verified with",
+    dev: qstash,
+  }),
+  QSTASH_NEXT_SIGNING_KEY: variable({
+    group: "qstash",
+    schema: secret,
+    about: "the next signing key (rotation)",
+    dev: qstash,
+  }),
+  UPSTASH_REDIS_REST_URL: variable({
+    group: "redis",
+    schema: httpUrl.transform(stripSlash),
+    about: "Upstash Redis REST URL (the local stand-in: port 8079)",
+    example: "http://127.0.0.1:8079",
+    dev: redis,
+  }),
+  UPSTASH_REDIS_REST_TOKEN: variable({
+    group: "redis",
+    schema: secret,
+    about: "Upstash Redis REST token",
+    dev: redis,
+  }),
+  OPENAI_API_KEY: variable({ group: "openai", schema: secret, about: "OpenAI key", dev: openai }),
+  OPENAI_BASE_URL: variable({
+    group: "openai",
+    schema: httpUrl.transform(stripSlash).optional(),
+    about: "an OpenAI-compatible endpoint (the local fake model in `npm run dev`)",
+    shownDefault: "`https://api.openai.com/v1`",
+    dev: openai,
+  }),
+  OPENAI_MODEL: variable({
+    group: "openai",
+    schema: z.string().min(1).default("gpt-4o-mini"),
+    about: "chat model",
+    shownDefault: "`gpt-4o-mini`",
+    example: "gpt-4o-mini",
+    dev: "always",
+  }),
+  APP_URL: variable({
+    group: "app",
+    schema: httpUrl.transform(stripSlash),
+    about:
+      "the exact public base URL QStash calls (signatures are checked against it); a trailing slash is dropped",
+    example: "http://127.0.0.1:3000",
+    dev: "always",
+  }),
+  CRON_SECRET: variable({
+    group: "app",
+    schema: z.string({ error: "is required" }).min(16, "must be at least 16 characters"),
+    about: "≥ 16 chars; Vercel cron sends `Authorization: Bearer $CRON_SECRET` to /api/cron/sweep",
+    dev: "never",
+  }),
+  ALERT_WEBHOOK_URL: variable({
+    group: "app",
+    schema: httpUrl.optional(),
+    about: "Slack-compatible incoming webhook for on-call",
+    shownDefault: "log line",
+    dev: { with: "ALERT_WEBHOOK_URL" },
+  }),
+  QSTASH_RETRIES: tunable(1, 0, "QStash redeliveries after the first attempt"),
+  PROVIDER_QUOTA_MAX_HITS: tunable(
+    3,
+    1,
+    "provider-quota (429) hits before a job is failed and refunded",
+  ),
+  JOB_MAX_AGE_SECONDS: tunable(10_800, 60, "a job older than this is failed and refunded (3 h)"),
+  WORKER_MAX_DURATION_SECONDS: tunable(
+    60,
+    1,
+    "must equal `maxDuration` of `api/worker.ts` in `vercel.json`",
+  ),
+  MODEL_TIMEOUT_MS: tunable(
+    45_000,
+    1_000,
+    "model call timeout; must be below `WORKER_MAX_DURATION_SECONDS` × 1000",
+  ),
+  JOB_LEASE_SECONDS: tunable(90, 1, "a worker's claim; must exceed `WORKER_MAX_DURATION_SECONDS`"),
+  PROVIDER_BACKOFF_SECONDS: tunable(60, 1, "wait after a 429 without `retry-after`"),
+  SWEEP_BATCH_SIZE: tunable(100, 1, "jobs per sweeper batch"),
+  SWEEP_UNDELIVERED_AFTER_SECONDS: tunable(
+    900,
+    60,
+    "a queued job not delivered after this is republished once, then failed",
+  ),
+  SWEEP_LEASE_GRACE_SECONDS: tunable(
+    300,
+    0,
+    "time past an expired lease before the sweeper fails a running job",
+  ),
+  RATE_LIMIT_REQUESTS: tunable(10, 1, "enqueue requests per user per window"),
+  RATE_LIMIT_WINDOW_SECONDS: tunable(60, 1, "the rate-limit window"),
+  ALERT_THROTTLE_SECONDS: tunable(
+    900,
+    1,
+    "alert dedup/throttle window (at most 5 pages per kind per window) and the `user_failures` summary window",
+  ),
 };
 
-function stripSlash(url: string): string {
-  return url.replace(/\/+$/, "");
+export type VariableName = keyof typeof VARIABLES;
+
+type Words<S extends string> = S extends `${infer Head}_${infer Tail}`
+  ? `${Capitalize<Lowercase<Head>>}${Words<Tail>}`
+  : Capitalize<Lowercase<S>>;
+/** `MODEL_TIMEOUT_MS` → `modelTimeoutMs`. */
+type CamelCase<S extends string> = Uncapitalize<Words<S>>;
+
+/** The validated configuration: one field per variable, camel-cased; unset optionals are `undefined`. */
+export type Config = {
+  [K in VariableName as CamelCase<K>]: z.output<(typeof VARIABLES)[K]["schema"]>;
+};
+
+/** `MODEL_TIMEOUT_MS` → `modelTimeoutMs`, as {@link Config} names it. */
+export function fieldOf(name: string): string {
+  return name.toLowerCase().replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
 }
+
+/** Whether a deployment must set it (no default, not optional). */
+export function isRequired(name: VariableName): boolean {
+  return !VARIABLES[name].schema.safeParse(undefined).success;
+}
+
+const names = Object.keys(VARIABLES) as VariableName[];
+const schema = z.object(
+  Object.fromEntries(names.map((name) => [name, VARIABLES[name].schema])) as Record<
+    string,
+    z.ZodType
+  >,
+);
 
 function problemsOf(error: z.ZodError, input: Env): string[] {
   // Name and rule only: zod 4 issues never carry the input unless asked (`reportInput`).
@@ -115,6 +240,11 @@ function problemsOf(error: z.ZodError, input: Env): string[] {
     const name = String(issue.path[0] ?? "environment");
     return `${name} ${input[name] === undefined ? "is required" : issue.message}`;
   });
+}
+
+function parsed(name: VariableName, input: Env): number | undefined {
+  const result = VARIABLES[name].schema.safeParse(input[name]);
+  return result.success && typeof result.data === "number" ? result.data : undefined;
 }
 
 /**
@@ -128,69 +258,30 @@ export function loadConfig(env: Env = process.env): Config {
   const input: Env = {};
   for (const [k, v] of Object.entries(env)) input[k] = v === "" ? undefined : v;
 
-  const s = services.safeParse(input);
-  const t = tunables.safeParse(input);
-  const problems = [
-    ...(s.success ? [] : problemsOf(s.error, input)),
-    ...(t.success ? [] : problemsOf(t.error, input)),
-  ];
+  const result = schema.safeParse(input);
+  const problems = result.success ? [] : problemsOf(result.error, input);
 
   // Checked whenever these three parse, even if other variables did not: one pass, every problem.
-  const timing = tunables
-    .pick({ WORKER_MAX_DURATION_SECONDS: true, MODEL_TIMEOUT_MS: true, JOB_LEASE_SECONDS: true })
-    .safeParse(input);
-  if (timing.success) {
-    const {
-      WORKER_MAX_DURATION_SECONDS: maxDuration,
-      MODEL_TIMEOUT_MS,
-      JOB_LEASE_SECONDS,
-    } = timing.data;
-    // The worker must get an answer (or a timeout) from the model while it can still write it
-    // down, and a live worker's lease must never expire under it (docs/DESIGN.md#invariant-7-one-model-call-per-claim).
-    if (MODEL_TIMEOUT_MS >= maxDuration * 1000) {
+  // The worker must get an answer (or a timeout) from the model while it can still write it
+  // down, and a live worker's lease must never expire under it
+  // (docs/DESIGN.md#invariant-7-one-model-call-per-claim).
+  const maxDuration = parsed("WORKER_MAX_DURATION_SECONDS", input);
+  const timeoutMs = parsed("MODEL_TIMEOUT_MS", input);
+  const leaseSeconds = parsed("JOB_LEASE_SECONDS", input);
+  if (maxDuration !== undefined && timeoutMs !== undefined && leaseSeconds !== undefined) {
+    if (timeoutMs >= maxDuration * 1000) {
       problems.push(
         `MODEL_TIMEOUT_MS must be below WORKER_MAX_DURATION_SECONDS (${maxDuration}s = ${maxDuration * 1000} ms)`,
       );
     }
-    if (JOB_LEASE_SECONDS <= maxDuration) {
+    if (leaseSeconds <= maxDuration) {
       problems.push(`JOB_LEASE_SECONDS must exceed WORKER_MAX_DURATION_SECONDS (${maxDuration})`);
     }
   }
-  if (problems.length > 0 || !s.success || !t.success) throw new ConfigError(problems);
+  if (problems.length > 0 || !result.success) throw new ConfigError(problems);
 
-  const e = s.data;
-  const n = t.data;
-  return {
-    supabaseUrl: e.SUPABASE_URL,
-    supabaseServiceRoleKey: e.SUPABASE_SERVICE_ROLE_KEY,
-    supabaseJwtSecret: e.SUPABASE_JWT_SECRET,
-    supabaseAnonKey: e.SUPABASE_ANON_KEY,
-    qstashUrl: e.QSTASH_URL,
-    qstashToken: e.QSTASH_TOKEN,
-    qstashCurrentSigningKey: e.QSTASH_CURRENT_SIGNING_KEY,
-    qstashNextSigningKey: e.QSTASH_NEXT_SIGNING_KEY,
-    upstashRedisRestUrl: e.UPSTASH_REDIS_REST_URL,
-    upstashRedisRestToken: e.UPSTASH_REDIS_REST_TOKEN,
-    openaiApiKey: e.OPENAI_API_KEY,
-    openaiBaseUrl: e.OPENAI_BASE_URL,
-    openaiModel: e.OPENAI_MODEL,
-    appUrl: e.APP_URL,
-    cronSecret: e.CRON_SECRET,
-    alertWebhookUrl: e.ALERT_WEBHOOK_URL,
-    qstashRetries: n.QSTASH_RETRIES,
-    providerQuotaMaxHits: n.PROVIDER_QUOTA_MAX_HITS,
-    jobMaxAgeSeconds: n.JOB_MAX_AGE_SECONDS,
-    workerMaxDurationSeconds: n.WORKER_MAX_DURATION_SECONDS,
-    modelTimeoutMs: n.MODEL_TIMEOUT_MS,
-    jobLeaseSeconds: n.JOB_LEASE_SECONDS,
-    providerBackoffSeconds: n.PROVIDER_BACKOFF_SECONDS,
-    sweepBatchSize: n.SWEEP_BATCH_SIZE,
-    sweepUndeliveredAfterSeconds: n.SWEEP_UNDELIVERED_AFTER_SECONDS,
-    sweepLeaseGraceSeconds: n.SWEEP_LEASE_GRACE_SECONDS,
-    rateLimitRequests: n.RATE_LIMIT_REQUESTS,
-    rateLimitWindowSeconds: n.RATE_LIMIT_WINDOW_SECONDS,
-    alertThrottleSeconds: n.ALERT_THROTTLE_SECONDS,
-  };
+  const values = result.data as Record<VariableName, unknown>;
+  return Object.fromEntries(names.map((name) => [fieldOf(name), values[name]])) as Config;
 }
 
 let cached: Config | undefined;

@@ -1,34 +1,21 @@
 /**
- * What the edge functions need, built once per instance from the validated config. Each piece
- * is a narrow port, so tests hand in real local services or fakes. The model is NOT here: only
- * the worker loads the OpenAI SDK (lib/worker-deps.ts), so the functions the frontend calls
- * start cold without it.
+ * The wiring: what the edge functions need (the ports in lib/ports.ts), built once per
+ * instance from the validated config. The model is NOT here: only the worker loads the OpenAI
+ * SDK (lib/worker-deps.ts), so the functions the frontend calls start cold without it.
  */
 
-import { type Alerter, createAlerter } from "./alerts.ts";
-import { type AuthUser, createAuth } from "./auth.ts";
+import { createAlerter } from "./alerts.ts";
+import { createAuth } from "./auth.ts";
 import { type Config, getConfig } from "./config.ts";
 import { createRpc } from "./db.ts";
-import { createJobs, type Jobs } from "./jobs.ts";
-import { createQueue, type PublishInput } from "./queue.ts";
-import {
-  createProviderGate,
-  createRateLimiter,
-  createRedis,
-  type RateLimitResult,
-} from "./redis.ts";
+import { createJobs } from "./jobs.ts";
+import type { Deps } from "./ports.ts";
+import { createProviderGate } from "./provider-gate.ts";
+import { createQueue } from "./queue.ts";
+import { createRateLimiter } from "./rate-limit.ts";
+import { createRedis } from "./redis.ts";
 
-export interface Deps {
-  config: Config;
-  jobs: Jobs;
-  queue: { publishJob(input: PublishInput): Promise<{ messageId: string; deduplicated: boolean }> };
-  auth: { userFromRequest(req: Request): Promise<AuthUser> };
-  rateLimiter: { check(userId: string): Promise<RateLimitResult> };
-  gate: { resumeAt(now?: Date): Promise<Date | null>; holdUntil(at: Date): Promise<void> };
-  alerts: Alerter;
-  redis: { ping(): Promise<unknown> };
-  now(): Date;
-}
+export type { Deps } from "./ports.ts";
 
 export function createDeps(config: Config): Deps {
   const rpc = createRpc({ url: config.supabaseUrl, serviceRoleKey: config.supabaseServiceRoleKey });

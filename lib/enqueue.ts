@@ -3,9 +3,10 @@
  * The job row is the outbox: if this function dies between the commit and the publish, the
  * sweeper republishes the queued job (or fails and refunds it once it is too old).
  */
-import type { Deps } from "./deps.ts";
+
 import { dedupId, type JobRow, type UsageRow } from "./jobs.ts";
 import { log } from "./log.ts";
+import type { Deps } from "./ports.ts";
 
 export type EnqueueOutcome =
   | { outcome: "enqueued" | "replayed"; job: JobRow; usage: UsageRow }

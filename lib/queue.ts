@@ -31,13 +31,14 @@ export type PublishInput = { jobId: string; dedupId: string; notBefore?: Date | 
  * `retries`, failure callback `${appUrl}/api/dlq`, `deduplicationId` and `notBefore`.
  * Any failure (QStash non-2xx, 429, network) throws `UpstreamError("qstash", ...)`.
  *
- * `dedupId` must be stable for one (job, attempt) and contain no ":" or whitespace, e.g.
- * `${jobId}-a${attempts}`; QStash drops a second publish with the same id (within its window)
- * and answers with the first message's id and `deduplicated: true`.
+ * `dedupId` names the message that stands for the job now (`dedupId(job)` in lib/jobs.ts:
+ * `job-<id>-<publish_seq>`) and contains no ":" or whitespace; QStash drops a second publish
+ * with the same id (within its window) and answers with the first message's id and
+ * `deduplicated: true`.
  *
  * @example
  * const queue = createQueue({ token, appUrl, retries: 1 });
- * await queue.publishJob({ jobId, dedupId: `${jobId}-q0` });
+ * await queue.publishJob({ jobId: job.id, dedupId: dedupId(job) });
  */
 export function createQueue(options: QueueOptions): {
   publishJob(input: PublishInput): Promise<{ messageId: string; deduplicated: boolean }>;

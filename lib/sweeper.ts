@@ -4,9 +4,9 @@
  * message was lost, and pages on-call with a summary when it had to end jobs.
  */
 import { createHash } from "node:crypto";
-import type { Deps } from "./deps.ts";
 import { dedupId } from "./jobs.ts";
 import { log } from "./log.ts";
+import type { Deps } from "./ports.ts";
 
 export interface SweepReport {
   batches: number;

@@ -4,10 +4,11 @@
  * whether a retry can help: 200 for success, duplicates, late deliveries and failures already
  * recorded; 503 for a transient model error or any database error.
  */
-import type { Deps } from "./deps.ts";
+
 import { dedupId, type JobRow, type RequeueResult } from "./jobs.ts";
 import { log } from "./log.ts";
 import { classifyModelError } from "./model.ts";
+import type { Deps } from "./ports.ts";
 
 export interface WorkerDeps
   extends Pick<Deps, "jobs" | "queue" | "gate" | "alerts" | "now" | "config"> {

@@ -1,4 +1,5 @@
 import type { Attempt } from "./delivery.ts";
+import type { Filter, Filterable } from "./filters.ts";
 import type { Message } from "./message.ts";
 import type { DlqEntry } from "./views.ts";
 
@@ -34,47 +35,31 @@ export class DeadLetters {
     return this.entries.delete(dlqId);
   }
 
-  /** One page of entries matching the query's filters (dlqIds, url, messageId, …). */
-  page(query: URLSearchParams): { entries: DlqEntry[]; cursor?: string } {
-    const count = Math.min(
-      MAX_PAGE,
-      Math.max(1, Number(query.get("count") ?? MAX_PAGE) || MAX_PAGE),
-    );
-    const cursor = query.get("cursor") || undefined;
-    const matches = [...this.entries.values()].filter((e) => matchesFilter(e, query));
+  /** One page of entries matching a parsed filter (dev/qstash/filters.ts), oldest first. */
+  page(filter: { match: Filter; count?: number; cursor?: string }): {
+    entries: DlqEntry[];
+    cursor?: string;
+  } {
+    const count = filter.count ?? MAX_PAGE;
+    const matches = [...this.entries.values()].filter((e) => filter.match(filterable(e)));
     // The cursor is the next entry's id; if that entry went away meanwhile, resume after it.
-    const start = cursor === undefined ? 0 : firstAtOrAfter(matches, cursor);
+    const start = filter.cursor === undefined ? 0 : firstAtOrAfter(matches, filter.cursor);
     const entries = matches.slice(start, start + count);
     const next = matches[start + count];
     return next ? { entries, cursor: next.dlqId } : { entries };
   }
 }
 
-function anyOf(query: URLSearchParams, key: string, value: string | undefined): boolean {
-  const wanted = query.getAll(key).filter((v) => v !== "");
-  return wanted.length === 0 || (value !== undefined && wanted.includes(value));
-}
-
-function matchesFilter(entry: DlqEntry, query: URLSearchParams): boolean {
-  const { message, attempt } = entry;
-  const from = Number(query.get("fromDate") ?? Number.NaN);
-  const to = Number(query.get("toDate") ?? Number.NaN);
-  const dlqMs = Number(entry.dlqId.split("-")[0]);
-  const labels = query.getAll("label");
-  return (
-    anyOf(query, "dlqIds", entry.dlqId) &&
-    anyOf(query, "messageId", message.id) &&
-    anyOf(query, "url", message.url) &&
-    anyOf(query, "responseStatus", String(attempt.status)) &&
-    anyOf(query, "callerIp", message.callerIp) &&
-    (labels.length === 0 || labels.some((l) => message.labels.includes(l))) &&
-    // No URL groups, schedules, queues or flow control here: filtering by them matches nothing.
-    ["topicName", "scheduleId", "queueName", "flowControlKey"].every((key) =>
-      anyOf(query, key, undefined),
-    ) &&
-    (Number.isNaN(from) || dlqMs >= from) &&
-    (Number.isNaN(to) || dlqMs <= to)
-  );
+function filterable({ dlqId, message, attempt }: DlqEntry): Filterable {
+  return {
+    id: dlqId,
+    messageId: message.id,
+    url: message.url,
+    callerIp: message.callerIp,
+    labels: message.labels,
+    at: Number(dlqId.split("-")[0]),
+    responseStatus: attempt.status,
+  };
 }
 
 function idOrder(dlqId: string): [number, number] {

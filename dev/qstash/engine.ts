@@ -4,6 +4,7 @@ import { type Attempt, deliver } from "./delivery.ts";
 import { DeadLetters } from "./dlq.ts";
 import { defaultBackoffMs, parseRetryAfter } from "./durations.ts";
 import { compileExpression } from "./expression.ts";
+import type { Filter } from "./filters.ts";
 import { type CallbackConfig, createMessage, type Message, type MessageSpec } from "./message.ts";
 import { after, type Timer } from "./timers.ts";
 
@@ -75,8 +76,19 @@ export class Engine {
     return true;
   }
 
-  activeIds(): string[] {
-    return [...this.messages.keys()];
+  /** Cancels every waiting or in-flight message the filter matches; answers how many. */
+  cancelWhere(match: Filter): number {
+    const targets = [...this.messages.values()].filter((m) =>
+      match({
+        id: m.id,
+        messageId: m.id,
+        url: m.url,
+        callerIp: m.callerIp,
+        labels: m.labels,
+        at: m.createdAt,
+      }),
+    );
+    return targets.filter((m) => this.cancel(m.id)).length;
   }
 
   stats(): Stats {

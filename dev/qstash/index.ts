@@ -2,7 +2,9 @@
  * A local stand-in for the official `qstash dev` server, whose binary is downloaded at install
  * time and cannot be had offline. Same port convention, dev token and signing keys; publish,
  * signed deliveries, retries with scalable backoff, notBefore/delay, deduplication, callbacks,
- * the DLQ, message get/cancel. In memory, like the real dev server.
+ * the DLQ, message get/cancel, and the bulk filters of cancel and the DLQ (dev/qstash/filters.ts:
+ * an undocumented or unimplemented filter is refused, never ignored). In memory, like the real
+ * dev server.
  *
  * @example
  * const qstash = await startQStash({ port: 8080 });

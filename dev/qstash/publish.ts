@@ -7,7 +7,8 @@ import type { CallbackConfig, MessageSpec } from "./message.ts";
 
 export type ParsedPublish =
   | { outcome: "ok"; spec: MessageSpec; dedupKey?: string }
-  | { outcome: "invalid"; error: string };
+  | { outcome: "invalid"; error: string }
+  | { outcome: "unsupported"; error: string };
 
 export interface PublishInput {
   destination: string;
@@ -103,6 +104,12 @@ function contentHash(url: string, body: Uint8Array, forwarded: HeaderList): stri
 /** Turns a publish request into a message spec, or the 400 error QStash would answer. */
 export function parsePublish(input: PublishInput): ParsedPublish {
   const { headers, now } = input;
+  // Flow control changes when deliveries happen; ignoring it would deliver faster than QStash.
+  const flow = ["Upstash-Flow-Control-Key", "Upstash-Flow-Control-Value"].find((h) =>
+    headers.has(h),
+  );
+  if (flow !== undefined)
+    return { outcome: "unsupported", error: `${flow} is not supported by the qstash stand-in` };
   try {
     const url = checkUrl(input.destination);
     const forwarded = stripPrefixed(headers, "Upstash-Forward-");

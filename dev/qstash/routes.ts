@@ -1,5 +1,6 @@
 import { DEV_SIGNING_KEYS, DEV_TOKEN } from "./constants.ts";
 import type { Engine } from "./engine.ts";
+import { CANCEL_FILTERS, DLQ_FILTERS, parseFilter } from "./filters.ts";
 import { parsePublish } from "./publish.ts";
 import { dlqView, messageView } from "./views.ts";
 
@@ -8,6 +9,22 @@ export interface RouteContext {
   callerIp: string;
   maxTimeoutMs: number;
 }
+
+/**
+ * Real QStash APIs this app never calls (URL groups are `topics`): answered 501, so a caller
+ * learns the stand-in lacks them rather than that something was not found.
+ */
+const UNSERVED = [
+  "/v2/batch",
+  "/v2/enqueue",
+  "/v2/queues",
+  "/v2/schedules",
+  "/v2/topics",
+  "/v2/flowControl",
+  "/v2/logs",
+  "/v2/events",
+  "/v2/workflows",
+];
 
 const json = (body: unknown, status = 200) => Response.json(body, { status });
 const error = (message: string, status: number) => json({ error: message }, status);
@@ -28,7 +45,6 @@ export async function handle(request: Request, ctx: RouteContext): Promise<Respo
     // The destination travels raw in the path, its own query string as the request's.
     return publish(path.slice("/v2/publish/".length) + url.search, request.headers, request, ctx);
   }
-  if (method === "POST" && path === "/v2/batch") return batch(request, ctx);
 
   const messageId = path.match(/^\/v2\/messages\/([^/]+)$/)?.[1];
   if (messageId !== undefined) {
@@ -42,20 +58,25 @@ export async function handle(request: Request, ctx: RouteContext): Promise<Respo
     }
   }
   if (method === "DELETE" && path === "/v2/messages") {
-    const ids = url.searchParams.getAll("messageIds");
-    const targets = ids.length > 0 ? ids : engine.activeIds();
-    return json({ cancelled: targets.filter((id) => engine.cancel(id)).length });
+    // No filter at all cancels every message, as documented (the SDK's `{ all: true }`).
+    const filter = parseFilter(url.searchParams, CANCEL_FILTERS);
+    if (filter.outcome === "refused") return error(filter.error, filter.status);
+    return json({ cancelled: engine.cancelWhere(filter.match) });
   }
 
   if (path === "/v2/dlq" && method === "GET") {
-    const page = engine.dlq.page(url.searchParams);
+    const filter = parseFilter(url.searchParams, DLQ_FILTERS("GET /v2/dlq"));
+    if (filter.outcome === "refused") return error(filter.error, filter.status);
+    const page = engine.dlq.page(filter);
     return json({
       messages: page.entries.map(dlqView),
       ...(page.cursor ? { cursor: page.cursor } : {}),
     });
   }
   if (path === "/v2/dlq" && method === "DELETE") {
-    const page = engine.dlq.page(url.searchParams);
+    const filter = parseFilter(url.searchParams, DLQ_FILTERS("DELETE /v2/dlq"));
+    if (filter.outcome === "refused") return error(filter.error, filter.status);
+    const page = engine.dlq.page(filter);
     const deleted = page.entries.filter((e) => engine.dlq.delete(e.dlqId)).length;
     return json({ deleted, ...(page.cursor ? { cursor: page.cursor } : {}) });
   }
@@ -63,7 +84,16 @@ export async function handle(request: Request, ctx: RouteContext): Promise<Respo
   if (retryId && method === "POST") {
     const single = retryId[1];
     const query = single === undefined ? url.searchParams : new URLSearchParams({ dlqIds: single });
-    const page = engine.dlq.page(query);
+    const filter = parseFilter(query, DLQ_FILTERS("POST /v2/dlq/retry"));
+    if (filter.outcome === "refused") return error(filter.error, filter.status);
+    // QStash lets Upstash-* headers on a retry override the original message's settings; the
+    // stand-in republishes it as it was, so it refuses rather than silently drop an override.
+    const override = [...request.headers.keys()].find(
+      (h) => h.startsWith("upstash-") && !h.startsWith("upstash-telemetry-"),
+    );
+    if (override !== undefined)
+      return error(`${override} on a DLQ retry is not supported by the qstash stand-in`, 501);
+    const page = engine.dlq.page(filter);
     if (single !== undefined && page.entries.length === 0)
       return error("dlq message not found", 404);
     const responses = page.entries.map((entry) => {
@@ -76,13 +106,18 @@ export async function handle(request: Request, ctx: RouteContext): Promise<Respo
   const dlqId = path.match(/^\/v2\/dlq\/([^/]+)$/)?.[1];
   if (dlqId !== undefined) {
     const entry = engine.dlq.get(decodeURIComponent(dlqId));
-    if (!entry) return error("dlq message not found", 404);
-    if (method === "GET") return json(dlqView(entry));
     if (method === "DELETE") {
+      if (!entry) return error("dlq message not found", 404);
       engine.dlq.delete(entry.dlqId);
       return new Response(null, { status: 200 });
     }
   }
+  const unserved = UNSERVED.find((prefix) => path === prefix || path.startsWith(`${prefix}/`));
+  if (unserved !== undefined || (path.startsWith("/v2/dlq/") && method === "GET"))
+    return error(
+      `${method} ${path} is a QStash API the stand-in does not serve (it serves publish, messages, dlq and keys)`,
+      501,
+    );
   return error(`${method} ${path} is not supported by the qstash stand-in`, 404);
 }
 
@@ -97,43 +132,9 @@ async function publish(destination: string, headers: Headers, request: Request, 
     maxTimeoutMs: ctx.maxTimeoutMs,
   });
   if (parsed.outcome === "invalid") return error(parsed.error, 400);
+  if (parsed.outcome === "unsupported") return error(parsed.error, 501);
   const result = ctx.engine.publish(parsed.spec, parsed.dedupKey);
   return result.deduplicated
     ? json({ messageId: result.messageId, url: parsed.spec.url, deduplicated: true }, 202)
     : json({ messageId: result.messageId, url: parsed.spec.url });
-}
-
-/** POST /v2/batch: a JSON array of {destination, headers, body}; answers an array. */
-async function batch(request: Request, ctx: RouteContext) {
-  let items: unknown;
-  try {
-    items = await request.json();
-  } catch {
-    return error("invalid batch body: expected a JSON array", 400);
-  }
-  if (!Array.isArray(items)) return error("invalid batch body: expected a JSON array", 400);
-  const results: unknown[] = [];
-  // Validate all first, so a bad item publishes nothing.
-  const parsed = items.map((item: { destination?: unknown; headers?: unknown; body?: unknown }) =>
-    parsePublish({
-      destination: typeof item?.destination === "string" ? item.destination : "",
-      headers: new Headers((item?.headers ?? {}) as Record<string, string>),
-      body: new TextEncoder().encode(typeof item?.body === "string" ? item.body : ""),
-      callerIp: ctx.callerIp,
-      now: Date.now(),
-      maxTimeoutMs: ctx.maxTimeoutMs,
-    }),
-  );
-  const bad = parsed.find((p) => p.outcome === "invalid");
-  if (bad?.outcome === "invalid") return error(bad.error, 400);
-  for (const p of parsed) {
-    if (p.outcome !== "ok") continue;
-    const result = ctx.engine.publish(p.spec, p.dedupKey);
-    results.push({
-      messageId: result.messageId,
-      url: p.spec.url,
-      ...(result.deduplicated ? { deduplicated: true } : {}),
-    });
-  }
-  return json(results);
 }

@@ -2,7 +2,7 @@
 -- event row, refund and returned shape is what 20261130040100_transitions.sql defines; only how
 -- much work PostgreSQL does per call changes.
 --
--- Where the time went (measured per call, one connection; see BENCHMARKS.md):
+-- Where the time went (measured per call, one connection; see docs/BENCHMARKS.md):
 -- - The final-is-final trigger ran a PL/pgSQL function on every update, although it can only
 --   refuse an update of a row that is already final. A WHEN clause on OLD.status keeps the
 --   guarantee and skips the call on every other update.

@@ -42,6 +42,12 @@ const fixtures = `
   create function public.pgrst_test_rows(p_n int) returns table (i int, label text) language sql
     as $$ select g, 'row ' || g from generate_series(1, p_n) g $$;
   create function public.pgrst_test_whole(jsonb) returns jsonb language sql as $$ select $1 $$;
+  create function public.pgrst_test_positional_text(text) returns text language sql as $$ select $1 $$;
+  create function public.pgrst_test_positional_int(int) returns int language sql as $$ select $1 $$;
+  create function public.pgrst_test_positional_two(int default 1, int default 2) returns int
+    language sql as $$ select $1 + $2 $$;
+  create function public.pgrst_test_mixed(p_a int, text default 'd') returns text language sql
+    as $$ select p_a || $2 $$;
   create function public.pgrst_test_over(p_a int) returns text language sql as $$ select 'int' $$;
   create function public.pgrst_test_over(p_a text) returns text language sql as $$ select 'text' $$;
   create function public.pgrst_test_over(p_a int, p_b int) returns text language sql as $$ select 'two' $$;
@@ -64,7 +70,11 @@ const fixtures = `
   create function public.pgrst_test_missing_callee() returns int language plpgsql
     as $$ begin return public.pgrst_test_no_such_function(); end $$;
   create function public.pgrst_test_created() returns int language plpgsql as $$
-    begin perform set_config('response.status', '201', true); return 1; end $$;
+    begin
+      perform set_config('response.status', '201', true);
+      perform set_config('response.headers', '[{"Location": "/things/1"}]', true);
+      return 1;
+    end $$;
   create function public.pgrst_test_wait(p_key bigint) returns int language sql
     as $$ select 1 from (select pg_advisory_xact_lock(p_key)) locked $$;
   create function public.pgrst_test_private() returns text language sql as $$ select 'secret' $$;
@@ -122,7 +132,9 @@ afterAll(async () => {
   await db?.query(`
     drop function if exists public.pgrst_test_echo, public.pgrst_test_doc, public.pgrst_test_double,
       public.pgrst_test_setting, public.pgrst_test_pair, public.pgrst_test_out, public.pgrst_test_series,
-      public.pgrst_test_rows, public.pgrst_test_whole, public.pgrst_test_over(int), public.pgrst_test_over(text),
+      public.pgrst_test_rows, public.pgrst_test_whole, public.pgrst_test_positional_text,
+      public.pgrst_test_positional_int, public.pgrst_test_positional_two, public.pgrst_test_mixed,
+      public.pgrst_test_over(int), public.pgrst_test_over(text),
       public.pgrst_test_over(int, int), public.pgrst_test_log, public.pgrst_test_log_then_fail,
       public.pgrst_test_raise, public.pgrst_test_missing_callee, public.pgrst_test_created,
       public.pgrst_test_wait, public.pgrst_test_private;
@@ -193,6 +205,22 @@ describe("results come back in PostgREST's shapes", () => {
     expect(count).toBe(4);
   });
 
+  test("count=exact on a function that returns one value, one row or void counts 1", async () => {
+    expect(await service.rpc("pgrst_test_double", { p_n: 2 }, { count: "exact" })).toMatchObject({
+      error: null,
+      data: 4,
+      count: 1,
+    });
+    expect(await service.rpc("pgrst_test_pair", { p_x: 1 }, { count: "exact" })).toMatchObject({
+      error: null,
+      count: 1,
+    });
+    expect(
+      await service.rpc("pgrst_test_log", { p_id: randomUUID() }, { count: "exact" }),
+    ).toMatchObject({ error: null, status: 204, count: 1 });
+    expect((await service.rpc("pgrst_test_double", { p_n: 2 })).count).toBeNull();
+  });
+
   test(".single() on a set: one row is the object, two rows is 406 PGRST116", async () => {
     expect((await service.rpc("pgrst_test_rows", { p_n: 1 }).single()).data).toEqual({
       i: 1,
@@ -241,12 +269,47 @@ describe("results come back in PostgREST's shapes", () => {
     expect(status).toBe(405);
   });
 
-  test("a function can set response.status", async () => {
+  test("filtering, selecting or paging a result is refused (501), never answered unshaped", async () => {
+    const refused = (r: { error: unknown; data: unknown; status: number }) =>
+      expect({ data: r.data, status: r.status, error: r.error }).toMatchObject({
+        data: null,
+        status: 501,
+        error: { code: "PGRSTX01" },
+      });
+    refused(await service.rpc("pgrst_test_series", { p_n: 5 }).limit(2));
+    refused(await service.rpc("pgrst_test_rows", { p_n: 3 }).eq("i", 2));
+    refused(await service.rpc("pgrst_test_rows", { p_n: 3 }).select("i"));
+    refused(await service.rpc("pgrst_test_rows", { p_n: 3 }, { get: true }).order("i"));
+    refused(await service.rpc("pgrst_test_rows", { p_n: 3 }, { get: true }).in("i", [1, 2]));
+    // Arguments alone still pass on GET, including values that merely look like text.
+    expect(
+      (await service.rpc("pgrst_test_echo", { p_a: 1, p_b: "equal" }, { get: true })).data,
+    ).toMatchObject({ b: "equal" });
+  });
+
+  test("a function can set response.status and response.headers", async () => {
     expect(await service.rpc("pgrst_test_created")).toMatchObject({
       error: null,
       data: 1,
       status: 201,
     });
+    // supabase-js does not show response headers; read them off the wire.
+    const res = await fetch(`${rest.url}/rest/v1/rpc/pgrst_test_created`, {
+      method: "POST",
+      headers: { apikey: serviceKey, authorization: `Bearer ${serviceKey}` },
+    });
+    expect([res.status, res.headers.get("location")]).toEqual([201, "/things/1"]);
+  });
+
+  test("HEAD answers the count without a body; OPTIONS (CORS) is not served", async () => {
+    expect(
+      await service.rpc("pgrst_test_series", { p_n: 3 }, { head: true, count: "exact" }),
+    ).toMatchObject({ error: null, data: null, count: 3, status: 200 });
+    const preflight = await fetch(`${rest.url}/rest/v1/rpc/pgrst_test_double`, {
+      method: "OPTIONS",
+    });
+    expect(preflight.status).toBe(405);
+    expect(await preflight.json()).toMatchObject({ code: "PGRST101" });
   });
 });
 
@@ -273,6 +336,37 @@ describe("function lookup", () => {
     });
     const missing = await service.rpc("pgrst_test_echo", { p_b: "only" });
     expect(missing).toMatchObject({ data: null, status: 404, error: { code: "PGRST202" } });
+  });
+
+  test("an unnamed parameter is filled positionally only when it is the one parameter and of a body type", async () => {
+    // The whole body goes to a function's one unnamed text/json parameter, as PostgREST does.
+    expect(await service.rpc("pgrst_test_positional_text", { "": "x" })).toMatchObject({
+      error: null,
+      data: '{"":"x"}',
+    });
+    // PostgREST does not even see functions with an unnamed int, or two unnamed, parameters.
+    for (const [fn, args, get] of [
+      ["pgrst_test_positional_int", { "": 5 }, false],
+      ["pgrst_test_positional_int", { "": 5 }, true],
+      ["pgrst_test_positional_two", { "": 1 }, false],
+      ["pgrst_test_positional_two", {}, false],
+    ] as const) {
+      const { error, data, status } = await service.rpc(fn, args, { get });
+      expect({ fn, get, code: error?.code, data, status }).toEqual({
+        fn,
+        get,
+        code: "PGRST202",
+        data: null,
+        status: 404,
+      });
+    }
+    // Beside named parameters an unnamed one has no name to be passed by.
+    expect((await service.rpc("pgrst_test_mixed", { p_a: 1 })).data).toBe("1d");
+    expect(await service.rpc("pgrst_test_mixed", { p_a: 1, "": "t" })).toMatchObject({
+      data: null,
+      status: 404,
+      error: { code: "PGRST202" },
+    });
   });
 
   test("overloads: names pick one, an ambiguous call is 300 PGRST203", async () => {

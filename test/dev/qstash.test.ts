@@ -245,8 +245,16 @@ test("the success callback follows every attempt, carrying that attempt's status
     url: `${receiver.base}/once-fails`,
     body: { b: 2 },
     callback: `${receiver.base}/on-attempt`,
+    headers: {
+      "Upstash-Callback-Method": "PUT",
+      "Upstash-Callback-Forward-X-Callback-Tag": "cb-1",
+    },
   });
   await idle(qstash);
+  expect(receiver.to("/on-attempt").map((d) => [d.method, d.headers["x-callback-tag"]])).toEqual([
+    ["PUT", "cb-1"],
+    ["PUT", "cb-1"],
+  ]);
 
   const payloads = receiver.to("/on-attempt").map((d) => JSON.parse(d.body));
   payloads.sort((a, b) => a.retried - b.retried);
@@ -414,6 +422,132 @@ test("a pending message can be read and cancelled; it is never delivered and is 
   expect(qstash.stats()).toMatchObject({ pending: 0, delivered: 0 });
 });
 
+test("a bulk cancel by filter cancels only the matching messages; no filter at all cancels the rest", async () => {
+  const { qstash, client } = await startStandIn({ timeScale: 1 });
+  const receiver = await startReceiver();
+  const publish = (path: string, label?: string) =>
+    client.publishJSON({
+      url: `${receiver.base}${path}`,
+      body: {},
+      delay: "1h",
+      ...(label ? { label } : {}),
+    });
+  const a = await publish("/a", "alpha");
+  const b = await publish("/b", "beta");
+  const c = await publish("/c");
+  const pending = async () => {
+    const alive: string[] = [];
+    for (const { messageId } of [a, b, c])
+      if (await client.messages.get(messageId).catch(() => undefined)) alive.push(messageId);
+    return alive;
+  };
+
+  expect(await client.messages.cancel({ filter: { label: "alpha" } })).toEqual({ cancelled: 1 });
+  expect(await pending()).toEqual([b.messageId, c.messageId]);
+  expect(await client.messages.cancel({ filter: { label: ["nope", "alpha"] } })).toEqual({
+    cancelled: 0,
+  });
+  expect(
+    await client.messages.cancel({
+      filter: { url: `${receiver.base}/b`, fromDate: Date.now() + 60_000 },
+    }),
+  ).toEqual({ cancelled: 0 });
+  // Filters the stand-in has nothing for (URL groups, queues, schedules, flow control) match none.
+  expect(await client.messages.cancel({ filter: { queueName: "q" } })).toEqual({ cancelled: 0 });
+  expect(await client.messages.cancel({ filter: { url: `${receiver.base}/b` } })).toEqual({
+    cancelled: 1,
+  });
+  expect(await pending()).toEqual([c.messageId]);
+  expect(await client.messages.cancel({ all: true })).toEqual({ cancelled: 1 });
+  await idle(qstash);
+  expect(receiver.deliveries).toHaveLength(0);
+});
+
+test("a bulk cancel with a filter the stand-in does not implement is refused and cancels nothing", async () => {
+  const { qstash, client } = await startStandIn({ timeScale: 1 });
+  const receiver = await startReceiver();
+  await client.publishJSON({ url: `${receiver.base}/keep`, body: {}, delay: "1h" });
+
+  const host = await client.messages
+    .cancel({ filter: { host: "127.0.0.1" } })
+    .catch((e: unknown) => e);
+  expect(host).toBeInstanceOf(QstashError);
+  expect(host).toMatchObject({ status: 501 });
+  expect(JSON.parse((host as Error).message)).toEqual({
+    error: "filter host is not supported by the qstash stand-in (DELETE /v2/messages)",
+  });
+  const unknown = await client.messages
+    .cancel({ filter: { lable: "typo" } } as unknown as Parameters<
+      typeof client.messages.cancel
+    >[0])
+    .catch((e: unknown) => e);
+  expect(unknown).toMatchObject({ status: 400 });
+  expect(JSON.parse((unknown as Error).message).error).toMatch(
+    /^unknown filter lable for DELETE \/v2\/messages/,
+  );
+  await expect(client.messages.cancel({ filter: { label: "" } })).rejects.toMatchObject({
+    status: 400,
+  });
+  expect(qstash.stats().pending).toBe(1);
+});
+
+test("DLQ bulk delete, list and retry match only what the filter names, and refuse unknown filters", async () => {
+  const { qstash, client } = await startStandIn();
+  const receiver = await startReceiver(() => ({ status: 500 }));
+  for (const [path, label] of [
+    ["/x", "red"],
+    ["/y", "blue"],
+    ["/z", undefined],
+  ] as const)
+    await client.publishJSON({
+      url: `${receiver.base}${path}`,
+      body: {},
+      retries: 0,
+      ...(label ? { label } : {}),
+    });
+  await idle(qstash);
+  expect(qstash.stats().dlq).toBe(3);
+
+  const bogus = { filter: { colour: "red" } } as unknown as Parameters<typeof client.dlq.delete>[0];
+  await expect(client.dlq.delete(bogus)).rejects.toMatchObject({ status: 400 });
+  await expect(
+    client.dlq.retry(bogus as Parameters<typeof client.dlq.retry>[0]),
+  ).rejects.toMatchObject({ status: 400 });
+  await expect(
+    client.dlq.listMessages({ filter: { host: "127.0.0.1" } } as unknown as Parameters<
+      typeof client.dlq.listMessages
+    >[0]),
+  ).rejects.toMatchObject({ status: 400 });
+  expect(qstash.stats().dlq).toBe(3);
+
+  expect(await client.dlq.delete({ filter: { label: "red" } })).toEqual({ deleted: 1 });
+  const blue = await client.dlq.listMessages({ filter: { url: `${receiver.base}/y` } });
+  expect(blue.messages.map((m) => m.labels)).toEqual([["blue"]]);
+  expect(await client.dlq.delete({ filter: { responseStatus: 404 } })).toEqual({ deleted: 0 });
+  expect((await client.dlq.listMessages()).messages.map((m) => m.url).sort()).toEqual([
+    `${receiver.base}/y`,
+    `${receiver.base}/z`,
+  ]);
+  // Overriding the message's settings on a retry (raw HTTP: the SDK sends no such headers) is
+  // not served: refused, nothing retried.
+  const overriding = await fetch(`${qstash.url}/v2/dlq/retry?label=blue`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${DEV_TOKEN}`, "Upstash-Retries": "5" },
+  });
+  expect(overriding.status).toBe(501);
+  expect(await overriding.json()).toEqual({
+    error: "upstash-retries on a DLQ retry is not supported by the qstash stand-in",
+  });
+  expect(qstash.stats().dlq).toBe(2);
+  // A bulk retry republishes only the matching entry; it fails again and dead-letters anew.
+  const retried = await client.dlq.retry({ filter: { label: "blue" } });
+  expect(retried.responses).toHaveLength(1);
+  await idle(qstash);
+  expect(receiver.to("/y")).toHaveLength(2);
+  expect(receiver.to("/z")).toHaveLength(1);
+  expect(await client.dlq.delete({ all: true })).toEqual({ deleted: 2 });
+});
+
 test("DLQ entries can be listed, read in pages, deleted one by one and in bulk", async () => {
   const { qstash, client } = await startStandIn();
   const receiver = await startReceiver(() => ({ status: 500 }));
@@ -472,6 +606,51 @@ test("close() cancels timers and an in-flight delivery promptly", async () => {
   await qstash.close();
   expect(Date.now() - start).toBeLessThan(1000);
   await expect(fetch(`${qstash.url}/v2/keys`)).rejects.toThrow();
+});
+
+test("Upstash-Timeout shortens the wait for an answer: a hung destination fails after it", async () => {
+  const { qstash, client } = await startStandIn();
+  const receiver = await startReceiver(() => "hang");
+  const start = Date.now();
+  const { messageId } = await client.publishJSON({
+    url: `${receiver.base}/slow`,
+    body: {},
+    retries: 0,
+    timeout: "1s",
+  });
+  await idle(qstash);
+  expect(Date.now() - start).toBeGreaterThanOrEqual(1000);
+  const { messages } = await client.dlq.listMessages({ filter: { messageId } });
+  expect(messages.map((m) => m.responseStatus)).toEqual([0]);
+});
+
+test("QStash APIs the stand-in does not serve (batch, queues, schedules, URL groups, flow control) answer 501", async () => {
+  const { qstash, client } = await startStandIn();
+  const receiver = await startReceiver();
+  const notServed = async (call: Promise<unknown>) => {
+    const error = await call.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(QstashError);
+    expect(error).toMatchObject({ status: 501 });
+    expect(JSON.parse((error as Error).message).error).toMatch(/does not serve|not supported/);
+  };
+  await notServed(client.batchJSON([{ url: `${receiver.base}/b`, body: {} }]));
+  await notServed(
+    client.queue({ queueName: "q" }).enqueueJSON({ url: `${receiver.base}/q`, body: {} }),
+  );
+  await notServed(client.schedules.list());
+  await notServed(client.urlGroups.list());
+  await notServed(
+    client.publishJSON({
+      url: `${receiver.base}/f`,
+      body: {},
+      flowControl: { key: "k", parallelism: 1 },
+    }),
+  );
+  expect(qstash.stats().published).toBe(0);
+  expect(receiver.deliveries).toHaveLength(0);
 });
 
 test("a wrong token is refused with 401 and a bad destination scheme with QStash's 400", async () => {

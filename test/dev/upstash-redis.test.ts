@@ -136,6 +136,34 @@ describe("Upstash Redis REST stand-in, through @upstash/redis", () => {
     }
   });
 
+  test("commands that would hold or change the shared connection are refused, not run", async () => {
+    const key = keys();
+    for (const autoPipelining of [true, false]) {
+      const redis = client({ autoPipelining });
+      const started = Date.now();
+      const blocked = await redis
+        .xread(key("stream"), "$", { blockMS: 5_000 })
+        .catch((error: unknown) => error);
+      expect(blocked).toBeInstanceOf(UpstashError);
+      expect((blocked as Error).message).toMatch(/blocking commands are not served/);
+      expect(Date.now() - started).toBeLessThan(2_000);
+      // Without BLOCK, XREAD is an ordinary read.
+      expect(await redis.xread(key("stream"), "0")).toBeNull();
+    }
+    for (const command of [
+      ["SELECT", "1"],
+      ["BLPOP", key("list"), "5"],
+      ["CLIENT", "KILL"],
+    ]) {
+      const res = await fetch(rest.url, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify(command),
+      });
+      expect([command[0], res.status]).toEqual([command[0], 400]);
+    }
+  });
+
   test("a wrong token is refused as Unauthorized", async () => {
     const key = keys();
     for (const wrong of ["wrong-token", "local-upstash-token-but-not-quite"]) {

@@ -1,9 +1,9 @@
 /**
- * Every boundary call of every invocation, broken every way (fault injection, RELIABILITY.md): for each
- * flow (an enqueue, a delivery for each model outcome, a failure callback, a cancel, a sweep)
- * the boundary calls it makes are listed by name, and for each of them and each action (fail,
- * hang, lose the response after the far side did it, die before it, die after it) the flow runs
- * once with that one fault on the real database, then the system settles (deliveries drained,
+ * Every boundary call of every invocation, broken every way (fault injection, docs/RELIABILITY.md):
+ * for each flow (an enqueue, a delivery for each model outcome, a failure callback, a cancel, a
+ * sweep) the boundary calls it makes are listed by name, and for each of them and each action
+ * (fail, hang, lose the response after the far side did it, die before it, die after it) the flow
+ * runs once with that one fault on the real database, then the system settles (deliveries drained,
  * the sweeper run past the max age) and the invariants are checked (test/support/sim.ts).
  */
 import { describe, expect, test } from "vitest";

@@ -1,8 +1,8 @@
 /**
- * A fuzz run over every route's method, query, headers and body (bad input, RELIABILITY.md). What
- * test/api already pins down case by case (each 4xx code, the 10 MB body, every signature and
- * token variant) is not repeated; here fast-check throws random requests at the in-process
- * handlers over the real parts (test/support/api.ts) and checks, for every one:
+ * A fuzz run over every route's method, query, headers and body (bad input, docs/RELIABILITY.md).
+ * What test/api already pins down case by case (each 4xx code, the 10 MB body, every signature and
+ * token variant) is not repeated; here fast-check throws random requests at the in-process handlers
+ * over the real parts (test/support/api.ts) and checks, for every one:
  *
  * - never a 5xx for any client input (the database, Redis and the model are up);
  * - a 4xx always has the `{"error":{"code","message"}}` shape;

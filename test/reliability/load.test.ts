@@ -1,8 +1,8 @@
 /**
- * Load on the whole local stack over HTTP (RELIABILITY.md): 1,000 concurrent enqueues from 100 users
- * (half free, half pro) at once, QStash's deliveries running the jobs meanwhile, and cancels
- * sent while the burst is still in flight. Then: no 5xx, every job ends, no drift, and the
- * limits held at every moment (replayed from job_events, test/support/sim.ts).
+ * Load on the whole local stack over HTTP (docs/RELIABILITY.md): 1,000 concurrent enqueues from 100
+ * users (half free, half pro) at once, QStash's deliveries running the jobs meanwhile, and cancels
+ * sent while the burst is still in flight. Then: no 5xx, every job ends, no drift, and the limits
+ * held at every moment (replayed from job_events, test/support/sim.ts).
  *
  * Loopback only, free ports, bounded: the suite runs 1,000 requests; QUOTA_JOBS_LOAD_USERS and
  * QUOTA_JOBS_LOAD_PER_USER change the size (npm run test:load runs 200 users x 10).

@@ -1,9 +1,9 @@
 /**
- * Property-based schedules (RELIABILITY.md): random interleavings of enqueues by several users on both
- * plans, deliveries (duplicate, out of order, early), every model outcome, cancels, failure
- * callbacks (also twice, also while the worker runs), sweeps (also two at once), clock jumps and
- * a fault at any boundary, each run on the REAL database (this file's own copy; transitions
- * called straight through pg, see test/support/sim.ts), then settled and checked.
+ * Property-based schedules (docs/RELIABILITY.md): random interleavings of enqueues by several users
+ * on both plans, deliveries (duplicate, out of order, early), every model outcome, cancels, failure
+ * callbacks (also twice, also while the worker runs), sweeps (also two at once), clock jumps and a
+ * fault at any boundary, each run on the REAL database (this file's own copy; transitions called
+ * straight through pg, see test/support/sim.ts), then settled and checked.
  *
  * QUOTA_JOBS_PROPERTY_RUNS=5000 npm run test:nightly   (default here: 200 runs)
  * QUOTA_JOBS_PROPERTY_SEED=<seed> replays a reported failure.

@@ -18,9 +18,8 @@
  *   expect((await app.deliver(message)).status).toBe(200);
  * });
  */
-import { createHash, randomBytes, randomUUID } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import { Redis as IORedis } from "ioredis";
-import { SignJWT } from "jose";
 import { HttpResponse, http } from "msw";
 import { setupServer } from "msw/node";
 import type pg from "pg";
@@ -35,6 +34,7 @@ import { createHandler as workerHandler } from "../../api/worker.ts";
 import { type FakeOpenAI, startFakeOpenAI } from "../../dev/openai-fake.ts";
 import { mintServiceRoleKey, type RunningPostgrest, startPostgrest } from "../../dev/postgrest.ts";
 import { DEV_SIGNING_KEYS, DEV_TOKEN } from "../../dev/qstash/constants.ts";
+import { signDelivery } from "../../dev/qstash/signing.ts";
 import { type RunningRedisServer, startRedisServer } from "../../dev/redis-server.ts";
 import { mintUserToken } from "../../dev/token.ts";
 import { type RunningUpstashRedis, startUpstashRedis } from "../../dev/upstash-redis.ts";
@@ -516,25 +516,18 @@ export function useApi(options: ApiOptions = {}): Api {
   return api;
 }
 
-/**
- * An Upstash-Signature as QStash makes it: HS256 with the key string's bytes, iss "Upstash",
- * sub = the exact URL, iat/nbf now, exp in 5 minutes, body = base64url(sha256(raw body)).
- */
+/** An Upstash-Signature as QStash makes it: the QStash stand-in's own signer. */
 export async function signAsQStash(
   url: string,
   body: string,
   opts: { key?: string; nowMs?: number } = {},
 ): Promise<string> {
-  const now = Math.floor((opts.nowMs ?? Date.now()) / 1000);
-  return await new SignJWT({ body: createHash("sha256").update(body).digest("base64url") })
-    .setProtectedHeader({ alg: "HS256", typ: "JWT" })
-    .setIssuer("Upstash")
-    .setSubject(url)
-    .setIssuedAt(now)
-    .setNotBefore(now)
-    .setExpirationTime(now + 300)
-    .setJti(`jwt_${randomBytes(12).toString("hex")}`)
-    .sign(new TextEncoder().encode(opts.key ?? DEV_SIGNING_KEYS.current));
+  return await signDelivery(
+    opts.key ?? DEV_SIGNING_KEYS.current,
+    url,
+    new TextEncoder().encode(body),
+    opts.nowMs,
+  );
 }
 
 /** Polls `check` until it returns a value other than `undefined`/`false`, or fails at the deadline. */

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { loadConfig } from "../../lib/config.ts";
+import { isRequired, loadConfig, VARIABLES, type VariableName } from "../../lib/config.ts";
 import { ConfigError } from "../../lib/errors.ts";
 
 const REQUIRED = [
@@ -39,6 +39,10 @@ function problems(env: Record<string, string | undefined>): string[] {
 }
 
 describe("loadConfig", () => {
+  test("required means: declared with no default and not optional", () => {
+    expect((Object.keys(VARIABLES) as VariableName[]).filter(isRequired)).toEqual(REQUIRED);
+  });
+
   test("an empty environment: one error naming every required variable", () => {
     const found = problems({});
     for (const name of REQUIRED)

@@ -5,7 +5,9 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } fr
 import { type RunningRedisServer, startRedisServer } from "../../dev/redis-server.ts";
 import { type RunningUpstashRedis, startUpstashRedis } from "../../dev/upstash-redis.ts";
 import { type Sink, setLogSink } from "../../lib/log.ts";
-import { createProviderGate, createRateLimiter, createRedis } from "../../lib/redis.ts";
+import { createProviderGate } from "../../lib/provider-gate.ts";
+import { createRateLimiter } from "../../lib/rate-limit.ts";
+import { createRedis } from "../../lib/redis.ts";
 import { freePort } from "../support/ports.ts";
 
 // A real redis-server behind the Upstash REST stand-in from dev/; msw only plays a Redis that

@@ -9,8 +9,9 @@
  * never paged per job: a page per job let one user page on-call at will and spend the kind's
  * budget that genuine pages need.
  */
-import type { Deps } from "./deps.ts";
+
 import { log } from "./log.ts";
+import type { Deps } from "./ports.ts";
 import type { FailureCallback } from "./queue.ts";
 
 export async function handleDeliveryFailure(

@@ -1,0 +1,25 @@
+/**
+ * The ports the flows (lib/enqueue.ts, lib/worker.ts, lib/failure-callback.ts,
+ * lib/sweeper.ts) are written against. Types only: a flow imports this, never the wiring
+ * (lib/deps.ts), so it loads nothing it does not call and a test can hand it real local
+ * services.
+ */
+import type { Alerter } from "./alerts.ts";
+import type { AuthUser } from "./auth.ts";
+import type { Config } from "./config.ts";
+import type { Jobs } from "./jobs.ts";
+import type { PublishInput } from "./queue.ts";
+import type { RateLimitResult } from "./rate-limit.ts";
+
+export interface Deps {
+  config: Config;
+  jobs: Jobs;
+  queue: { publishJob(input: PublishInput): Promise<{ messageId: string; deduplicated: boolean }> };
+  auth: { userFromRequest(req: Request): Promise<AuthUser> };
+  rateLimiter: { check(userId: string): Promise<RateLimitResult> };
+  gate: { resumeAt(now?: Date): Promise<Date | null>; holdUntil(at: Date): Promise<void> };
+  /** Pages (`send`), user-caused failures counted for the window summary (`record`, `flush`). */
+  alerts: Alerter;
+  redis: { ping(): Promise<unknown> };
+  now(): Date;
+}
