@@ -1,10 +1,19 @@
 /**
  * On-call alerts: Slack-compatible JSON to a webhook, deduplicated and throttled in Redis so an
- * incident sends a handful of messages, not thousands. `send` never throws: an alert is called
- * after a refund has committed and must never block it, undo it, or fail the request.
+ * incident sends a handful of messages, not thousands. Two ways in:
+ * - `send` pages now (deduplicated, at most `maxPerWindow` per kind per window): for what only
+ *   the operator can cause or fix (provider quota, stuck jobs).
+ * - `record` counts a failure a user can cause at will and never pages for it alone; `flush`
+ *   (the sweeper's tick, and every `send`/`record` after a window closed) sends one summary per
+ *   window (lib/alert-rollup.ts).
+ * Nothing here throws: an alert is called after a refund has committed and must never block
+ * it, undo it, or fail the request.
  */
 import type { Redis } from "@upstash/redis";
+import { createRollup, type RollupRedis, type Summary, type UserFailure } from "./alert-rollup.ts";
 import { log } from "./log.ts";
+
+export type { UserFailure } from "./alert-rollup.ts";
 
 /** What happened to an alert. */
 export type AlertOutcome = "sent" | "deduplicated" | "throttled" | "logged" | "failed";
@@ -22,7 +31,7 @@ export type Alert = {
 
 /** Options of {@link createAlerter}. */
 export type AlerterOptions = {
-  redis: Pick<Redis, "set" | "incr" | "expire" | "del">;
+  redis: Pick<Redis, "set" | "incr" | "expire" | "del"> & RollupRedis;
   /** `ALERT_WEBHOOK_URL`; unset → each alert is a structured error log line. */
   webhookUrl?: string | undefined;
   /** The throttle window (and default dedup window). */
@@ -83,16 +92,50 @@ export function slackPayload(alert: Alert): { text: string; blocks: unknown[] } 
  *
  * @example
  * const alerter = createAlerter({ redis, webhookUrl, throttleSeconds: 900 });
- * await alerter.send({ kind: "dlq_failure", dedupKey: jobId, title: "Job failed", fields: { jobId } });
+ * await alerter.send({ kind: "stuck_jobs", dedupKey: findingId, title: "Sweeper ended 3 jobs", fields: { lease_expired: 3 } });
+ * await alerter.record({ reason: "model_refused", userId }); // counted, summarized per window
  */
-export function createAlerter(options: AlerterOptions): {
-  send(alert: Alert): Promise<AlertOutcome>;
-} {
+export function createAlerter(options: AlerterOptions): Alerter {
   const { redis, webhookUrl, throttleSeconds } = options;
   const maxPerWindow = options.maxPerWindow ?? 5;
   const doFetch = options.fetch ?? fetch;
   const now = options.now ?? (() => new Date());
   const prefix = options.prefix ?? "quota-jobs:alert";
+  const rollup = createRollup({ redis, prefix, windowSeconds: throttleSeconds, now });
+
+  /** POSTs to the webhook (or logs without one); true when on-call has it. */
+  async function post(alert: Alert): Promise<boolean> {
+    if (!webhookUrl) {
+      logAlert(alert, { delivery: "no_webhook" });
+      return true;
+    }
+    try {
+      const res = await doFetch(webhookUrl, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(slackPayload(alert)),
+        signal: AbortSignal.timeout(options.timeoutMs ?? 5000),
+      });
+      const text = (await res.text()).slice(0, 100);
+      if (res.ok) return true;
+      logAlert(alert, { delivery: "webhook_refused", status: res.status, response: text });
+    } catch (err) {
+      logAlert(alert, {
+        delivery: "webhook_unreachable",
+        error: err instanceof Error ? err : String(err),
+      });
+    }
+    return false;
+  }
+
+  async function flush(): Promise<number> {
+    try {
+      return await rollup.flush((s) => post(summaryAlert(s)));
+    } catch (err) {
+      log.warn("alert_rollup_flush_failed", { error: err instanceof Error ? err : String(err) });
+      return 0;
+    }
+  }
 
   function logAlert(alert: Alert, extra: Record<string, unknown> = {}) {
     log.error("alert", {
@@ -105,6 +148,21 @@ export function createAlerter(options: AlerterOptions): {
   }
 
   return {
+    flush,
+    async record(failure) {
+      try {
+        await rollup.count(failure);
+      } catch (err) {
+        log.error("alert_rollup_unavailable", {
+          reason: failure.reason,
+          user: failure.userId,
+          error: err instanceof Error ? err : String(err),
+        });
+        return "logged";
+      }
+      await flush();
+      return "counted";
+    },
     async send(alert) {
       const dedupKey = `${prefix}:dedup:${alert.kind}:${alert.dedupKey}`;
       try {
@@ -133,28 +191,47 @@ export function createAlerter(options: AlerterOptions): {
         return "logged";
       }
 
-      if (!webhookUrl) {
-        logAlert(alert, { delivery: "no_webhook" });
-        return "logged";
-      }
-      try {
-        const res = await doFetch(webhookUrl, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body: JSON.stringify(slackPayload(alert)),
-          signal: AbortSignal.timeout(options.timeoutMs ?? 5000),
-        });
-        const text = (await res.text()).slice(0, 100);
-        if (res.ok) return "sent";
-        logAlert(alert, { delivery: "webhook_refused", status: res.status, response: text });
-      } catch (err) {
-        logAlert(alert, {
-          delivery: "webhook_unreachable",
-          error: err instanceof Error ? err : String(err),
-        });
-      }
+      const delivered = await post(alert);
+      // The first alert after a window closed also sends that window's summary (after the page).
+      await flush();
+      if (delivered) return webhookUrl ? "sent" : "logged";
       await redis.del(dedupKey).catch(() => undefined);
       return "failed";
+    },
+  };
+}
+
+/** The alerter: pages (`send`), counted user failures (`record`) and their summaries (`flush`). */
+export interface Alerter {
+  /** Page now: deduplicated by `dedupKey`, at most `maxPerWindow` of a kind per window. */
+  send(alert: Alert): Promise<AlertOutcome>;
+  /**
+   * Count a failure a user can cause (no page of its own); "logged" when Redis is down.
+   * @example await alerts.record({ reason: "delivery_failed", userId: job.user_id });
+   */
+  record(failure: UserFailure): Promise<"counted" | "logged">;
+  /** Send the summary of every closed window not summarized yet; the number sent. */
+  flush(): Promise<number>;
+}
+
+/** One summary page for a window of user-caused failures: counts by reason, the top users. */
+export function summaryAlert(s: Summary): Alert {
+  // HH:MM, or HH:MM:SS for windows that are not whole minutes.
+  const wholeMinutes = (s.to.getTime() - s.from.getTime()) % 60_000 === 0;
+  const hhmm = (d: Date) => d.toISOString().slice(11, wholeMinutes ? 16 : 19);
+  const reasons = Object.entries(s.byReason).sort((a, b) => b[1] - a[1]);
+  return {
+    kind: "user_failures",
+    dedupKey: `window:${s.window}`,
+    title: `${s.total} user-caused failure(s) from ${hhmm(s.from)} to ${hhmm(s.to)} UTC: ${reasons
+      .map(([r, n]) => `${r} ${n}`)
+      .join(", ")}`,
+    fields: {
+      ...Object.fromEntries(reasons.slice(0, 6)),
+      window: s.from.toISOString(),
+      total: s.total,
+      users: s.users,
+      topUsers: s.topUsers.map((u) => `${u.userId} ×${u.count}`).join(", ") || null,
     },
   };
 }

@@ -204,7 +204,7 @@ export const VARIABLES = {
   ALERT_THROTTLE_SECONDS: tunable(
     900,
     1,
-    "alert dedup/throttle window (at most 5 alerts per kind per window)",
+    "alert dedup/throttle window (at most 5 pages per kind per window) and the `user_failures` summary window",
   ),
 };
 

@@ -2,7 +2,12 @@
  * QStash's failure callback (the dead-letter path): the last retry of a delivery failed. Claim
  * the failure with one guarded transition that also refunds; whoever ended the job first (the
  * worker, a cancel, the sweeper) already owns its side effects, so an already-final job is a
- * no-op: no second refund and no second alert.
+ * no-op: no second refund and no second count.
+ *
+ * A user can make every delivery of their job fail (a prompt that times the model out or makes
+ * it answer 5xx), so this failure is counted into the window's summary (lib/alert-rollup.ts),
+ * never paged per job: a page per job let one user page on-call at will and spend the kind's
+ * budget that genuine pages need.
  */
 
 import { log } from "./log.ts";
@@ -30,17 +35,6 @@ export async function handleDeliveryFailure(
     status: callback.status,
     dlqId: callback.dlqId,
   });
-  await deps.alerts.send({
-    kind: "dlq_failure",
-    dedupKey: `dlq:${callback.jobId}`,
-    title: "A job failed delivery and was refunded",
-    fields: {
-      job: callback.jobId,
-      user: r.job.user_id,
-      lastStatus: callback.status,
-      retries: `${callback.retried}/${callback.maxRetries}`,
-      dlqId: callback.dlqId,
-    },
-  });
+  await deps.alerts.record({ reason: "delivery_failed", userId: r.job.user_id });
   return { outcome: "failed" };
 }

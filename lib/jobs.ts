@@ -38,11 +38,15 @@ export interface JobRow {
   started_at: string | null;
   finished_at: string | null;
   refunded_at: string | null;
+  /** Why a canceled job kept its unit spent (docs/DESIGN.md#cancel); null on every other job. */
+  refund_withheld: "running_cancel_limit" | null;
   updated_at: string;
   /** The running attempt's output so far (record_progress). */
   partial_output: string | null;
   partial_tokens: number;
   progress_at: string | null;
+  /** get_job and list_jobs only: whether a cancel now would refund. */
+  cancel_refunds?: boolean;
 }
 
 export interface UsageRow {
@@ -53,6 +57,9 @@ export interface UsageRow {
   resets_at: string;
   active: number;
   max_active: number;
+  /** get_usage (not the enqueue's report): the period's refunded running-cancels and their bound. */
+  refunded_running_cancels?: number;
+  max_refunded_running_cancels?: number;
 }
 
 /** The honest word for the UI: `waiting_for_provider` is a queued job with a resume time ahead. */
@@ -79,6 +86,10 @@ export interface Job {
   resumeAt: string | null;
   failureReason: FailureReason | null;
   quotaRefunded: boolean;
+  /** `running_cancel_limit`: canceled while running past the plan's refunded running-cancels. */
+  refundWithheld: "running_cancel_limit" | null;
+  /** Whether a cancel now would give the unit back (always false for a final job). */
+  cancelRefunds: boolean;
   output: string | null;
   /**
    * While running: the output streamed so far (null before the first progress write), and its
@@ -96,6 +107,8 @@ export interface Usage {
   resetsAt: string;
   active: number;
   maxActive: number;
+  /** Running jobs canceled with a refund this period, and how many may be (GET /api/usage). */
+  runningCancelRefunds?: { used: number; limit: number };
 }
 
 const iso = (t: string | null): string | null => (t === null ? null : new Date(t).toISOString());
@@ -116,6 +129,9 @@ export function toJob(row: JobRow, now: Date = new Date()): Job {
     resumeAt: iso(row.resume_at),
     failureReason: row.failure_reason,
     quotaRefunded: row.refunded_at !== null,
+    refundWithheld: row.refund_withheld ?? null,
+    // Rows from other functions than get_job/list_jobs do not say; a queued job always refunds.
+    cancelRefunds: row.cancel_refunds ?? row.status === "queued",
     output: row.output,
     partialOutput: row.status === "running" ? (row.partial_output ?? null) : null,
     partialTokens: row.status === "running" ? (row.partial_tokens ?? 0) : 0,
@@ -123,6 +139,15 @@ export function toJob(row: JobRow, now: Date = new Date()): Job {
 }
 
 export function toUsage(row: UsageRow): Usage {
+  const cancels =
+    row.refunded_running_cancels === undefined || row.max_refunded_running_cancels === undefined
+      ? {}
+      : {
+          runningCancelRefunds: {
+            used: row.refunded_running_cancels,
+            limit: row.max_refunded_running_cancels,
+          },
+        };
   return {
     plan: row.plan,
     used: row.used,
@@ -131,6 +156,7 @@ export function toUsage(row: UsageRow): Usage {
     resetsAt: new Date(row.resets_at).toISOString(),
     active: row.active,
     maxActive: row.max_active,
+    ...cancels,
   };
 }
 
@@ -182,7 +208,7 @@ export interface AttemptUsage {
   source: "provider" | "counted";
 }
 export type CancelResult =
-  | { outcome: "canceled"; job: JobRow }
+  | { outcome: "canceled"; refunded: boolean; job: JobRow }
   | { outcome: "already_finished"; job: JobRow }
   | { outcome: "not_found" };
 export interface SweptJob {

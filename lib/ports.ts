@@ -4,7 +4,7 @@
  * (lib/deps.ts), so it loads nothing it does not call and a test can hand it real local
  * services.
  */
-import type { Alert, AlertOutcome } from "./alerts.ts";
+import type { Alerter } from "./alerts.ts";
 import type { AuthUser } from "./auth.ts";
 import type { Config } from "./config.ts";
 import type { Jobs } from "./jobs.ts";
@@ -18,7 +18,8 @@ export interface Deps {
   auth: { userFromRequest(req: Request): Promise<AuthUser> };
   rateLimiter: { check(userId: string): Promise<RateLimitResult> };
   gate: { resumeAt(now?: Date): Promise<Date | null>; holdUntil(at: Date): Promise<void> };
-  alerts: { send(alert: Alert): Promise<AlertOutcome> };
+  /** Pages (`send`), user-caused failures counted for the window summary (`record`, `flush`). */
+  alerts: Alerter;
   redis: { ping(): Promise<unknown> };
   now(): Date;
 }

@@ -56,6 +56,8 @@ export async function sweepStaleJobs(
     report.more = r.more;
     if (!r.more || report.batches >= (options.maxBatches ?? 1000) || Date.now() > deadline) break;
   }
+  // The cron tick is what closes a quiet window of user-caused failures: its summary goes now.
+  await deps.alerts.flush();
   const total = failedJobs.length;
   if (total > 0 || report.republished > 0 || report.republishFailed > 0) {
     await deps.alerts.send({

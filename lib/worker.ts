@@ -343,6 +343,9 @@ async function onModelError(
           usage,
         }),
       );
+      // A prompt can make the model refuse at will: counted into the window's summary, not paged.
+      if (r.outcome === "failed")
+        await deps.alerts.record({ reason: "model_refused", userId: job.user_id });
       return { status: 200, outcome: r.outcome === "failed" ? "failed" : r.outcome };
     }
   }

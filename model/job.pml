@@ -48,11 +48,14 @@ byte hits;
 byte repub;
 byte reason;
 byte counter;           /* the user's quota_usage.units_used */
+bool refundLeft;        /* the user's refunded running-cancels are under the plan's bound */
 
 /* ghosts: what the invariants are stated in */
 byte reserved;          /* units enqueue reserved */
 byte refunds;           /* refunds made */
 byte fate = S_NONE;     /* the first final status */
+bool withheld;          /* canceled with the unit kept spent (past the running-cancel bound) */
+byte canceledFrom = S_NONE; /* the status the user's cancel found */
 byte mine[2];           /* the claim each live worker holds (0: none) */
 
 /* QStash. Every message carries the same job id, so messages that agree on notBefore and on
@@ -76,13 +79,17 @@ inline invariants() {
   :: fate == S_NONE && final(st) -> fate = st
   :: else -> skip
   fi;
-  /* a refund exactly once: never twice, only for failed/canceled, always for them */
+  /* a refund exactly once: never twice, only for failed/canceled, always for a failed job and
+   * for a canceled one, except a cancel of a running job past the plan's bound, which is
+   * never refunded (withheld) */
   assert(refunds <= 1);
   assert(!(st == S_SUCCEEDED) || refunds == 0);
-  assert(!(st == S_FAILED || st == S_CANCELED) || refunds == 1);
+  assert(!(st == S_FAILED) || refunds == 1);
+  assert(!(st == S_CANCELED) || (refunds == 1) != withheld);
+  assert(!withheld || (st == S_CANCELED && canceledFrom == S_RUNNING && !refundLeft));
   /* the counter equals open holds + captures */
   assert(counter == reserved - refunds);
-  assert(counter == ((st == S_QUEUED || st == S_RUNNING || st == S_SUCCEEDED) -> 1 : 0))
+  assert(counter == ((st == S_QUEUED || st == S_RUNNING || st == S_SUCCEEDED || withheld) -> 1 : 0))
 }
 
 /* A live worker's claim is taken only by the user, the failure callback, the enqueue's publish
@@ -273,11 +280,14 @@ proctype Loss() {
   od
 }
 
+/* The user cancels at most once, with or without a refunded running-cancel left this period
+ * (their other jobs may have used it up). */
 proctype Cancel() {
   byte out;
   if
   :: skip                                   /* the user never cancels */
-  :: st != S_NONE -> d_step { cancel_job(out); invariants() }
+  :: st != S_NONE -> d_step { refundLeft = true; canceledFrom = st; cancel_job(out); invariants() }
+  :: st != S_NONE -> d_step { refundLeft = false; canceledFrom = st; cancel_job(out); invariants() }
   fi
 }
 

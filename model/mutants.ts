@@ -45,6 +45,20 @@ export const mutants: Record<string, Mutant> = {
       ],
     })),
   },
+  "cancel that withholds a queued job's refund": {
+    describe:
+      "cancel_job keeps the unit of a queued job when the running-cancel bound is reached, " +
+      "though no model call was paid for it",
+    mode: "safety",
+    table: mutate("cancel_job", (f) => ({
+      ...f,
+      rows: f.rows.map((r) =>
+        r.to.withheld
+          ? { ...r, when: { status: ["queued", "running"], cancelRefundLeft: [false] } }
+          : r,
+      ),
+    })),
+  },
   "sweeper without its lease check": {
     describe: "sweep_jobs fails every running job, whether or not its lease expired",
     mode: "safety",

@@ -49,6 +49,8 @@ function atom(name: string, value: unknown): string {
       return value ? "(hits + 1 >= MAXHITS)" : "(hits + 1 < MAXHITS)";
     case "republished":
       return value ? "(repub >= MAXREPUB)" : "(repub < MAXREPUB)";
+    case "cancelRefundLeft":
+      return value ? "refundLeft" : "!refundLeft";
     case "claim":
       return value === "current"
         ? "(a != 0 && a == att)"
@@ -87,6 +89,7 @@ function effect(name: string, to: Effect, outcome: string): string {
   if (to.reason) s.push(`reason = ${to.reason === "$reason" ? "r" : R(to.reason)}`);
   if (to.counter === 1) s.push("counter++", "reserved++");
   if (to.counter === -1) s.push("counter--", "refunds++");
+  if (to.withheld) s.push("withheld = true");
   s.push(`out = ${O(outcome)}`);
   return s.join("; ");
 }

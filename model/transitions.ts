@@ -38,6 +38,12 @@ export interface Facts {
   lastHit: boolean;
   /** The sweeper already republished the job as often as it may. */
   republished: boolean;
+  /**
+   * The user's refunded running-cancels of the job's period are under the plan's bound, so a
+   * cancel of this job while it runs would refund. Varied for the jobs a cancel acts on
+   * (queued and running: a queued job's cancel must refund either way); true elsewhere.
+   */
+  cancelRefundLeft: boolean;
 }
 
 /** The caller's arguments a guard may look at. */
@@ -72,6 +78,8 @@ export interface Effect {
   republish?: true;
   /** The quota counter: +1 reserves, -1 refunds. */
   counter: -1 | 0 | 1;
+  /** Canceled with the unit kept spent (refund_withheld = running_cancel_limit). */
+  withheld?: true;
 }
 
 export interface Row {
@@ -219,6 +227,12 @@ export const transitions: Record<FnName, Fn> = {
     args: [],
     rows: [
       { when: { status: final }, outcome: "already_finished", to: nothing },
+      // A running job's model call is paid for: its refund is bounded by the plan.
+      {
+        when: { status: ["running"], cancelRefundLeft: [false] },
+        outcome: "canceled",
+        to: { status: "canceled", withheld: true, counter: 0 },
+      },
       { when: "otherwise", outcome: "canceled", to: { status: "canceled", counter: -1 } },
     ],
   },
@@ -284,11 +298,13 @@ export function allFacts(): Facts[] {
               { lease: "none", resume: "ready", undelivered: true },
             ]
           : [{ lease: "none", resume: "none", undelivered: false }];
+    const lefts = status === "running" || status === "queued" ? [true, false] : [true];
     for (const shape of shapes)
       for (const aged of [false, true])
         for (const lastHit of [false, true])
           for (const republished of [false, true])
-            out.push({ status, ...shape, aged, lastHit, republished });
+            for (const cancelRefundLeft of lefts)
+              out.push({ status, ...shape, aged, lastHit, republished, cancelRefundLeft });
   }
   return out;
 }

@@ -9,7 +9,10 @@
  * - active jobs older than the max age (the sweeper should have ended them);
  * - running jobs whose lease expired more than the grace ago (a dead worker's job);
  * - queued jobs never delivered (the outbox: the sweeper republishes or ends them);
- * - failed/canceled jobs without a refund, or without exactly one refund-bearing event;
+ * - failed/canceled jobs without a refund, or without exactly one refund-bearing event (a
+ *   canceled job may lack its refund only when withheld: it was running, past the plan's bound of
+ *   refunded running-cancels, and its event says `refunded: false`);
+ * - counters of refunded running-cancels that differ from their events;
  * - succeeded jobs with a refund or a refund-bearing event.
  * The last two are impossible by the table's constraints; they are checked anyway, because this
  * command is for databases whose history nobody here has seen.
@@ -99,8 +102,28 @@ const CHECKS: Array<{ check: string; fixable: boolean; sql: string; param?: Para
              where e.job_id = j.id and e.to_status in ('failed', 'canceled') and e.from_status is distinct from e.to_status)::int as refund_events
           from public.generation_jobs j
           where j.status in ('failed', 'canceled')
-            and (j.refunded_at is null or (select count(*) from public.job_events e
+            and ((j.refunded_at is null and not (
+                   j.status = 'canceled' and j.refund_withheld = 'running_cancel_limit'
+                   and exists (select 1 from public.job_events e
+                     where e.job_id = j.id and e.to_status = 'canceled' and e.from_status = 'running'
+                       and e.detail ->> 'refunded' = 'false')))
+                 or (select count(*) from public.job_events e
                  where e.job_id = j.id and e.to_status in ('failed', 'canceled') and e.from_status is distinct from e.to_status) <> 1)`,
+  },
+  {
+    check: "running_cancel_count_mismatch",
+    fixable: false,
+    sql: `with counted as (
+            select j.user_id, j.period_start, count(*)::int as n
+            from public.job_events e join public.generation_jobs j on j.id = e.job_id
+            where e.to_status = 'canceled' and e.from_status = 'running'
+              and e.detail ->> 'refunded' = 'true'
+            group by j.user_id, j.period_start
+          )
+          select q.user_id, q.period_start, q.refunded_running_cancels, coalesce(c.n, 0) as events
+          from public.quota_usage q
+          left join counted c on c.user_id = q.user_id and c.period_start = q.period_start
+          where q.refunded_running_cancels <> coalesce(c.n, 0)`,
   },
   {
     check: "succeeded_with_refund",

@@ -120,7 +120,8 @@ export function createApi(options) {
       return (await request("GET", `/api/jobs/${encodeURIComponent(id)}`)).body.job;
     },
     /**
-     * Cancel; a job that already ended comes back as it is (409 `already_finished`).
+     * Cancel; a job that already ended comes back as it is (409 `already_finished`). Whether
+     * this cancel refunded is the returned job's `quotaRefunded`.
      * @param {string} id
      * @returns {Promise<Job>}
      */

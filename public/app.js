@@ -10,7 +10,14 @@ import { createCard } from "./cards.js";
 import { narrowConnectSrc } from "./csp.js";
 import { formatClock } from "./format.js";
 import { createPoller } from "./poll.js";
-import { errorSentence, isActive, phaseLabel, phaseSentence, usageSentence } from "./status.js";
+import {
+  cancelWarning,
+  errorSentence,
+  isActive,
+  phaseLabel,
+  phaseSentence,
+  usageSentence,
+} from "./status.js";
 import { createSubmission } from "./submission.js";
 
 /** @typedef {import("./status.js").Job} Job */
@@ -300,8 +307,34 @@ async function main() {
     }
   });
 
-  /** @param {Job} job */
+  /**
+   * Cancel, but ask first when it will not refund: the job is read again (it may have started
+   * since the card's last poll) and, if `cancelRefunds` is false, the card asks with the honest
+   * sentence before the DELETE is sent.
+   * @param {Job} job
+   */
   async function cancel(job) {
+    const entry = cards.get(job.id);
+    try {
+      const fresh = await api.getJob(job.id);
+      upsert(fresh, { atTop: false });
+      if (!isActive(fresh)) return;
+      if (!fresh.cancelRefunds) {
+        const usage = await api.usage();
+        renderUsage(usage);
+        entry?.card.confirmCancel(cancelWarning(usage), () => void cancelNow(job));
+        return;
+      }
+    } catch (e) {
+      if (handleAuthFailure(e)) return;
+      if (e instanceof ApiError) announce(errorSentence(e.problem, now()));
+      return;
+    }
+    await cancelNow(job);
+  }
+
+  /** @param {Job} job */
+  async function cancelNow(job) {
     const entry = cards.get(job.id);
     try {
       const updated = await api.cancelJob(job.id);

@@ -17,6 +17,8 @@ import { isActive, phaseLabel, phaseSentence } from "./status.js";
  * @property {Job} job
  * @property {(job: Job, now: Date) => void} update
  * @property {(now: Date) => void} tick  refresh the running clock text only
+ * @property {(sentence: string, onConfirm: () => void) => void} confirmCancel  ask before a
+ *   cancel that will not refund: the sentence, "Cancel anyway" and "Keep generating"
  */
 
 /**
@@ -63,7 +65,34 @@ export function createCard(job, o) {
   cancel.setAttribute("aria-label", `Cancel the ${name.toLowerCase()}`);
   cancel.addEventListener("click", () => o.onCancel(card.job));
 
-  li.append(h3, prompt, phase, output, cancel);
+  // The question before a cancel that will not give the unit back.
+  const confirm = el("div", "cancel-confirm");
+  confirm.hidden = true;
+  const question = el("p", "cancel-question");
+  question.setAttribute("role", "alert");
+  const yes = el("button", "cancel-anyway", "Cancel anyway");
+  yes.type = "button";
+  const no = el("button", "keep secondary", "Keep generating");
+  no.type = "button";
+  confirm.append(question, yes, no);
+  /** @type {(() => void) | null} */
+  let pending = null;
+  const closeConfirm = () => {
+    confirm.hidden = true;
+    pending = null;
+    cancel.disabled = false;
+  };
+  yes.addEventListener("click", () => {
+    const go = pending;
+    closeConfirm();
+    go?.();
+  });
+  no.addEventListener("click", () => {
+    closeConfirm();
+    cancel.focus();
+  });
+
+  li.append(h3, prompt, phase, output, cancel, confirm);
 
   const promptText = job.prompt ?? o.prompt;
 
@@ -86,6 +115,14 @@ export function createCard(job, o) {
       output.classList.toggle("partial", partial !== null);
       output.setAttribute("aria-busy", String(partial !== null));
       cancel.hidden = !isActive(next);
+      if (!isActive(next)) closeConfirm();
+    },
+    confirmCancel(sentence, onConfirm) {
+      question.textContent = sentence;
+      pending = onConfirm;
+      cancel.disabled = true;
+      confirm.hidden = false;
+      no.focus();
     },
     tick(now) {
       if (card.job.phase === "running") phase.textContent = phaseSentence(card.job, now, clock);

@@ -58,7 +58,11 @@ export function phaseSentence(job, now, clock = {}) {
     case "failed":
       return `Failed: ${failureSentence(job.failureReason)}.${job.quotaRefunded ? " Your generation was refunded." : ""}`;
     case "canceled":
-      return `Canceled.${job.quotaRefunded ? " Your generation was refunded." : ""}`;
+      return job.quotaRefunded
+        ? "Canceled. Your generation was refunded."
+        : job.refundWithheld === "running_cancel_limit"
+          ? "Canceled while generating. The unit stays used: your plan's refunded cancels for this period were used up."
+          : "Canceled.";
     default:
       return `Status: ${job.status}.`;
   }
@@ -90,6 +94,25 @@ export function periodWord(usage) {
   if (days <= 1.05) return "today's";
   if (days >= 27 && days <= 32) return "this month's";
   return "this period's";
+}
+
+/**
+ * The question before canceling a job that will not be refunded (a running job past the plan's
+ * refunded running-cancels): "Canceling now stops the generation; this unit will not be
+ * refunded (you have used your 1 refunded cancel today)."
+ * @param {Pick<Usage, "periodStart" | "resetsAt" | "runningCancelRefunds"> | null} usage
+ */
+export function cancelWarning(usage) {
+  const start = "Canceling now stops the generation; this unit will not be refunded";
+  const limit = usage?.runningCancelRefunds?.limit;
+  if (!usage || limit === undefined) return `${start}.`;
+  if (limit === 0)
+    return `${start} (your plan refunds no generation canceled once it has started).`;
+  const word = periodWord(usage);
+  const when =
+    word === "today's" ? "today" : word === "this month's" ? "this month" : "this period";
+  const cancels = limit === 1 ? "refunded cancel" : "refunded cancels";
+  return `${start} (you have used your ${limit} ${cancels} ${when}).`;
 }
 
 /**

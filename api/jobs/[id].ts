@@ -1,4 +1,7 @@
-/** `GET /api/jobs/:id` reads a job (polled by the page); `DELETE` cancels it with a refund. */
+/**
+ * `GET /api/jobs/:id` reads a job (polled by the page); `DELETE` cancels it, with a refund for a
+ * queued job and for a running one within the plan's bound (docs/DESIGN.md#cancel).
+ */
 import { type Deps, getDeps } from "../../lib/deps.ts";
 import { HttpError } from "../../lib/errors.ts";
 import { handle, json } from "../../lib/http.ts";
@@ -39,8 +42,8 @@ export function createHandler(deps: () => Deps) {
             },
           );
         case "canceled":
-          log.info("job_canceled", { jobId: id, userId });
-          return json(200, { job: toJob(r.job, d.now()), quotaRefunded: true });
+          log.info("job_canceled", { jobId: id, userId, refunded: r.refunded });
+          return json(200, { job: toJob(r.job, d.now()), quotaRefunded: r.refunded });
       }
     },
   });

@@ -210,6 +210,55 @@ describe("DELETE /api/jobs/:id", () => {
     expect(usage).toMatchObject({ used: 0, active: 0 });
   });
 
+  test("a free user's running cancel: the first refunds, the next is canceled with the unit spent, and GET said so first", async () => {
+    const user = await app.newUser();
+    const start = (id: string) =>
+      app.admin.query("select public.start_job($1, 90)", [id]).then(() => undefined);
+
+    const first = await app.enqueueOk(user);
+    await start(first);
+    const before = await (await get("job", `/api/jobs/${first}`, user)).json();
+    expect(before.job).toMatchObject({ status: "running", cancelRefunds: true });
+    const r1 = await (await del(`/api/jobs/${first}`, user)).json();
+    expect(r1).toMatchObject({
+      quotaRefunded: true,
+      job: { status: "canceled", quotaRefunded: true, refundWithheld: null, cancelRefunds: false },
+    });
+    expect(await (await get("usage", "/api/usage", user)).json()).toMatchObject({
+      used: 0,
+      runningCancelRefunds: { used: 1, limit: 1 },
+    });
+
+    const second = await app.enqueueOk(user);
+    const queued = await (await get("jobs", "/api/jobs", user)).json();
+    expect(queued.jobs[0]).toMatchObject({ id: second, status: "queued", cancelRefunds: true });
+    await start(second);
+    const listed = await (await get("jobs", "/api/jobs", user)).json();
+    expect(listed.jobs[0]).toMatchObject({ id: second, status: "running", cancelRefunds: false });
+    const res = await del(`/api/jobs/${second}`, user);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({
+      quotaRefunded: false,
+      job: {
+        status: "canceled",
+        quotaRefunded: false,
+        refundWithheld: "running_cancel_limit",
+      },
+    });
+    expect(await app.unitsUsed(user.id)).toBe(1);
+    const events = (await app.events(second)).filter((e) => e.event === "canceled");
+    expect(events.map((e) => e.detail)).toEqual([
+      { refunded: false, reason: "running_cancel_limit" },
+    ]);
+    // The unit stays spent: no new job today.
+    const again = await app.call("jobs", "/api/jobs", {
+      method: "POST",
+      headers: { ...user.headers, "content-type": "application/json" },
+      body: JSON.stringify({ prompt: "once more" }),
+    });
+    expect(again.status).toBe(429);
+  });
+
   test("409 already_finished with the job when it already ended; no second refund", async () => {
     const user = await app.newUser();
     const id = await app.enqueueOk(user);
@@ -264,7 +313,7 @@ describe("GET /api/usage", () => {
     expect(res.status).toBe(200);
     expect(res.headers.get("cache-control")).toBe("no-store");
     const usage = await res.json();
-    expect(Object.keys(usage).sort()).toEqual(USAGE_KEYS);
+    expect(Object.keys(usage).sort()).toEqual([...USAGE_KEYS, "runningCancelRefunds"].sort());
     const dayStart = new Date();
     dayStart.setUTCHours(0, 0, 0, 0);
     expect(usage).toEqual({
@@ -275,6 +324,7 @@ describe("GET /api/usage", () => {
       resetsAt: new Date(dayStart.getTime() + 86_400_000).toISOString(),
       active: 0,
       maxActive: 1,
+      runningCancelRefunds: { used: 0, limit: 1 },
     });
 
     const pro = await app.newUser("pro");

@@ -169,6 +169,62 @@ describe("the job page in a browser", () => {
     expect(errors).toEqual([]);
   });
 
+  test("a second running cancel the same day: the page asks first, with the honest sentence, and keeps the unit spent", async () => {
+    const { page } = await h.open();
+    await devSignIn(page, "free");
+    const prompt = page.getByLabel("What should it write?");
+    const generate = page.getByRole("button", { name: "Generate" });
+
+    // The day's one refunded running cancel: no question asked.
+    await prompt.fill("[fake:slow:30000] A first long essay");
+    await generate.click();
+    const first = card(page);
+    await first.and(page.locator('[data-phase="running"]')).waitFor();
+    await first.getByRole("button", { name: /^Cancel the job from/ }).click();
+    await first.and(page.locator('[data-phase="canceled"]')).waitFor();
+    expect(await first.locator(".job-phase").textContent()).toBe(
+      "Canceled. Your generation was refunded.",
+    );
+    await until("usage 0 of 1", async () =>
+      (await page.locator("#usage").textContent())?.startsWith("Free plan: 0 of 1"),
+    );
+
+    await prompt.fill("[fake:slow:30000] A second long essay");
+    await generate.click();
+    const second = page.locator("li.job").first();
+    await second.and(page.locator('[data-phase="running"]')).waitFor();
+    const secondId = await second.getAttribute("data-job-id");
+    const job = card(page, secondId ?? undefined);
+    await job.getByRole("button", { name: /^Cancel the job from/ }).click();
+    const question = job.getByRole("alert");
+    await question.waitFor();
+    expect(await question.textContent()).toBe(
+      "Canceling now stops the generation; this unit will not be refunded (you have used your 1 refunded cancel today).",
+    );
+    await h.screenshot(page, "06b-cancel-will-not-refund");
+
+    // "Keep generating" sends nothing: the job runs on.
+    await job.getByRole("button", { name: "Keep generating" }).click();
+    expect(await job.getAttribute("data-phase")).toBe("running");
+    expect((await ledger(h.stack(), await userIdOf(page))).jobs[1]?.status).toBe("running");
+
+    await job.getByRole("button", { name: /^Cancel the job from/ }).click();
+    await job.getByRole("button", { name: "Cancel anyway" }).click();
+    await job.and(page.locator('[data-phase="canceled"]')).waitFor();
+    expect(await job.locator(".job-phase").textContent()).toBe(
+      "Canceled while generating. The unit stays used: your plan's refunded cancels for this period were used up.",
+    );
+    await until("usage 1 of 1", async () =>
+      (await page.locator("#usage").textContent())?.startsWith("Free plan: 1 of 1"),
+    );
+    const { jobs, unitsUsed } = await ledger(h.stack(), await userIdOf(page));
+    expect(jobs).toMatchObject([
+      { status: "canceled", refunded: true },
+      { status: "canceled", refunded: false },
+    ]);
+    expect(unitsUsed).toBe(1);
+  });
+
   test("a double click on Generate spends one unit", async () => {
     const { page } = await h.open();
     await devSignIn(page, "pro"); // 100 units: only idempotency can keep this at one

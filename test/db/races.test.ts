@@ -160,6 +160,45 @@ describe("races on a real PostgreSQL", () => {
     await expectNoDrift(admin);
   });
 
+  test(`5 running jobs of one user canceled at once: exactly the plan's bound refunded, the rest spent (${ROUNDS} rounds)`, async () => {
+    // A plan of 10 units, 5 active, 2 refunded running-cancels a day.
+    await admin.query(
+      `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_refunded_running_cancels)
+       values ('race_cancels', 'Race', 'day', 10, 5, 2) on conflict (id) do nothing`,
+    );
+    for (let round = 0; round < ROUNDS; round++) {
+      const user = await newUser(admin, "free");
+      await admin.query("insert into auth.users (id) values ($1)", [user]);
+      await admin.query(
+        "insert into public.user_plans (user_id, plan_id) values ($1, 'race_cancels')",
+        [user],
+      );
+      const ids: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const { job } = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: `c${i}` });
+        await rpc(svc, "start_job", { p_job_id: job.id, p_lease_seconds: 90 });
+        ids.push(job.id);
+      }
+      const results = await Promise.all(
+        ids.map((id) => rpc(svc, "cancel_job", { p_job_id: id, p_user_id: user })),
+      );
+      expect(results.every((r) => r.outcome === "canceled")).toBe(true);
+      expect(results.filter((r) => r.refunded === true)).toHaveLength(2);
+      const db = (
+        await admin.query(
+          `select (select units_used from public.quota_usage where user_id = $1) as used,
+                  (select refunded_running_cancels from public.quota_usage where user_id = $1) as counted,
+                  (select count(*)::int from public.generation_jobs where user_id = $1 and refunded_at is not null) as refunded,
+                  (select count(*)::int from public.generation_jobs
+                    where user_id = $1 and refund_withheld = 'running_cancel_limit' and refunded_at is null) as withheld`,
+          [user],
+        )
+      ).rows[0];
+      expect(db).toEqual({ used: 3, counted: 2, refunded: 2, withheld: 3 });
+    }
+    await expectNoDrift(admin);
+  });
+
   test(`a duplicate delivery racing the first: one claim, one model call (${ROUNDS} rounds)`, async () => {
     for (let round = 0; round < ROUNDS; round++) {
       const user = await newUser(admin, "pro");

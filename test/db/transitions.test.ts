@@ -427,6 +427,135 @@ describe("cancel_job", () => {
   });
 });
 
+describe("cancel_job: a running job's refund is bounded by the plan", () => {
+  async function startedFreeJob(user: string, now: Date) {
+    const e = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "write it", p_now: now });
+    expect(e.outcome).toBe("enqueued");
+    const s = await rpc(svc, "start_job", { p_job_id: e.job.id, p_lease_seconds: 90, p_now: now });
+    expect(s.outcome).toBe("started");
+    return e.job.id as string;
+  }
+  async function counter(user: string) {
+    const r = await admin.query(
+      "select units_used, refunded_running_cancels from public.quota_usage where user_id = $1",
+      [user],
+    );
+    return r.rows[0];
+  }
+  async function cancelEvent(id: string) {
+    const r = await admin.query(
+      "select from_status, detail from public.job_events where job_id = $1 and event = 'canceled'",
+      [id],
+    );
+    return r.rows;
+  }
+
+  test("a free user's first running cancel of the day refunds; the second keeps the unit spent", async () => {
+    const user = await newUser(admin, "free");
+    const first = await startedFreeJob(user, T0);
+    const r1 = await rpc(svc, "cancel_job", { p_job_id: first, p_user_id: user, p_now: T0 });
+    expect(r1).toMatchObject({
+      outcome: "canceled",
+      refunded: true,
+      job: { refund_withheld: null },
+    });
+    expect(r1.job.refunded_at).not.toBeNull();
+    expect(await counter(user)).toEqual({ units_used: 0, refunded_running_cancels: 1 });
+
+    const second = await startedFreeJob(user, addSeconds(T0, 60));
+    const got = await rpc(svc, "get_job", { p_job_id: second, p_user_id: user });
+    expect(got.job.cancel_refunds).toBe(false);
+    const r2 = await rpc(svc, "cancel_job", {
+      p_job_id: second,
+      p_user_id: user,
+      p_now: addSeconds(T0, 61),
+    });
+    expect(r2).toMatchObject({
+      outcome: "canceled",
+      refunded: false,
+      job: { status: "canceled", refunded_at: null, refund_withheld: "running_cancel_limit" },
+    });
+    expect(await counter(user)).toEqual({ units_used: 1, refunded_running_cancels: 1 });
+    expect(await cancelEvent(second)).toEqual([
+      {
+        from_status: "running",
+        detail: { refunded: false, reason: "running_cancel_limit" },
+      },
+    ]);
+    // The unit stays spent: the day's quota is used up.
+    const third = await rpc(svc, "enqueue_job", {
+      p_user_id: user,
+      p_prompt: "again",
+      p_now: addSeconds(T0, 62),
+    });
+    expect(third.outcome).toBe("quota_exceeded");
+    // The next day the budget is fresh.
+    const tomorrow = addSeconds(T0, 86_400);
+    const next = await startedFreeJob(user, tomorrow);
+    expect(
+      (await rpc(svc, "get_job", { p_job_id: next, p_user_id: user })).job.cancel_refunds,
+    ).toBe(true);
+    const r3 = await rpc(svc, "cancel_job", { p_job_id: next, p_user_id: user, p_now: tomorrow });
+    expect(r3.refunded).toBe(true);
+  });
+
+  test("a queued job's cancel refunds even when the running-cancel budget is spent", async () => {
+    const job = await queuedJob("free");
+    await admin.query(
+      "update public.quota_usage set refunded_running_cancels = 1 where user_id = $1",
+      [job.user],
+    );
+    const listed = await rpc(svc, "list_jobs", { p_user_id: job.user });
+    expect(listed.jobs[0].cancel_refunds).toBe(true);
+    const r = await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: job.user, p_now: T0 });
+    expect(r).toMatchObject({ outcome: "canceled", refunded: true });
+    expect(await counter(job.user)).toEqual({ units_used: 0, refunded_running_cancels: 1 });
+    expect(await cancelEvent(job.id)).toEqual([
+      { from_status: "queued", detail: { refunded: true } },
+    ]);
+  });
+
+  test("a plan without a bound refunds as many running cancels as it has units", async () => {
+    await admin.query(
+      `insert into public.plans (id, name, period, units_per_period, max_active_jobs)
+       values ('two_a_day', 'Two', 'day', 2, 1) on conflict (id) do nothing`,
+    );
+    const user = await newUser(admin, "free");
+    await admin.query("insert into auth.users (id) values ($1)", [user]);
+    await admin.query("insert into public.user_plans (user_id, plan_id) values ($1, 'two_a_day')", [
+      user,
+    ]);
+    const refunded: boolean[] = [];
+    for (let i = 0; i < 3; i++) {
+      const now = addSeconds(T0, i * 10);
+      const id = await startedFreeJob(user, now);
+      refunded.push(
+        (await rpc(svc, "cancel_job", { p_job_id: id, p_user_id: user, p_now: now })).refunded,
+      );
+    }
+    expect(refunded).toEqual([true, true, false]);
+  });
+
+  test("the table refuses a withheld refund on anything but a canceled job, and both at once", async () => {
+    const job = await queuedJob();
+    await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: job.user, p_now: T0 });
+    const other = await queuedJob();
+    await expect(
+      svc.query(
+        "update public.generation_jobs set refund_withheld = 'running_cancel_limit' where id = $1",
+        [other.id],
+      ),
+    ).rejects.toThrow(/withheld_only_when_canceled|refunded_iff/);
+    await expect(
+      svc.query(
+        `update public.generation_jobs set status = 'canceled', finished_at = now(), refunded_at = now(),
+           refund_withheld = 'running_cancel_limit', lease_expires_at = null, resume_at = null where id = $1`,
+        [other.id],
+      ),
+    ).rejects.toThrow(/refunded_iff/);
+  });
+});
+
 describe("the database itself refuses bad states", () => {
   test("a final job cannot be changed, even by a direct update as the service role", async () => {
     const job = await queuedJob();

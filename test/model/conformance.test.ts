@@ -70,6 +70,8 @@ function concrete(f: Facts, args: Args, variant: number) {
     },
     // One unit of another job, so a refund too many would show as a number, not an error.
     unitsUsed: 1 + (holdsUnit ? 1 : 0),
+    // The free plan refunds one running cancel a period: used up, or not.
+    refundedRunningCancels: f.cancelRefundLeft ? 0 : 1,
   };
 }
 
@@ -148,6 +150,7 @@ interface Observed {
   messages: number;
   republishes: number;
   counter: number;
+  withheld: boolean;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: a generation_jobs row as pg returns it
@@ -190,6 +193,7 @@ function observe(
     messages: after.publish_seq - before.publish_seq,
     republishes: after.republish_count - before.republish_count,
     counter: units[1] - units[0],
+    withheld: after.refund_withheld !== null,
   };
 }
 
@@ -218,6 +222,7 @@ function expected(table: Table, fn: FnName, f: Facts, args: Args): Observed | un
     messages: to.newMessage ? 1 : 0,
     republishes: to.republish ? 1 : 0,
     counter: to.counter,
+    withheld: to.withheld === true,
   };
 }
 
@@ -236,7 +241,8 @@ async function runCase(
     const j = c.job;
     const { rows } = await client.query(
       `with u as (
-         insert into public.quota_usage (user_id, period_start, units_used) values ($2, $3, $4)
+         insert into public.quota_usage (user_id, period_start, units_used, refunded_running_cancels)
+       values ($2, $3, $4, $19)
        )
        insert into public.generation_jobs (
          id, user_id, status, prompt, request_hash, plan_id, period_start, attempts,
@@ -264,6 +270,7 @@ async function runCase(
         j.refunded_at,
         j.failure_reason,
         j.output,
+        c.refundedRunningCancels,
       ],
     );
     const before = rows[0] as JobRow;

@@ -42,20 +42,44 @@ const TRACES: Record<string, string[]> = {
     "redis:incr",
     "redis:expire",
     "webhook",
+    "redis:zrange",
     "rpc:requeue_job",
     "publish",
   ],
   "delivery, model 500": ["rpc:start_job", "redis:get", "model", "rpc:release_job"],
-  "delivery, model refuses (400)": ["rpc:start_job", "redis:get", "model", "rpc:fail_job"],
-  "failure callback": ["rpc:fail_job", "redis:set", "redis:incr", "redis:expire", "webhook"],
+  // A refusal and a failure callback are counted for the window's summary (no page), then any
+  // closed window is flushed.
+  "delivery, model refuses (400)": [
+    "rpc:start_job",
+    "redis:get",
+    "model",
+    "rpc:fail_job",
+    "redis:hincrby",
+    "redis:zincrby",
+    "redis:zadd",
+    "redis:expire",
+    "redis:expire",
+    "redis:zrange",
+  ],
+  "failure callback": [
+    "rpc:fail_job",
+    "redis:hincrby",
+    "redis:zincrby",
+    "redis:zadd",
+    "redis:expire",
+    "redis:expire",
+    "redis:zrange",
+  ],
   cancel: ["rpc:cancel_job"],
   "sweep (a dead worker's job, a lost message)": [
     "rpc:sweep_jobs",
     "publish",
+    "redis:zrange",
     "redis:set",
     "redis:incr",
     "redis:expire",
     "webhook",
+    "redis:zrange",
   ],
 };
 
@@ -154,7 +178,7 @@ describe("named points, what exactly happens", () => {
     ]);
   });
 
-  test('lose("rpc:fail_job") in the failure callback: 5xx, the callback retries, finds it final: one refund, one alert', async () => {
+  test('lose("rpc:fail_job") in the failure callback: 5xx, the callback retries, finds it final: one refund', async () => {
     const sim = await runWith(flow("failure callback"), lose("rpc:fail_job"));
     expect(sim.lastOutcome?.kind).toBe("threw");
     expect(await job(sim)).toEqual([

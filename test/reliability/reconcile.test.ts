@@ -151,6 +151,59 @@ describe("npm run reconcile", () => {
     expect((await reconcile({ dbUrl: databaseUrl() })).ok).toBe(true);
   });
 
+  test("a running cancel past the plan's bound is clean; a withheld refund without its event, or a counter off its events, is reported", async () => {
+    const user = await newUser(admin, "free");
+    const now = new Date();
+    const first = await enqueue(user, now);
+    await rpc(service, "start_job", { p_job_id: first, p_lease_seconds: 90 });
+    expect((await rpc(service, "cancel_job", { p_job_id: first, p_user_id: user })).refunded).toBe(
+      true,
+    );
+    const second = await enqueue(user, now);
+    await rpc(service, "start_job", { p_job_id: second, p_lease_seconds: 90 });
+    expect((await rpc(service, "cancel_job", { p_job_id: second, p_user_id: user })).refunded).toBe(
+      false,
+    );
+    expect((await reconcile({ dbUrl: databaseUrl() })).ok).toBe(true);
+
+    // A careless operator's raw writes: a queued job "canceled" without its refund, and the
+    // running-cancel counter bumped by hand.
+    const other = await newUser(admin, "pro");
+    const raw = await enqueue(other, now);
+    await admin.query(
+      `update public.generation_jobs set status = 'canceled', finished_at = now(),
+         refund_withheld = 'running_cancel_limit' where id = $1`,
+      [raw],
+    );
+    await admin.query(
+      "insert into public.job_events (job_id, user_id, at, event, from_status, to_status) values ($1, $2, now(), 'canceled', 'queued', 'canceled')",
+      [raw, other],
+    );
+    await admin.query(
+      "update public.quota_usage set refunded_running_cancels = 3 where user_id = $1",
+      [other],
+    );
+    const report = await reconcile({ dbUrl: databaseUrl() });
+    expect(checks(report.findings)).toEqual({
+      failed_or_canceled_without_refund: 1,
+      running_cancel_count_mismatch: 1,
+    });
+    // Clean up for the next test: the counter back to its events, the job to what it is.
+    await admin.query(
+      "update public.quota_usage set refunded_running_cancels = 0 where user_id = $1",
+      [other],
+    );
+    // job_events is append-only: the test, as the table's owner, lifts the guard for its fix.
+    await admin.query("alter table public.job_events disable trigger job_events_append_only");
+    await admin.query(
+      `update public.job_events set from_status = 'running',
+         detail = '{"refunded": false, "reason": "running_cancel_limit"}' where job_id = $1 and to_status = 'canceled'`,
+      [raw],
+    );
+    await admin.query("alter table public.job_events enable trigger job_events_append_only");
+    expect((await reconcile({ dbUrl: databaseUrl() })).ok).toBe(true);
+  });
+
   test("a failed/canceled job without refunded_at, or a succeeded one with it, cannot be written at all", async () => {
     const user = await newUser(admin, "pro");
     const a = await enqueue(user, new Date());

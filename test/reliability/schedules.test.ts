@@ -15,7 +15,7 @@ import { useApi } from "../support/api.ts";
 import { servicePool } from "../support/db.ts";
 import { freePort } from "../support/ports.ts";
 import { schedule } from "../support/schedules.ts";
-import { InvariantError, Sim, type SimStats } from "../support/sim.ts";
+import { InvariantError, runningCancelTally, Sim, type SimStats } from "../support/sim.ts";
 
 const RUNS = Number(process.env.QUOTA_JOBS_PROPERTY_RUNS ?? 200);
 /** Runs per chunk: each chunk starts on emptied tables (see `startChunk`). */
@@ -59,7 +59,7 @@ async function assertReportingFirst(first: () => string | undefined, run: Promis
 
 describe("random schedules on the real database", () => {
   test(
-    `${RUNS} schedules with faults: no drift, all terminal, one refund per failed/canceled job, limits held, one model call per claim`,
+    `${RUNS} schedules with faults: no drift, all terminal, each failed/canceled job refunded once (a running cancel past the plan's bound: never, and only then), limits held, one model call per claim`,
     async () => {
       const deadModelUrl = `http://127.0.0.1:${await freePort()}/v1`;
       const totals: SimStats & { runs: number; rounds: number; jobs: number } = {
@@ -132,7 +132,7 @@ describe("random schedules on the real database", () => {
       );
       chunkMs.push(Date.now() - chunkStarted);
       process.stderr.write(
-        `[reliability] schedules: ${JSON.stringify({ ...totals, ms: Date.now() - started, chunkMs })}\n`,
+        `[reliability] schedules: ${JSON.stringify({ ...totals, runningCancels: runningCancelTally, ms: Date.now() - started, chunkMs })}\n`,
       );
       expect(totals.runs).toBeGreaterThanOrEqual(RUNS);
     },

@@ -240,7 +240,9 @@ export interface Api {
   /** The job's event log, oldest first. */
   events(
     jobId: string,
-  ): Promise<Array<{ event: string; from_status: string | null; to_status: string }>>;
+  ): Promise<
+    Array<{ event: string; from_status: string | null; to_status: string; detail: unknown }>
+  >;
 }
 
 export interface JobDbRow {
@@ -503,8 +505,9 @@ export function useApi(options: ApiOptions = {}): Api {
       event: string;
       from_status: string | null;
       to_status: string;
+      detail: unknown;
     }>(
-      "select event, from_status, to_status from public.job_events where job_id = $1 order by id",
+      "select event, from_status, to_status, detail from public.job_events where job_id = $1 order by id",
       [jobId],
     );
     return rows;
@@ -546,6 +549,7 @@ export async function eventually<T>(
 export const JOB_KEYS = [
   "prompt",
   "attempts",
+  "cancelRefunds",
   "createdAt",
   "failureReason",
   "finishedAt",
@@ -556,11 +560,13 @@ export const JOB_KEYS = [
   "phase",
   "providerQuotaHits",
   "quotaRefunded",
+  "refundWithheld",
   "resumeAt",
   "startedAt",
   "status",
 ].sort();
 
+/** The usage fields every report has; `GET /api/usage` adds `runningCancelRefunds`. */
 export const USAGE_KEYS = [
   "active",
   "limit",

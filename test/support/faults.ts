@@ -251,6 +251,13 @@ export class Faults {
 const REDIS_COMMANDS = new Set([
   "get",
   "set",
+  "hincrby",
+  "hgetall",
+  "zincrby",
+  "zadd",
+  "zrange",
+  "zrem",
+  "zcard",
   "incr",
   "expire",
   "del",

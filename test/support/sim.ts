@@ -75,7 +75,11 @@ export type Cmd =
 /** Commands of one round run at the same time. */
 export type Round = Cmd[];
 export interface Schedule {
-  users: Array<"free" | "pro">;
+  /**
+   * `tight`: a plan of the schedules' own (3 units a day, 2 active, no refunded running
+   * cancel), so that a running cancel whose refund is withheld happens often enough to check.
+   */
+  users: Array<"free" | "pro" | "tight">;
   rounds: Round[];
 }
 
@@ -321,14 +325,19 @@ export class Sim {
     return res;
   }
 
-  async addUsers(plans: Array<"free" | "pro">): Promise<void> {
+  async addUsers(plans: Array<"free" | "pro" | "tight">): Promise<void> {
     for (const plan of plans) {
       const id = randomUUID();
-      if (plan === "pro") {
+      if (plan === "tight")
+        await this.parts.admin.query(
+          `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_refunded_running_cancels)
+           values ('tight', 'Tight', 'day', 3, 2, 0) on conflict (id) do nothing`,
+        );
+      if (plan !== "free") {
         await this.parts.admin.query("insert into auth.users (id) values ($1)", [id]);
         await this.parts.admin.query(
-          "insert into public.user_plans (user_id, plan_id) values ($1, 'pro')",
-          [id],
+          "insert into public.user_plans (user_id, plan_id) values ($1, $2)",
+          [id, plan],
         );
       }
       this.users.push(id);
@@ -654,13 +663,20 @@ function callbackFor(m: Message) {
   };
 }
 
+/** How often the checked schedules met each kind of running cancel (evidence, not a check). */
+export const runningCancelTally = { refunded: 0, withheld: 0 };
+
 export class InvariantError extends Error {
   override readonly name = "InvariantError";
 }
 
 /**
- * 1 no drift; 5 every job terminal; 2 each failed/canceled job refunded exactly once (one
- * refund-bearing event, refunded_at set) and no succeeded job refunded; 4 limits never
+ * 1 no drift; 5 every job terminal; 2 each failed job refunded exactly once (one
+ * refund-bearing event, refunded_at set), each canceled job refunded exactly once or, only for
+ * a running job canceled when the user's refunded running-cancels of its period had reached
+ * the plan's bound (replayed from the events in order), not at all (refund_withheld set, the
+ * event says `refunded: false`), the period's counter of refunded running-cancels equal to
+ * those events, and no succeeded job refunded; 4 limits never
  * exceeded at any moment, replayed from job_events in commit-consistent id order; 7 no more
  * model calls than claims (started + reclaimed events) for any prompt.
  */
@@ -691,12 +707,13 @@ export async function checkInvariants(
     status: string;
     prompt: string;
     refunded_at: Date | null;
+    refund_withheld: string | null;
     output: string | null;
     refunds: number;
     claims: number;
     terminal_events: number;
   }>(
-    `select j.id, j.status, j.prompt, j.refunded_at, j.output,
+    `select j.id, j.status, j.prompt, j.refunded_at, j.refund_withheld, j.output,
        (select count(*)::int from public.job_events e where e.job_id = j.id and e.to_status in ('failed', 'canceled') and e.from_status is distinct from e.to_status) as refunds,
        (select count(*)::int from public.job_events e where e.job_id = j.id and e.event in ('started', 'reclaimed')) as claims,
        (select count(*)::int from public.job_events e where e.job_id = j.id and e.to_status in ('succeeded', 'failed', 'canceled') and e.from_status is distinct from e.to_status) as terminal_events
@@ -709,8 +726,15 @@ export async function checkInvariants(
     if (!["succeeded", "failed", "canceled"].includes(j.status))
       problems.push(`job ${j.id} is still ${j.status}`);
     const refundable = j.status === "failed" || j.status === "canceled";
-    if (refundable && (j.refunds !== 1 || j.refunded_at === null))
-      problems.push(`job ${j.id} ${j.status} with ${j.refunds} refunds`);
+    // Exactly one of the two on a failed/canceled job; withheld only on a canceled one (the
+    // events below prove it was running and past the bound).
+    const withheld = j.status === "canceled" && j.refund_withheld === "running_cancel_limit";
+    if (refundable && (j.refunds !== 1 || (j.refunded_at === null) !== withheld))
+      problems.push(
+        `job ${j.id} ${j.status} with ${j.refunds} ending events, withheld ${withheld}`,
+      );
+    if (!refundable && j.refund_withheld !== null)
+      problems.push(`job ${j.id} ${j.status} with a withheld refund`);
     if (j.status === "succeeded" && (j.refunds !== 0 || j.refunded_at !== null))
       problems.push(`job ${j.id} succeeded and refunded`);
     if (j.status === "succeeded" && !j.output)
@@ -732,9 +756,14 @@ export async function checkInvariants(
     period_start: Date;
     units: number;
     max_active: number;
+    from_status: string | null;
+    refunded: boolean | null;
+    max_cancels: number;
   }>(
     `select e.id, e.job_id, e.user_id, e.event, e.to_status, j.period_start,
-       p.units_per_period as units, p.max_active_jobs as max_active
+       p.units_per_period as units, p.max_active_jobs as max_active, e.from_status,
+       (e.detail ->> 'refunded')::boolean as refunded,
+       coalesce(p.max_refunded_running_cancels, p.units_per_period) as max_cancels
      from public.job_events e
      join public.generation_jobs j on j.id = e.job_id
      join public.plans p on p.id = j.plan_id
@@ -744,6 +773,7 @@ export async function checkInvariants(
   const active = new Map<string, number>();
   const reserved = new Map<string, number>();
   const ended = new Set<string>();
+  const runningCancels = new Map<string, number>();
   for (const e of events.rows) {
     const period = `${e.user_id} ${e.period_start.toISOString()}`;
     // The usage of an attempt someone else ended: a record appended to the history, not a
@@ -761,8 +791,37 @@ export async function checkInvariants(
     if (["succeeded", "failed", "canceled"].includes(e.to_status)) {
       ended.add(e.job_id);
       active.set(e.user_id, (active.get(e.user_id) ?? 0) - 1);
-      if (e.to_status !== "succeeded") reserved.set(period, (reserved.get(period) ?? 0) - 1);
+      const withheld = e.to_status === "canceled" && e.refunded === false;
+      if (e.to_status !== "succeeded" && !withheld)
+        reserved.set(period, (reserved.get(period) ?? 0) - 1);
     }
+    if (e.to_status === "canceled" && e.from_status === "running") {
+      const before = runningCancels.get(period) ?? 0;
+      if (e.refunded === true) {
+        runningCancelTally.refunded++;
+        if (before >= e.max_cancels)
+          problems.push(`job ${e.job_id}: running cancel refunded past the bound (${before})`);
+        runningCancels.set(period, before + 1);
+      } else {
+        runningCancelTally.withheld++;
+        if (before < e.max_cancels)
+          problems.push(`job ${e.job_id}: running cancel withheld under the bound (${before})`);
+      }
+    } else if (e.to_status === "canceled" && e.refunded !== true) {
+      problems.push(`job ${e.job_id}: canceled from ${e.from_status} without a refund`);
+    }
+  }
+  const counters = await admin.query<{ user_id: string; period_start: Date; n: number }>(
+    `select user_id, period_start, refunded_running_cancels as n
+     from public.quota_usage where user_id = any($1)`,
+    [users],
+  );
+  for (const c of counters.rows) {
+    const counted = runningCancels.get(`${c.user_id} ${c.period_start.toISOString()}`) ?? 0;
+    if (c.n !== counted)
+      problems.push(
+        `user ${c.user_id}: counter says ${c.n} refunded running cancels, events ${counted}`,
+      );
   }
   if (problems.length > 0) throw new InvariantError(problems.join("\n"));
 }

@@ -208,3 +208,105 @@ describe("createAlerter", () => {
     expect(lines.some((l) => l.includes('"delivery":"redis_unavailable"'))).toBe(true);
   });
 });
+
+describe("user-caused failures: counted, summarized once per window, never paged one by one", () => {
+  const t0 = new Date("2026-03-01T12:00:00Z"); // a window boundary (900 s windows)
+  const later = (s: number) => new Date(t0.getTime() + s * 1000);
+  const summaries = () =>
+    (posted as Array<{ text: string; blocks: unknown[] }>).filter((p) =>
+      p.text.startsWith("[user_failures]"),
+    );
+
+  test("50 failures of one window page nothing; the next window's first alert sends one summary with the counts and top users", async () => {
+    let now = later(10);
+    const a = alerter({ now: () => now });
+    const flooder = randomUUID();
+    const others = [randomUUID(), randomUUID()];
+    for (let i = 0; i < 45; i++)
+      expect(await a.record({ reason: "delivery_failed", userId: flooder })).toBe("counted");
+    for (const u of others) await a.record({ reason: "model_refused", userId: u });
+    for (let i = 0; i < 3; i++) await a.record({ reason: "model_refused", userId: flooder });
+    expect(posted).toHaveLength(0);
+
+    // A provider page in the same window still goes out at once: a kind of its own.
+    expect(
+      await a.send({
+        kind: "provider_quota_exhausted",
+        dedupKey: "provider:insufficient_quota",
+        title: "AI provider quota exhausted",
+        fields: { hits: 1 },
+      }),
+    ).toBe("sent");
+    expect(posted).toHaveLength(1);
+    expect(summaries()).toHaveLength(0);
+
+    // The window closes; the next counted failure (another user) sends the summary once.
+    now = later(900 + 5);
+    expect(await a.record({ reason: "delivery_failed", userId: randomUUID() })).toBe("counted");
+    await a.record({ reason: "delivery_failed", userId: randomUUID() });
+    expect(await a.flush()).toBe(0);
+    const [summary] = summaries();
+    expect(summaries()).toHaveLength(1);
+    expect(summary?.text).toBe(
+      "[user_failures] 50 user-caused failure(s) from 12:00 to 12:15 UTC: delivery_failed 45, model_refused 5",
+    );
+    const fields = JSON.stringify(summary?.blocks);
+    expect(fields).toContain(`${flooder} ×48`);
+    expect(fields).toContain("*users*\\n3");
+  });
+
+  test("a quiet window is summarized by the sweeper's flush alone, exactly once however many flush at once", async () => {
+    let now = later(100);
+    const prefix = `test:${randomUUID()}`;
+    const a = alerter({ prefix, now: () => now });
+    for (let i = 0; i < 7; i++) await a.record({ reason: "delivery_failed", userId: randomUUID() });
+    expect(await a.flush()).toBe(0); // the window is still open
+    now = later(1000);
+    // Ten function instances' cron ticks at once, one Redis.
+    const sent = await Promise.all(
+      Array.from({ length: 10 }, () => alerter({ prefix, now: () => now }).flush()),
+    );
+    expect(sent.reduce((x, y) => x + y, 0)).toBe(1);
+    expect(summaries()).toHaveLength(1);
+    expect(summaries()[0]?.text).toContain("7 user-caused failure(s)");
+    expect(await a.flush()).toBe(0);
+  });
+
+  test("a webhook that fails at the flush keeps the summary for the next tick", async () => {
+    let now = later(100);
+    const a = alerter({ now: () => now });
+    await a.record({ reason: "model_refused", userId: randomUUID() });
+    now = later(950);
+    msw.use(http.post(webhookUrl, () => new HttpResponse("no", { status: 500 })));
+    expect(await a.flush()).toBe(0);
+    msw.resetHandlers();
+    msw.use(
+      http.post(webhookUrl, async ({ request }) => {
+        posted.push(await request.json());
+        return new HttpResponse("ok");
+      }),
+    );
+    expect(await a.flush()).toBe(1);
+    expect(summaries()).toHaveLength(1);
+  });
+
+  test("the per-kind budget never hides a kind not yet reported in the window", async () => {
+    const now = later(30);
+    const a = alerter({ maxPerWindow: 1, now: () => now });
+    expect(await a.send(dlq(randomUUID()))).toBe("sent");
+    expect(await a.send(dlq(randomUUID()))).toBe("throttled");
+    for (const kind of ["stuck_jobs", "provider_quota_exhausted", "some_new_kind"])
+      expect(await a.send({ kind, dedupKey: "x", title: kind, fields: {} })).toBe("sent");
+  });
+
+  test("Redis down: a user failure is one error log line (ids only), never a page", async () => {
+    const down = createRedis({ url: `http://127.0.0.1:${await freePort()}`, token });
+    const user = randomUUID();
+    expect(await alerter({ redis: down }).record({ reason: "delivery_failed", userId: user })).toBe(
+      "logged",
+    );
+    expect(posted).toHaveLength(0);
+    const line = lines.find((l) => l.includes('"event":"alert_rollup_unavailable"'));
+    expect(JSON.parse(line ?? "{}")).toMatchObject({ reason: "delivery_failed", user });
+  });
+});

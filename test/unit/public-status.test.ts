@@ -25,6 +25,8 @@ const job = (over: Partial<Job>): Job => ({
   resumeAt: null,
   failureReason: null,
   quotaRefunded: false,
+  refundWithheld: null,
+  cancelRefunds: true,
   output: null,
   partialOutput: null,
   partialTokens: 0,
