@@ -12,6 +12,7 @@
 import type { Redis } from "@upstash/redis";
 import { createRollup, type RollupRedis, type Summary, type UserFailure } from "./alert-rollup.ts";
 import { log } from "./log.ts";
+import { redactSecrets, SENSITIVE_KEY } from "./redact.ts";
 
 export type { UserFailure } from "./alert-rollup.ts";
 
@@ -46,15 +47,9 @@ export type AlerterOptions = {
   prefix?: string;
 };
 
-// Keys that could hold user content or credentials are dropped from the message entirely.
-const SENSITIVE =
-  /(token|secret|password|authorization|api_?key|key$|prompt|output|signature|cookie)/i;
-const SECRET_VALUE = /\b(eyJ[\w-]{10,}\.[\w-]+\.[\w-]+|sk-[\w-]{8,}|sig_\w{8,})/g;
-
 function clean(value: string | number | null): string {
   if (value === null) return "—";
-  return String(value)
-    .replace(SECRET_VALUE, "[redacted]")
+  return redactSecrets(String(value))
     .replace(/&/g, "&amp;")
     .replace(/</g, "&lt;")
     .replace(/>/g, "&gt;")
@@ -64,7 +59,7 @@ function clean(value: string | number | null): string {
 /** The Slack incoming-webhook payload: `text` for notifications, `blocks` for the table. */
 export function slackPayload(alert: Alert): { text: string; blocks: unknown[] } {
   const fields = Object.entries(alert.fields)
-    .filter(([k]) => !SENSITIVE.test(k))
+    .filter(([k]) => !SENSITIVE_KEY.test(k))
     .slice(0, 10) // Slack allows at most 10 fields in a section
     .map(([k, v]) => ({ type: "mrkdwn", text: `*${clean(k)}*\n${clean(v)}` }));
   const title = clean(alert.title);
@@ -239,8 +234,7 @@ export function summaryAlert(s: Summary): Alert {
 function safeFields(alert: Alert): Record<string, string | number | null> {
   const out: Record<string, string | number | null> = {};
   for (const [k, v] of Object.entries(alert.fields)) {
-    if (!SENSITIVE.test(k))
-      out[k] = typeof v === "string" ? v.replace(SECRET_VALUE, "[redacted]") : v;
+    if (!SENSITIVE_KEY.test(k)) out[k] = typeof v === "string" ? redactSecrets(v) : v;
   }
   return out;
 }

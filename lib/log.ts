@@ -2,19 +2,19 @@
  * Structured JSON logs, one object per line. Fields whose names look like credentials or user
  * content are redacted, so no token, key or prompt reaches a log line by accident.
  */
+import { redactSecrets, SENSITIVE_KEY } from "./redact.ts";
+
 type Level = "debug" | "info" | "warn" | "error";
 export type LogFields = Record<string, unknown>;
 
-const redactedKey =
-  /(token|secret|password|authorization|apikey|api_key|key$|prompt|output|signature|cookie)/i;
-
 function redact(value: unknown, depth = 0): unknown {
+  if (typeof value === "string") return redactSecrets(value);
   if (depth > 4 || value === null || typeof value !== "object") return value;
-  if (value instanceof Error) return { name: value.name, message: value.message };
+  if (value instanceof Error) return { name: value.name, message: redactSecrets(value.message) };
   if (Array.isArray(value)) return value.map((v) => redact(v, depth + 1));
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) {
-    out[k] = redactedKey.test(k) && k !== "jobId" ? "[redacted]" : redact(v, depth + 1);
+    out[k] = SENSITIVE_KEY.test(k) && k !== "jobId" ? "[redacted]" : redact(v, depth + 1);
   }
   return out;
 }

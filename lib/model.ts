@@ -8,6 +8,7 @@ import OpenAI, {
   APIError,
   APIUserAbortError,
 } from "openai";
+import { redactSecrets } from "./redact.ts";
 
 /** Options of {@link createModel}. */
 export type ModelOptions = {
@@ -246,7 +247,7 @@ export function retryAfterSeconds(
 
 function safeMessage(message: string): string {
   // Provider messages are short and prompt-free, but never echo anything key-shaped.
-  return message.replace(/\b(sk|sess)-[A-Za-z0-9_*-]{6,}/g, "[redacted]").slice(0, 300);
+  return redactSecrets(message).slice(0, 300);
 }
 
 /**
