@@ -31,15 +31,19 @@ describe("one definition of what is never written out", () => {
       error: new Error(`401 Incorrect API key provided: ${openaiKey}`),
       detail: { note: `token was ${jwt}` },
       apiKey: "plain-looking-value",
+      accessToken: "plain-looking-token",
+      completionTokens: 153,
     });
     expect(lines).toHaveLength(1);
-    for (const secret of [openaiKey, jwt, "plain-looking-value"])
+    for (const secret of [openaiKey, jwt, "plain-looking-value", "plain-looking-token"])
       expect(lines[0]).not.toContain(secret);
     expect(JSON.parse(lines[0] ?? "{}")).toMatchObject({
       event: "upstream_failed",
       error: { name: "Error", message: "401 Incorrect API key provided: [redacted]" },
       detail: { note: "token was [redacted]" },
       apiKey: "[redacted]",
+      accessToken: "[redacted]",
+      completionTokens: 153,
     });
   });
 });
