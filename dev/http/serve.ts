@@ -6,6 +6,7 @@
  * (the fake OpenAI's SSE stops there); `request.signal` aborts then too. A HEAD answer has no
  * body (node:http drops it). A handler that throws gets `onError`'s answer, else a bare 500.
  */
+import { STATUS_CODES } from "node:http";
 import { serve as srvx } from "srvx/node";
 
 export type Handler = (request: Request, info: { ip: string }) => Promise<Response>;
@@ -39,11 +40,13 @@ export async function serve(handler: Handler, options: ServeOptions): Promise<Se
     silent: true,
     gracefulShutdown: false, // each caller owns its process's signals
     fetch: async (request) => {
+      let response: Response;
       try {
-        return await handler(request, { ip: request.ip ?? "" });
+        response = await handler(request, { ip: request.ip ?? "" });
       } catch (error) {
-        return onError(error);
+        response = await onError(error);
       }
+      return withReason(response);
     },
   });
   const node = server.node?.server as import("node:http").Server | undefined;
@@ -64,4 +67,18 @@ export async function serve(handler: Handler, options: ServeOptions): Promise<Se
     port,
     close: () => server.close(true),
   };
+}
+
+/**
+ * srvx writes `response.statusText` as it is, and a Response built without one has "", so
+ * the status line would lose the reason phrase node:http writes ("204 No Content").
+ */
+function withReason(response: Response): Response {
+  const reason = STATUS_CODES[response.status];
+  if (response.statusText || !reason) return response;
+  return new Response(response.body, {
+    status: response.status,
+    statusText: reason,
+    headers: response.headers,
+  });
 }
