@@ -2,7 +2,7 @@
  * A Slack-compatible incoming-webhook receiver for the local stack: the app's on-call alerts
  * (ALERT_WEBHOOK_URL) land here, are printed, and are kept for tests. Answers `ok` like Slack.
  */
-import { createServer } from "node:http";
+import { serve } from "./http/serve.ts";
 
 export interface AlertReceiverOptions {
   port: number;
@@ -40,46 +40,31 @@ export async function startAlertReceiver(options: AlertReceiverOptions): Promise
   const host = options.host ?? "127.0.0.1";
   const log = options.log ?? (() => {});
   let received: unknown[] = [];
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      if (req.method !== "POST") {
-        res.writeHead(405, { allow: "POST" }).end("method not allowed");
-        return;
-      }
-      const text = Buffer.concat(chunks).toString("utf8");
+  const server = await serve(
+    async (request) => {
+      if (request.method !== "POST")
+        return new Response("method not allowed", { status: 405, headers: { allow: "POST" } });
       let body: unknown;
       try {
-        body = JSON.parse(text);
+        body = JSON.parse(await request.text());
       } catch {
-        res.writeHead(400, { "content-type": "text/plain" }).end("invalid_payload");
-        return;
+        return new Response("invalid_payload", {
+          status: 400,
+          headers: { "content-type": "text/plain" },
+        });
       }
       received.push(body);
       log(`[alert] ${describeAlert(body)}`);
-      res.writeHead(200, { "content-type": "text/plain" }).end("ok");
-    });
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.port, host, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  const address = server.address();
-  const port = address && typeof address === "object" ? address.port : options.port;
+      return new Response("ok", { headers: { "content-type": "text/plain" } });
+    },
+    { port: options.port, host, name: "the alert receiver" },
+  );
   return {
-    url: `http://${host}:${port}/hooks/alerts`,
+    url: `${server.url}/hooks/alerts`,
     received: () => [...received],
     clear: () => {
       received = [];
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
+    close: server.close,
   };
 }

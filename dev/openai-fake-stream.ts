@@ -10,7 +10,6 @@
  * with finish_reason "length". The stream stops the moment the client disconnects: what was
  * written until then is what a provider would bill, and `onToken` counts it.
  */
-import type { ServerResponse } from "node:http";
 import { countTokens, decode, encode } from "gpt-tokenizer/encoding/o200k_base";
 import type { Answer, Prompt } from "./openai-fake-answers.ts";
 
@@ -46,15 +45,50 @@ export function tokenPieces(text: string): string[] {
   return pieces;
 }
 
-export async function streamChatCompletion(
-  res: ServerResponse,
+/**
+ * The streamed answer as a Response whose body is written as the tokens come, and the outcome,
+ * settled when the last event is written or the client has gone (`signal`, or the body
+ * cancelled by the server when the connection closes).
+ */
+export function streamChatCompletion(
   o: StreamOptions,
+  signal: AbortSignal,
+): { response: Response; outcome: Promise<StreamOutcome> } {
+  let cancelled = false;
+  let controller: ReadableStreamDefaultController<Uint8Array> | undefined;
+  const body = new ReadableStream<Uint8Array>({
+    start: (c) => {
+      controller = c;
+    },
+    cancel: () => {
+      cancelled = true;
+    },
+  });
+  const closed = () => cancelled || signal.aborted;
+  const encoder = new TextEncoder();
+  const write = (text: string) => {
+    if (!closed()) controller?.enqueue(encoder.encode(text));
+  };
+  const outcome = writeEvents(o, write, closed).finally(() => {
+    if (!cancelled) controller?.close();
+  });
+  const response = new Response(body, {
+    status: 200,
+    headers: {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      ...o.headers,
+    },
+  });
+  return { response, outcome };
+}
+
+async function writeEvents(
+  o: StreamOptions,
+  write: (text: string) => void,
+  closed: () => boolean,
 ): Promise<StreamOutcome> {
   const created = Math.floor(Date.now() / 1000);
-  let closed = false;
-  res.on("close", () => {
-    closed = true;
-  });
   const chunk = (choices: unknown[], usage?: unknown) => {
     const body: Record<string, unknown> = {
       id: `chatcmpl-${o.id}`,
@@ -66,17 +100,12 @@ export async function streamChatCompletion(
       choices,
     };
     if (o.includeUsage) body.usage = usage ?? null;
-    res.write(`data: ${JSON.stringify(body)}\n\n`);
+    write(`data: ${JSON.stringify(body)}\n\n`);
   };
   const choice = (delta: Record<string, unknown>, finish: string | null = null) => [
     { index: 0, delta, logprobs: null, finish_reason: finish },
   ];
 
-  res.writeHead(200, {
-    "content-type": "text/event-stream; charset=utf-8",
-    "cache-control": "no-cache",
-    ...o.headers,
-  });
   chunk(choice({ role: "assistant", content: "", refusal: null }));
 
   let pieces = tokenPieces(o.result.text);
@@ -86,12 +115,12 @@ export async function streamChatCompletion(
   let sent = 0;
   for (const piece of pieces) {
     if (o.chunkMs > 0) await sleep(o.chunkMs);
-    if (closed || res.destroyed) return { completionTokens: sent, finishReason: "client_closed" };
+    if (closed()) return { completionTokens: sent, finishReason: "client_closed" };
     chunk(choice({ content: piece }));
     sent += 1;
     o.onToken();
   }
-  if (closed || res.destroyed) return { completionTokens: sent, finishReason: "client_closed" };
+  if (closed()) return { completionTokens: sent, finishReason: "client_closed" };
   const finishReason = truncated ? "length" : "stop";
   chunk(choice({}, finishReason));
   if (o.includeUsage) {
@@ -109,7 +138,7 @@ export async function streamChatCompletion(
       },
     });
   }
-  res.end("data: [DONE]\n\n");
+  write("data: [DONE]\n\n");
   return { completionTokens: sent, finishReason };
 }
 

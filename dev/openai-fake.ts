@@ -35,7 +35,7 @@
  * `client_closed` for a stream the client cut).
  */
 import { randomBytes } from "node:crypto";
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { serve } from "./http/serve.ts";
 import {
   answer,
   chatCompletion,
@@ -140,30 +140,32 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     chunkMs = ms;
   };
 
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = new URL(req.url ?? "/", "http://localhost").pathname.replace(/\/+$/, "");
-    const text = await readBody(req);
-    if (path.startsWith("/__fake/")) return control(req.method ?? "GET", path, text, res);
-    if (!MODEL_ROUTES.has(path) || req.method !== "POST")
-      return reply(res, invalidUrl(req.method ?? "GET", path));
+  async function handle(request: Request): Promise<Response> {
+    const signal = request.signal; // taken first, so a client that leaves early is seen
+    const path = new URL(request.url).pathname.replace(/\/+$/, "");
+    const text = await request.text();
+    if (path.startsWith("/__fake/")) return control(request.method, path, text);
+    if (!MODEL_ROUTES.has(path) || request.method !== "POST")
+      return reply(invalidUrl(request.method, path));
     calls += 1;
-    if (!/^Bearer \S+/.test(req.headers.authorization ?? "")) return reply(res, missingKey);
+    if (!/^Bearer \S+/.test(request.headers.get("authorization") ?? "")) return reply(missingKey);
 
     let body: unknown;
     try {
       body = JSON.parse(text);
     } catch {
-      return reply(res, unparsableBody);
+      return reply(unparsableBody);
     }
-    if (!isRecord(body)) return reply(res, unparsableBody);
+    if (!isRecord(body)) return reply(unparsableBody);
     const prompt =
       path === "/v1/chat/completions" ? parseChatRequest(body) : parseResponsesRequest(body);
-    if ("status" in prompt) return reply(res, prompt);
+    if ("status" in prompt) return reply(prompt);
     const failure = queue.shift() ?? markerFailure(prompt.all);
     if (failure?.kind === "slow") {
-      if (!(await delay(failure.delayMs ?? 10_000, res))) return; // the client left
+      // The client left (or the fake closed): nobody reads this answer.
+      if (!(await delay(failure.delayMs ?? 10_000, signal))) return new Response(null);
     } else if (failure) {
-      return reply(res, failureReply({ ...failure, kind: failure.kind }, prompt.model));
+      return reply(failureReply({ ...failure, kind: failure.kind }, prompt.model));
     }
     const id = randomBytes(12).toString("hex");
     // A stream is cut by tokens as it is written (openai-fake-stream.ts), not here by characters.
@@ -171,20 +173,23 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     const maxCompletionTokens = prompt.maxTokens ?? null;
     if (prompt.stream) {
       const marker = /\[fake:chunk_ms:(\d+)\]/.exec(prompt.all);
-      const r = await streamChatCompletion(res, {
-        id,
-        prompt,
-        result,
-        includeUsage: prompt.includeUsage,
-        chunkMs: marker ? Number(marker[1]) : chunkMs,
-        headers: { "x-request-id": `req_${randomBytes(16).toString("hex")}`, ...RATE_HEADERS },
-        onToken: () => {
-          streamedTokens += 1;
-          completionTokens += 1;
+      const { response: streamed, outcome } = streamChatCompletion(
+        {
+          id,
+          prompt,
+          result,
+          includeUsage: prompt.includeUsage,
+          chunkMs: marker ? Number(marker[1]) : chunkMs,
+          headers: { "x-request-id": `req_${randomBytes(16).toString("hex")}`, ...RATE_HEADERS },
+          onToken: () => {
+            streamedTokens += 1;
+            completionTokens += 1;
+          },
         },
-      });
-      answered({ stream: true, maxCompletionTokens, ...r });
-      return;
+        signal,
+      );
+      void outcome.then((r) => answered({ stream: true, maxCompletionTokens, ...r }));
+      return streamed;
     }
     completionTokens += result.completionTokens;
     answered({
@@ -197,7 +202,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
       path === "/v1/chat/completions"
         ? chatCompletion(id, prompt, result)
         : response(id, prompt, result);
-    send(res, 200, payload, {
+    return send(200, payload, {
       ...RATE_HEADERS,
       "x-ratelimit-remaining-tokens": String(
         200_000 - result.promptTokens - result.completionTokens,
@@ -206,40 +211,40 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
   }
 
   /** Waits `ms`, resolving false early if the client disconnects or the fake closes. */
-  function delay(ms: number, res: ServerResponse): Promise<boolean> {
+  function delay(ms: number, signal: AbortSignal): Promise<boolean> {
     const controller = new AbortController();
     inFlight.add(controller);
+    const gone = AbortSignal.any([signal, controller.signal]);
     return new Promise<boolean>((resolve) => {
       const timer = setTimeout(() => done(true), ms);
-      const onClose = () => done(false);
+      const onAbort = () => done(false);
       const done = (completed: boolean) => {
         clearTimeout(timer);
-        res.off("close", onClose);
-        controller.signal.removeEventListener("abort", onClose);
+        gone.removeEventListener("abort", onAbort);
         inFlight.delete(controller);
-        resolve(completed && !res.destroyed);
+        resolve(completed && !gone.aborted);
       };
-      res.on("close", onClose);
-      controller.signal.addEventListener("abort", onClose);
+      if (gone.aborted) return done(false);
+      gone.addEventListener("abort", onAbort);
     });
   }
 
-  function control(method: string, path: string, text: string, res: ServerResponse) {
-    if (method === "GET" && path === "/__fake/stats") return send(res, 200, stats());
+  function control(method: string, path: string, text: string): Response {
+    if (method === "GET" && path === "/__fake/stats") return send(200, stats());
     if (method === "POST" && path === "/__fake/stream") {
       try {
         const body: unknown = JSON.parse(text || "{}");
         if (!isRecord(body) || typeof body.chunkMs !== "number")
           throw new Error('body must be {"chunkMs": <ms>}');
         setChunkMs(body.chunkMs);
-        return send(res, 200, { chunkMs });
+        return send(200, { chunkMs });
       } catch (error) {
-        return send(res, 400, { error: (error as Error).message });
+        return send(400, { error: (error as Error).message });
       }
     }
     if (method === "POST" && path === "/__fake/reset") {
       reset();
-      return send(res, 200, { ok: true });
+      return send(200, { ok: true });
     }
     if (method === "POST" && path === "/__fake/fail") {
       try {
@@ -251,40 +256,29 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
           opts.retryAfterSeconds = number(body.retryAfterSeconds);
         if (number(body.delayMs) !== undefined) opts.delayMs = number(body.delayMs);
         failNext(body.kind as FailKind, number(body.count) ?? 1, opts);
-        return send(res, 200, { queued: queue.length });
+        return send(200, { queued: queue.length });
       } catch (error) {
-        return send(res, 400, { error: (error as Error).message });
+        return send(400, { error: (error as Error).message });
       }
     }
-    send(res, 404, { error: `no control route ${method} ${path}` });
+    return send(404, { error: `no control route ${method} ${path}` });
   }
 
-  const server = createServer((req, res) => {
-    handle(req, res).catch((error: unknown) => {
-      send(res, 500, {
+  const server = await serve(handle, {
+    port: options.port,
+    host,
+    name: "fake OpenAI",
+    onError: (error) =>
+      send(500, {
         error: { message: (error as Error).message, type: "server_error", param: null, code: null },
-      });
-    });
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", (error: NodeJS.ErrnoException) =>
-      reject(
-        error.code === "EADDRINUSE"
-          ? new Error(
-              `fake OpenAI could not listen on ${host}:${options.port}: the port is already in use`,
-            )
-          : error,
-      ),
-    );
-    server.listen(options.port, host, () => resolve());
+      }),
   });
 
   return {
-    url: `http://${host}:${options.port}/v1`,
+    url: `${server.url}/v1`,
     close: async () => {
       for (const controller of inFlight) controller.abort();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await server.close();
     },
     failNext,
     calls: () => calls,
@@ -304,31 +298,18 @@ const RATE_HEADERS = {
   "x-ratelimit-reset-tokens": "6ms",
 };
 
-function reply(res: ServerResponse, error: ErrorReply): void {
-  send(res, error.status, error.body, error.headers);
+function reply(error: ErrorReply): Response {
+  return send(error.status, error.body, error.headers);
 }
 
-function send(
-  res: ServerResponse,
-  status: number,
-  body: unknown,
-  headers: Record<string, string> = {},
-): void {
-  if (res.headersSent || res.destroyed) return;
-  res.writeHead(status, {
-    "content-type": "application/json",
-    "x-request-id": `req_${randomBytes(16).toString("hex")}`,
-    "openai-version": "2020-10-01",
-    ...headers,
-  });
-  res.end(JSON.stringify(body));
-}
-
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
-    req.on("error", reject);
+function send(status: number, body: unknown, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: {
+      "content-type": "application/json",
+      "x-request-id": `req_${randomBytes(16).toString("hex")}`,
+      "openai-version": "2020-10-01",
+      ...headers,
+    },
   });
 }

@@ -1,5 +1,5 @@
 /** Writing PostgREST-shaped HTTP responses for the RPC stand-in (dev/postgrest.ts). */
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { IncomingHttpHeaders } from "node:http";
 import { pgrstError } from "./postgrest-errors.ts";
 import type { Routine } from "./postgrest-routines.ts";
 
@@ -15,24 +15,24 @@ export const JSON_TYPE = "application/json; charset=utf-8";
 /** PostgREST's body for each return kind; `.single()` (the object media type) on a set. */
 export function shape(
   routine: Routine,
-  req: IncomingMessage,
+  headers: IncomingHttpHeaders,
   body: string | null,
   n: number,
 ): Reply {
   // PostgREST answers every call with a Content-Range; a function that returns one value (or
   // void) is one row: 0-0/*, or 0-0/1 when a count was asked for.
-  const counted = /count=(exact|planned|estimated)/.exec(String(req.headers.prefer ?? ""))?.[0];
+  const counted = /count=(exact|planned|estimated)/.exec(String(headers.prefer ?? ""))?.[0];
   const applied: Record<string, string> = counted ? { "Preference-Applied": counted } : {};
   if (routine.returns === "void")
     return { status: 204, headers: { "Content-Range": `0-0/${counted ? 1 : "*"}`, ...applied } };
-  const headers: Record<string, string> = { "Content-Type": JSON_TYPE, ...applied };
+  const out: Record<string, string> = { "Content-Type": JSON_TYPE, ...applied };
   if (!routine.setof)
     return {
       status: 200,
       body: body ?? "null",
-      headers: { ...headers, "Content-Range": `0-0/${counted ? 1 : "*"}` },
+      headers: { ...out, "Content-Range": `0-0/${counted ? 1 : "*"}` },
     };
-  if ((req.headers.accept ?? "").includes("application/vnd.pgrst.object+json")) {
+  if ((headers.accept ?? "").includes("application/vnd.pgrst.object+json")) {
     if (n !== 1)
       throw pgrstError(
         406,
@@ -43,29 +43,23 @@ export function shape(
     return {
       status: 200,
       body: JSON.stringify((JSON.parse(body ?? "[]") as unknown[])[0]),
-      headers,
+      headers: out,
     };
   }
   const count = counted ? String(n) : "*";
-  headers["Content-Range"] = n === 0 ? `*/${count}` : `0-${n - 1}/${count}`;
-  return { status: 200, body: body ?? "[]", headers };
+  out["Content-Range"] = n === 0 ? `*/${count}` : `0-${n - 1}/${count}`;
+  return { status: 200, body: body ?? "[]", headers: out };
 }
 
-export function send(res: ServerResponse, req: IncomingMessage, reply: Reply): void {
-  const headers = reply.headers;
-  const text =
+/** The reply as a Fetch `Response`: no body for HEAD or a null-body status, a status text only when it is valid on the wire. */
+export function toResponse(reply: Reply, method: string): Response {
+  const statusText =
     reply.statusText && /^[\t\x20-\x7e]*$/.test(reply.statusText) ? reply.statusText : undefined;
-  if (text) res.writeHead(reply.status, text, headers);
-  else res.writeHead(reply.status, headers);
-  res.end(req.method === "HEAD" ? undefined : reply.body);
-}
-
-export function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
-    req.on("error", reject);
+  const noBody = method === "HEAD" || [204, 205, 304].includes(reply.status);
+  return new Response(noBody ? null : (reply.body ?? null), {
+    status: reply.status,
+    headers: reply.headers,
+    ...(statusText ? { statusText } : {}),
   });
 }
 

@@ -6,19 +6,13 @@
  * Table endpoints, filters and embedding are out of scope (this app talks to its database
  * only through functions) and are refused, never ignored: README.md, "What the stand-ins serve".
  */
-import { createServer, type IncomingMessage } from "node:http";
+import type { IncomingHttpHeaders } from "node:http";
 import pg from "pg";
+import { serve } from "./http/serve.ts";
 import { type AuthConfig, authenticate, type RequestAuth } from "./postgrest-auth.ts";
 import { createCatalog } from "./postgrest-catalog.ts";
 import { fromDatabaseError, PgrstError, pgrstError } from "./postgrest-errors.ts";
-import {
-  applyResponseGucs,
-  JSON_TYPE,
-  type Reply,
-  readBody,
-  send,
-  shape,
-} from "./postgrest-http.ts";
+import { applyResponseGucs, JSON_TYPE, type Reply, shape, toResponse } from "./postgrest-http.ts";
 import { buildCall, pickRoutine } from "./postgrest-routines.ts";
 
 export { mintAnonKey, mintServiceRoleKey } from "./postgrest-auth.ts";
@@ -103,8 +97,15 @@ export async function startPostgrest(options: PostgrestOptions): Promise<Running
   const catalog = createCatalog(pool, options.schemaCacheTtlMs ?? 1_000);
   let rpcCalls = 0;
 
+  /** One call's method, path and headers (as node:http lists them, for the request.headers GUC). */
+  interface Call {
+    method: string;
+    path: string;
+    headers: IncomingHttpHeaders;
+  }
+
   async function run(
-    req: IncomingMessage,
+    req: Call,
     who: RequestAuth,
     picked: ReturnType<typeof pickRoutine>,
     args: unknown,
@@ -129,11 +130,8 @@ export async function startPostgrest(options: PostgrestOptions): Promise<Running
       const gucs: [string, string][] = [
         ["role", who.role],
         ["request.jwt.claims", JSON.stringify(who.claims)],
-        ["request.method", req.method ?? "POST"],
-        [
-          "request.path",
-          new URL(req.url ?? "/", "http://local").pathname.replace(/^\/rest\/v1/, ""),
-        ],
+        ["request.method", req.method],
+        ["request.path", req.path.replace(/^\/rest\/v1/, "")],
         ["request.headers", JSON.stringify(req.headers)],
         ["request.cookies", "{}"],
         ...settings,
@@ -151,7 +149,7 @@ export async function startPostgrest(options: PostgrestOptions): Promise<Running
         headers: string | null;
       }>(call.text, call.values);
       const row = rows[0];
-      const reply = shape(picked.routine, req, row?.body ?? null, row?.n ?? 0);
+      const reply = shape(picked.routine, req.headers, row?.body ?? null, row?.n ?? 0);
       applyResponseGucs(reply, row?.status ?? null, row?.headers ?? null);
       await client.query("commit");
       return reply;
@@ -165,8 +163,8 @@ export async function startPostgrest(options: PostgrestOptions): Promise<Running
     }
   }
 
-  async function handle(req: IncomingMessage): Promise<Reply> {
-    const url = new URL(req.url ?? "/", "http://local");
+  async function handle(request: Request): Promise<Reply> {
+    const url = new URL(request.url);
     const match = /^\/rest\/v1\/rpc\/([^/]+)$/.exec(url.pathname);
     if (!match?.[1])
       throw pgrstError(
@@ -177,11 +175,12 @@ export async function startPostgrest(options: PostgrestOptions): Promise<Running
       );
     rpcCalls++;
     const name = decodeURIComponent(match[1]);
-    const method = req.method ?? "GET";
+    const method = request.method;
+    const req: Call = { method, path: url.pathname, headers: Object.fromEntries(request.headers) };
     if (!["GET", "HEAD", "POST"].includes(method))
       throw pgrstError(405, "PGRST101", `Cannot use the ${method} method on RPC`);
     refuseResultShaping(url.searchParams, method);
-    const raw = await readBody(req);
+    const raw = await request.text();
     const who = await authenticate(req.headers, auth);
     const profile = req.headers[method === "POST" ? "content-profile" : "accept-profile"];
     const schema = (Array.isArray(profile) ? profile[0] : profile) ?? schemas[0] ?? "public";
@@ -213,44 +212,39 @@ export async function startPostgrest(options: PostgrestOptions): Promise<Running
     return run(req, who, pickRoutine(schema, name, found, keys, method === "POST"), args);
   }
 
-  const server = createServer((req, res) => {
-    handle(req).then(
-      (reply) => send(res, req, reply),
-      (err: unknown) => {
-        const e =
-          err instanceof PgrstError
-            ? err
-            : pgrstError(500, "PGRSTX00", err instanceof Error ? err.message : String(err));
-        const code = typeof e.body.code === "string" ? e.body.code : undefined;
-        send(res, req, {
-          status: e.status,
-          body: JSON.stringify(e.body),
-          headers: {
-            "Content-Type": JSON_TYPE,
-            ...(code ? { "Proxy-Status": `PostgREST; error=${code}` } : {}),
-            ...e.headers,
-          },
-          statusText: e.statusText,
-        });
-      },
-    );
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.port, "127.0.0.1", () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
+  const server = await serve(
+    (request) =>
+      handle(request).then(
+        (reply) => toResponse(reply, request.method),
+        (err: unknown) => {
+          const e =
+            err instanceof PgrstError
+              ? err
+              : pgrstError(500, "PGRSTX00", err instanceof Error ? err.message : String(err));
+          const code = typeof e.body.code === "string" ? e.body.code : undefined;
+          return toResponse(
+            {
+              status: e.status,
+              body: JSON.stringify(e.body),
+              headers: {
+                "Content-Type": JSON_TYPE,
+                ...(code ? { "Proxy-Status": `PostgREST; error=${code}` } : {}),
+                ...e.headers,
+              },
+              statusText: e.statusText,
+            },
+            request.method,
+          );
+        },
+      ),
+    { port: options.port, name: "PostgREST stand-in" },
+  );
 
   return {
-    url: `http://127.0.0.1:${options.port}`,
+    url: server.url,
     stats: () => ({ rpcCalls }),
     async close() {
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
+      await server.close();
       await pool.end();
     },
   };

@@ -8,8 +8,8 @@
  * `upstash-sync-token` header. One Redis primary means every read sees every earlier write, so
  * the sync token is a counter with no other meaning.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { Redis } from "ioredis";
+import { serve } from "./http/serve.ts";
 import {
   encodeResult,
   isRedisReplyError,
@@ -71,35 +71,28 @@ export async function startUpstashRedis(
   let syncToken = 0;
   const scripts = new ScriptTranslator();
 
-  const server = createServer((req, res) => {
-    handle(req, res).catch((error: unknown) => {
-      const status =
-        error instanceof RestError ? error.status : isRedisReplyError(error) ? 400 : 500;
-      send(res, status, { error: (error as Error).message });
-    });
-  });
-
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (req.method !== "POST") throw new RestError("Method not allowed", 405);
-    if (req.headers.authorization !== `Bearer ${options.token}`)
+  /** One request's answer; every answer after the sync token is taken carries it. */
+  async function handle(request: Request, headers: Record<string, string>): Promise<unknown> {
+    if (request.method !== "POST") throw new RestError("Method not allowed", 405);
+    if (request.headers.get("authorization") !== `Bearer ${options.token}`)
       throw new RestError("Unauthorized", 401);
-    const path = new URL(req.url ?? "/", "http://localhost").pathname.replace(/\/+$/, "") || "/";
+    const path = new URL(request.url).pathname.replace(/\/+$/, "") || "/";
     if (path !== "/" && path !== "/pipeline" && path !== "/multi-exec") {
       throw new RestError(
         `ERR unknown endpoint '${path}' (this stand-in only serves /, /pipeline, /multi-exec)`,
         404,
       );
     }
-    const body = parseJson(await readBody(req));
-    const base64 = String(req.headers["upstash-encoding"] ?? "").toLowerCase() === "base64";
+    const body = parseJson(await request.text());
+    const base64 = (request.headers.get("upstash-encoding") ?? "").toLowerCase() === "base64";
     syncToken += 1;
-    res.setHeader("upstash-sync-token", String(syncToken));
+    headers["upstash-sync-token"] = String(syncToken);
 
     if (path === "/") {
       const { command, reply } = scripts.translate(parseOrReject(() => parseCommand(body)));
       await ready(redis);
       const result = await redis.callBuffer(command.name, ...command.args);
-      return send(res, 200, { result: encodeResult(reply(result), base64) });
+      return { result: encodeResult(reply(result), base64) };
     }
     const translated = parseOrReject(() => parseCommands(body)).map((command) =>
       scripts.translate(command),
@@ -109,38 +102,34 @@ export async function startUpstashRedis(
       path === "/pipeline"
         ? await runPipeline(redis, commands)
         : await runTransaction(redis, commands);
-    send(
-      res,
-      200,
-      entries.map(([error, result], i) =>
-        error
-          ? { error: error.message }
-          : { result: encodeResult(translated[i]?.reply(result), base64) },
-      ),
+    return entries.map(([error, result], i) =>
+      error
+        ? { error: error.message }
+        : { result: encodeResult(translated[i]?.reply(result), base64) },
     );
   }
 
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", (error: NodeJS.ErrnoException) =>
-      reject(
-        error.code === "EADDRINUSE"
-          ? new Error(
-              `Upstash Redis stand-in could not listen on ${host}:${options.port}: the port is already in use`,
-            )
-          : error,
-      ),
-    );
-    server.listen(options.port, host, () => resolve());
-  }).catch((error: unknown) => {
+  const server = await serve(
+    async (request) => {
+      const headers: Record<string, string> = {};
+      try {
+        return json(200, await handle(request, headers), headers);
+      } catch (error) {
+        const status =
+          error instanceof RestError ? error.status : isRedisReplyError(error) ? 400 : 500;
+        return json(status, { error: (error as Error).message }, headers);
+      }
+    },
+    { port: options.port, host, name: "Upstash Redis stand-in" },
+  ).catch((error: unknown) => {
     redis.disconnect();
     throw error;
   });
 
   return {
-    url: `http://${host}:${options.port}`,
+    url: server.url,
     close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await server.close();
       redis.disconnect();
     },
   };
@@ -208,17 +197,9 @@ function parseJson(text: string): unknown {
   }
 }
 
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
-    req.on("error", reject);
+function json(status: number, body: unknown, headers: Record<string, string>): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { "content-type": "application/json", ...headers },
   });
-}
-
-function send(res: ServerResponse, status: number, body: unknown): void {
-  if (res.headersSent) return void res.end();
-  res.writeHead(status, { "content-type": "application/json" });
-  res.end(JSON.stringify(body));
 }

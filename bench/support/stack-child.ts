@@ -6,7 +6,7 @@
  * flow's round trips are not mixed with the next flow's. Prints `READY <json>` on stdout, and
  * shuts everything down on SIGTERM or when stdin closes.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { serve } from "../../dev/http/serve.ts";
 import { startFakeOpenAI } from "../../dev/openai-fake.ts";
 import { mintServiceRoleKey, startPostgrest } from "../../dev/postgrest.ts";
 import { DEV_SIGNING_KEYS, DEV_TOKEN, startQStash } from "../../dev/qstash/index.ts";
@@ -72,23 +72,24 @@ const routes: [RegExp, Handler][] = [
 ];
 const sink = { worker: 0, dlq: 0 };
 
-async function toRequest(req: IncomingMessage): Promise<Request> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  const headers = new Headers();
-  for (const [k, v] of Object.entries(req.headers)) {
-    if (Array.isArray(v)) for (const x of v) headers.append(k, x);
-    else if (v !== undefined) headers.set(k, v);
-  }
-  const body = req.method === "GET" || req.method === "HEAD" ? null : Buffer.concat(chunks);
-  return new Request(`${appUrl}${req.url ?? "/"}`, { method: req.method ?? "GET", headers, body });
+/** A plain Request at the app's origin, its body read, as a function would be handed it. */
+async function toRequest(request: Request): Promise<Request> {
+  const { pathname, search } = new URL(request.url);
+  const hasBody = request.method !== "GET" && request.method !== "HEAD";
+  return new Request(`${appUrl}${pathname}${search}`, {
+    method: request.method,
+    headers: request.headers,
+    body: hasBody ? await request.arrayBuffer() : null,
+  });
 }
 
-async function serve(req: IncomingMessage, res: ServerResponse) {
-  const path = new URL(req.url ?? "/", appUrl).pathname;
+const json = (body: string) =>
+  new Response(body, { headers: { "content-type": "application/json" } });
+
+async function route(request: Request): Promise<Response> {
+  const path = new URL(request.url).pathname;
   if (path === "/__bench/stats") {
-    res.writeHead(200, { "content-type": "application/json" });
-    res.end(
+    return json(
       JSON.stringify({
         rpcCalls: rest.stats().rpcCalls,
         qstash: qstash.stats(),
@@ -96,44 +97,34 @@ async function serve(req: IncomingMessage, res: ServerResponse) {
         sink,
       }),
     );
-    return;
   }
   if (path === "/api/worker" || path === "/api/dlq") {
-    for await (const _ of req) {
-      // drain
-    }
+    await request.arrayBuffer(); // drain
     sink[path === "/api/worker" ? "worker" : "dlq"]++;
-    res.writeHead(200, { "content-type": "application/json" });
-    res.end('{"outcome":"bench_sink"}');
-    return;
+    return json('{"outcome":"bench_sink"}');
   }
   const handler = routes.find(([re]) => re.test(path))?.[1];
-  if (!handler) {
-    res.writeHead(404).end();
-    return;
-  }
-  const response = await handler(await toRequest(req));
-  res.statusCode = response.status;
-  for (const [k, v] of response.headers) res.setHeader(k, v);
-  res.end(Buffer.from(await response.arrayBuffer()));
+  if (!handler) return new Response(null, { status: 404 });
+  return handler(await toRequest(request));
 }
 
-const app = createServer((req, res) => {
-  serve(req, res).catch((error: unknown) => {
-    if (!res.headersSent) res.statusCode = 500;
-    res.end(String(error));
-  });
+const app = await serve(route, {
+  port: appPort,
+  keepAliveTimeout: 30_000,
+  onError: (error) => new Response(String(error), { status: 500 }),
 });
-app.keepAliveTimeout = 30_000;
-await new Promise<void>((resolve) => app.listen(appPort, "127.0.0.1", () => resolve()));
 
 let stopping = false;
 async function shutdown() {
   if (stopping) return;
   stopping = true;
-  app.closeAllConnections();
-  app.close();
-  await Promise.allSettled([rest.close(), qstash.close(), openai.close(), redis.close()]);
+  await Promise.allSettled([
+    app.close(),
+    rest.close(),
+    qstash.close(),
+    openai.close(),
+    redis.close(),
+  ]);
   await Promise.allSettled([redisServer.stop(), db.stop()]);
   process.exit(0);
 }

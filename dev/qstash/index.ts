@@ -10,10 +10,10 @@
  * const qstash = await startQStash({ port: 8080 });
  * const client = new Client({ baseUrl: qstash.url, token: DEV_TOKEN });
  */
+import { serve } from "../http/serve.ts";
 import { DEFAULT_DELIVERY_TIMEOUT_MS } from "./constants.ts";
 import { Engine } from "./engine.ts";
 import { handle } from "./routes.ts";
-import { boundPort, listen, stop } from "./server.ts";
 
 export { DEV_SIGNING_KEYS, DEV_TOKEN } from "./constants.ts";
 
@@ -51,12 +51,20 @@ export async function startQStash(opts: QStashOptions): Promise<QStashStandIn> {
     maxTimeoutMs,
     log: (line) => log(`[qstash] ${line}`),
   });
-  const server = await listen(
-    (request, callerIp) => handle(request, { engine, callerIp, maxTimeoutMs }),
-    opts.port,
-    host,
+  const server = await serve(
+    (request, { ip }) => handle(request, { engine, callerIp: ip, maxTimeoutMs }),
+    {
+      port: opts.port,
+      host,
+      name: "QStash stand-in",
+      onError: (error) =>
+        Response.json(
+          { error: error instanceof Error ? error.message : String(error) },
+          { status: 500 },
+        ),
+    },
   );
-  const url = `http://${host.includes(":") ? `[${host}]` : host}:${boundPort(server)}`;
+  const url = server.url;
   log(`[qstash] listening on ${url}`);
   return {
     url,
@@ -64,7 +72,7 @@ export async function startQStash(opts: QStashOptions): Promise<QStashStandIn> {
     waitIdle: (timeoutMs) => engine.waitIdle(timeoutMs),
     close: async () => {
       await engine.close();
-      await stop(server);
+      await server.close();
     },
   };
 }

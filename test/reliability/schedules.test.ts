@@ -15,7 +15,13 @@ import { useApi } from "../support/api.ts";
 import { servicePool } from "../support/db.ts";
 import { freePort } from "../support/ports.ts";
 import { schedule } from "../support/schedules.ts";
-import { InvariantError, runningCancelTally, Sim, type SimStats } from "../support/sim.ts";
+import {
+  emptySimStats,
+  InvariantError,
+  runningCancelTally,
+  Sim,
+  type SimStats,
+} from "../support/sim.ts";
 
 const RUNS = Number(process.env.QUOTA_JOBS_PROPERTY_RUNS ?? 200);
 /** Runs per chunk: each chunk starts on emptied tables (see `startChunk`). */
@@ -66,13 +72,7 @@ describe("random schedules on the real database", () => {
         runs: 0,
         rounds: 0,
         jobs: 0,
-        invocations: 0,
-        viaEdge: 0,
-        killed: 0,
-        threw: 0,
-        faultsFired: 0,
-        modelCalls: 0,
-        byCommand: {},
+        ...emptySimStats(),
       };
       const started = Date.now();
       let clock = new Date();

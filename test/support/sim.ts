@@ -153,6 +153,19 @@ export interface SimStats {
   byCommand: Record<string, number>;
 }
 
+/** Stats before any invocation (a Sim's own, and the totals a schedule run adds up). */
+export function emptySimStats(): SimStats {
+  return {
+    invocations: 0,
+    viaEdge: 0,
+    killed: 0,
+    threw: 0,
+    faultsFired: 0,
+    modelCalls: 0,
+    byCommand: {},
+  };
+}
+
 const SETTINGS_ENV = {
   QSTASH_RETRIES: "1",
   PROVIDER_QUOTA_MAX_HITS: "3",
@@ -185,15 +198,7 @@ export class Sim {
   readonly jobs: string[][] = [];
   /** Model calls that reached the fake model, by prompt. */
   readonly modelCalls = new Map<string, number>();
-  readonly stats: SimStats = {
-    invocations: 0,
-    viaEdge: 0,
-    killed: 0,
-    threw: 0,
-    faultsFired: 0,
-    modelCalls: 0,
-    byCommand: {},
-  };
+  readonly stats: SimStats = emptySimStats();
   /** The boundary calls of the last invocation, in order. */
   lastTrace: string[] = [];
   /** How the last invocation ended. */

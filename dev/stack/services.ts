@@ -1,0 +1,171 @@
+/**
+ * The database and the stand-ins, started in two waves: first what needs nothing else
+ * (PostgreSQL with the migrations, redis-server, the fake OpenAI, the alert receiver, QStash),
+ * then what stands in front of those (PostgREST on the database, Upstash REST on redis-server).
+ * A part whose real service is named in `env` is not started (preflight.ts, `whichStandIns`).
+ */
+import { join } from "node:path";
+import { type AlertReceiver, startAlertReceiver } from "../alert-receiver.ts";
+import { type FakeOpenAI, startFakeOpenAI } from "../openai-fake.ts";
+import { type RunningPostgres, startPostgres } from "../postgres.ts";
+import {
+  mintAnonKey,
+  mintServiceRoleKey,
+  type RunningPostgrest,
+  startPostgrest,
+} from "../postgrest.ts";
+import { DEV_SIGNING_KEYS, DEV_TOKEN, type QStashStandIn, startQStash } from "../qstash/index.ts";
+import { type RunningRedisServer, startRedisServer } from "../redis-server.ts";
+import { type RunningUpstashRedis, startUpstashRedis } from "../upstash-redis.ts";
+import type { Ports, StandIns } from "./preflight.ts";
+import type { Teardown } from "./teardown.ts";
+
+/** Local-only values; none of them is a secret anywhere but here. */
+export const LOCAL_VALUES = {
+  redisToken: "local-dev-upstash-redis-token",
+  openaiKey: "sk-local-fake-model-key",
+  cronSecret: "local-dev-cron-secret-0123456789",
+};
+
+/** The QStash stand-in, which a test may stop and start again on the same port ("QStash is down"). */
+export interface QStashSwitch {
+  current(): QStashStandIn | undefined;
+  stop(): Promise<void>;
+  start(): Promise<void>;
+}
+
+export interface Services {
+  postgres: RunningPostgres;
+  postgrest: RunningPostgrest;
+  redisRest: RunningUpstashRedis | undefined;
+  openai: FakeOpenAI | undefined;
+  alerts: AlertReceiver | undefined;
+  qstash: QStashSwitch;
+  serviceRoleKey: string;
+  anonKey: string;
+}
+
+export async function startServices(o: {
+  ports: Ports;
+  standIns: StandIns;
+  dataDir: string;
+  reset: boolean;
+  timeScale: number;
+  jwtSecret: string;
+  log: (line: string) => void;
+  teardown: Teardown;
+}): Promise<Services> {
+  const { ports, standIns, teardown } = o;
+  const launchQStash = () =>
+    startQStash({ port: ports.qstash, timeScale: o.timeScale, scaleNotBefore: false, log: o.log });
+  const [postgres, redisServer, openai, alerts, firstQStash, serviceRoleKey, anonKey] =
+    await Promise.all([
+      teardown.track(
+        startPostgres({
+          dataDir: join(o.dataDir, "postgres"),
+          port: ports.postgres,
+          reset: o.reset,
+          persistent: true,
+        }),
+        (p) => p.stop(),
+      ),
+      standIns.redis
+        ? teardown.track(startRedisServer({ port: ports.redisServer }), (r: RunningRedisServer) =>
+            r.stop(),
+          )
+        : undefined,
+      standIns.openai
+        ? teardown.track(startFakeOpenAI({ port: ports.openai }), (f) => f.close())
+        : undefined,
+      standIns.alerts
+        ? teardown.track(startAlertReceiver({ port: ports.alerts, log: o.log }), (a) => a.close())
+        : undefined,
+      standIns.qstash ? launchQStash() : undefined,
+      mintServiceRoleKey(o.jwtSecret),
+      mintAnonKey(o.jwtSecret),
+    ]);
+  const qstash = qstashSwitch(firstQStash, standIns.qstash, launchQStash);
+  teardown.add(() => qstash.stop().catch(() => undefined));
+
+  const [postgrest, redisRest] = await Promise.all([
+    teardown.track(
+      startPostgrest({
+        port: ports.supabase,
+        databaseUrl: postgres.url,
+        jwtSecret: o.jwtSecret,
+        serviceRoleKey,
+        anonKey,
+      }),
+      (p) => p.close(),
+    ),
+    redisServer
+      ? teardown.track(
+          startUpstashRedis({
+            port: ports.redisRest,
+            redisUrl: redisServer.url,
+            token: LOCAL_VALUES.redisToken,
+          }),
+          (r) => r.close(),
+        )
+      : undefined,
+  ]);
+  return { postgres, postgrest, redisRest, openai, alerts, qstash, serviceRoleKey, anonKey };
+}
+
+function qstashSwitch(
+  first: QStashStandIn | undefined,
+  isStandIn: boolean,
+  launch: () => Promise<QStashStandIn>,
+): QStashSwitch {
+  let qstash = first;
+  let running = qstash !== undefined;
+  return {
+    current: () => qstash,
+    async stop() {
+      if (!qstash) throw new Error("QStash is the real service here");
+      if (!running) return;
+      running = false;
+      await qstash.close();
+    },
+    async start() {
+      if (!isStandIn) throw new Error("QStash is the real service here");
+      if (running) return;
+      qstash = await launch();
+      running = true;
+    },
+  };
+}
+
+/** The app's environment: the stand-ins' URLs and keys, then the caller's `env` over them. */
+export function appEnv(
+  s: Services,
+  o: { appUrl: string; jwtSecret: string; userEnv: Record<string, string> },
+): Record<string, string> {
+  const qstash = s.qstash.current();
+  return {
+    SUPABASE_URL: s.postgrest.url,
+    SUPABASE_SERVICE_ROLE_KEY: s.serviceRoleKey,
+    SUPABASE_JWT_SECRET: o.jwtSecret,
+    SUPABASE_ANON_KEY: s.anonKey,
+    ...(qstash
+      ? {
+          QSTASH_URL: qstash.url,
+          QSTASH_TOKEN: DEV_TOKEN,
+          QSTASH_CURRENT_SIGNING_KEY: DEV_SIGNING_KEYS.current,
+          QSTASH_NEXT_SIGNING_KEY: DEV_SIGNING_KEYS.next,
+        }
+      : {}),
+    ...(s.redisRest
+      ? {
+          UPSTASH_REDIS_REST_URL: s.redisRest.url,
+          UPSTASH_REDIS_REST_TOKEN: LOCAL_VALUES.redisToken,
+        }
+      : {}),
+    ...(s.openai ? { OPENAI_API_KEY: LOCAL_VALUES.openaiKey, OPENAI_BASE_URL: s.openai.url } : {}),
+    OPENAI_MODEL: "gpt-4o-mini",
+    APP_URL: o.appUrl,
+    CRON_SECRET: LOCAL_VALUES.cronSecret,
+    ...(s.alerts ? { ALERT_WEBHOOK_URL: s.alerts.url } : {}),
+    ...o.userEnv,
+  };
+}
