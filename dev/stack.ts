@@ -14,7 +14,7 @@ import { rm } from "node:fs/promises";
 import pg from "pg";
 import { ensureBuild } from "./build.ts";
 import { type DevSession, signInDevUser } from "./dev-users.ts";
-import type { FailKind, FailOptions, FakeStats } from "./openai-fake.ts";
+import type { FailKind, FailOptions, FakeStats } from "./openai/index.ts";
 import type { StackPart } from "./ports.ts";
 import type { QStashStandIn } from "./qstash/index.ts";
 import { type AppProcess, startAppProcess } from "./stack/app-process.ts";
@@ -65,7 +65,7 @@ export interface Stack {
   model: {
     failNext(kind: FailKind, count?: number, opts?: FailOptions): void;
     calls(): number;
-    /** Calls, billed completion tokens and the answered requests (dev/openai-fake.ts). */
+    /** Calls, billed completion tokens and the answered requests (dev/openai/index.ts). */
     stats(): FakeStats;
     /** The pause before each streamed token's chunk. */
     setChunkMs(ms: number): void;

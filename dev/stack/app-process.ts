@@ -5,7 +5,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { root } from "../migrate.ts";
+import { root } from "../postgres/migrate.ts";
 import { StackStartError } from "./preflight.ts";
 
 export interface AppProcess {

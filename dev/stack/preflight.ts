@@ -5,8 +5,8 @@
 import { spawnSync } from "node:child_process";
 import { chmod, mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { root } from "../migrate.ts";
 import { DEFAULT_PORTS, pickPort, portIsFree, type StackPart } from "../ports.ts";
+import { root } from "../postgres/migrate.ts";
 
 /** A start-up problem the user can fix; its message is one line. */
 export class StackStartError extends Error {

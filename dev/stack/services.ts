@@ -6,17 +6,17 @@
  */
 import { join } from "node:path";
 import { type AlertReceiver, startAlertReceiver } from "../alert-receiver.ts";
-import { type FakeOpenAI, startFakeOpenAI } from "../openai-fake.ts";
-import { type RunningPostgres, startPostgres } from "../postgres.ts";
+import { type FakeOpenAI, startFakeOpenAI } from "../openai/index.ts";
+import { type RunningPostgres, startPostgres } from "../postgres/index.ts";
 import {
   mintAnonKey,
   mintServiceRoleKey,
   type RunningPostgrest,
   startPostgrest,
-} from "../postgrest.ts";
+} from "../postgrest/index.ts";
 import { DEV_SIGNING_KEYS, DEV_TOKEN, type QStashStandIn, startQStash } from "../qstash/index.ts";
-import { type RunningRedisServer, startRedisServer } from "../redis-server.ts";
-import { type RunningUpstashRedis, startUpstashRedis } from "../upstash-redis.ts";
+import { type RunningUpstashRedis, startUpstashRedis } from "../upstash-redis/index.ts";
+import { type RunningRedisServer, startRedisServer } from "../upstash-redis/redis-server.ts";
 import type { Ports, StandIns } from "./preflight.ts";
 import type { Teardown } from "./teardown.ts";
 

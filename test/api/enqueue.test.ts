@@ -4,8 +4,8 @@
  */
 import { randomUUID } from "node:crypto";
 import { describe, expect, test } from "vitest";
-import { mintServiceRoleKey } from "../../dev/postgrest.ts";
-import { mintAnonKey } from "../../dev/postgrest-auth.ts";
+import { mintAnonKey } from "../../dev/postgrest/auth.ts";
+import { mintServiceRoleKey } from "../../dev/postgrest/index.ts";
 import { mintUserToken } from "../../dev/token.ts";
 import { APP_URL, JOB_KEYS, JWT_SECRET, USAGE_KEYS, useApi } from "../support/api.ts";
 

@@ -9,7 +9,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { describe, expect, test } from "vitest";
 import { OUTPUT_DIR } from "../../dev/build.ts";
-import { root } from "../../dev/migrate.ts";
+import { root } from "../../dev/postgres/migrate.ts";
 import { loadConfig } from "../../lib/config.ts";
 
 const NODE = join(root, "node_modules", "node", "bin", "node");

@@ -6,7 +6,7 @@ import OpenAI, {
   RateLimitError,
 } from "openai";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { type FakeOpenAI, startFakeOpenAI } from "../../dev/openai-fake.ts";
+import { type FakeOpenAI, startFakeOpenAI } from "../../dev/openai/index.ts";
 import { freePort } from "../support/ports.ts";
 
 let fake: FakeOpenAI;

@@ -8,7 +8,7 @@ import {
   mintServiceRoleKey,
   type RunningPostgrest,
   startPostgrest,
-} from "../../dev/postgrest.ts";
+} from "../../dev/postgrest/index.ts";
 import { freePort } from "../support/ports.ts";
 
 const databaseUrl = inject("databaseUrl");

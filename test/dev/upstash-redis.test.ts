@@ -2,8 +2,8 @@ import { createHash, randomUUID } from "node:crypto";
 import { Ratelimit } from "@upstash/ratelimit";
 import { errors, Redis } from "@upstash/redis";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { type RunningRedisServer, startRedisServer } from "../../dev/redis-server.ts";
-import { type RunningUpstashRedis, startUpstashRedis } from "../../dev/upstash-redis.ts";
+import { type RunningUpstashRedis, startUpstashRedis } from "../../dev/upstash-redis/index.ts";
+import { type RunningRedisServer, startRedisServer } from "../../dev/upstash-redis/redis-server.ts";
 import { freePort } from "../support/ports.ts";
 
 const { UpstashError } = errors;

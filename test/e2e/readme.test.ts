@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { assert, expect, test } from "vitest";
-import { root } from "../../dev/migrate.ts";
+import { root } from "../../dev/postgres/migrate.ts";
 import { useStack } from "../support/stack.ts";
 
 const fixture = useStack();

@@ -31,13 +31,17 @@ import { createHandler as jobHandler } from "../../api/jobs/[id].ts";
 import { createHandler as jobsHandler } from "../../api/jobs/index.ts";
 import { createHandler as usageHandler } from "../../api/usage.ts";
 import { createHandler as workerHandler } from "../../api/worker.ts";
-import { type FakeOpenAI, startFakeOpenAI } from "../../dev/openai-fake.ts";
-import { mintServiceRoleKey, type RunningPostgrest, startPostgrest } from "../../dev/postgrest.ts";
+import { type FakeOpenAI, startFakeOpenAI } from "../../dev/openai/index.ts";
+import {
+  mintServiceRoleKey,
+  type RunningPostgrest,
+  startPostgrest,
+} from "../../dev/postgrest/index.ts";
 import { DEV_SIGNING_KEYS, DEV_TOKEN } from "../../dev/qstash/constants.ts";
 import { signDelivery } from "../../dev/qstash/signing.ts";
-import { type RunningRedisServer, startRedisServer } from "../../dev/redis-server.ts";
 import { mintUserToken } from "../../dev/token.ts";
-import { type RunningUpstashRedis, startUpstashRedis } from "../../dev/upstash-redis.ts";
+import { type RunningUpstashRedis, startUpstashRedis } from "../../dev/upstash-redis/index.ts";
+import { type RunningRedisServer, startRedisServer } from "../../dev/upstash-redis/redis-server.ts";
 import { loadConfig } from "../../lib/config.ts";
 import { createDeps, type Deps } from "../../lib/deps.ts";
 import type { Handler } from "../../lib/http.ts";

@@ -5,7 +5,7 @@ import sparticuz from "@sparticuz/chromium";
 import pg from "pg";
 import type { TestProject } from "vitest/node";
 import { ensureBuild } from "../../dev/build.ts";
-import { startPostgres } from "../../dev/postgres.ts";
+import { startPostgres } from "../../dev/postgres/index.ts";
 import { freePort } from "./ports.ts";
 
 declare module "vitest" {

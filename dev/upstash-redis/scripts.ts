@@ -8,7 +8,7 @@
  * so the client's EVALSHA hits instead of falling back to EVAL on every call.
  */
 import { createHash } from "node:crypto";
-import type { WireCommand } from "./upstash-redis-encoding.ts";
+import type { WireCommand } from "./encoding.ts";
 
 const REDIS_FLAGS = new Set([
   "no-writes",

@@ -8,14 +8,14 @@
  */
 import type { IncomingHttpHeaders } from "node:http";
 import pg from "pg";
-import { serve } from "./http/serve.ts";
-import { type AuthConfig, authenticate, type RequestAuth } from "./postgrest-auth.ts";
-import { createCatalog } from "./postgrest-catalog.ts";
-import { fromDatabaseError, PgrstError, pgrstError } from "./postgrest-errors.ts";
-import { applyResponseGucs, JSON_TYPE, type Reply, shape, toResponse } from "./postgrest-http.ts";
-import { buildCall, pickRoutine } from "./postgrest-routines.ts";
+import { serve } from "../http/serve.ts";
+import { type AuthConfig, authenticate, type RequestAuth } from "./auth.ts";
+import { createCatalog } from "./catalog.ts";
+import { fromDatabaseError, PgrstError, pgrstError } from "./errors.ts";
+import { applyResponseGucs, JSON_TYPE, type Reply, shape, toResponse } from "./http.ts";
+import { buildCall, pickRoutine } from "./routines.ts";
 
-export { mintAnonKey, mintServiceRoleKey } from "./postgrest-auth.ts";
+export { mintAnonKey, mintServiceRoleKey } from "./auth.ts";
 
 /** Query parameters PostgREST reserves for shaping a result rather than passing arguments. */
 const RESERVED = new Set([

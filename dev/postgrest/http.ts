@@ -1,7 +1,7 @@
-/** Writing PostgREST-shaped HTTP responses for the RPC stand-in (dev/postgrest.ts). */
+/** Writing PostgREST-shaped HTTP responses for the RPC stand-in (dev/postgrest/index.ts). */
 import type { IncomingHttpHeaders } from "node:http";
-import { pgrstError } from "./postgrest-errors.ts";
-import type { Routine } from "./postgrest-routines.ts";
+import { pgrstError } from "./errors.ts";
+import type { Routine } from "./routines.ts";
 
 export interface Reply {
   status: number;

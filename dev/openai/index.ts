@@ -7,7 +7,7 @@
  *   user message; JSON when `response_format` / `text.format` asks for it), in OpenAI's shapes,
  *   with `content-type: application/json` and an `x-request-id` header.
  * - `Authorization: Bearer <anything non-empty>` is required (else 401, OpenAI's error shape).
- * - Failures, exactly as OpenAI answers them (see openai-fake-errors.ts), come from
+ * - Failures, exactly as OpenAI answers them (see errors.ts), come from
  *   1. `failNext(kind, count, opts)` or the control API, consumed one per model request, else
  *   2. a marker anywhere in the prompt, applied on every request that carries it:
  *        [fake:insufficient_quota]        429, type and code insufficient_quota
@@ -15,7 +15,7 @@
  *        [fake:server_error]              500, type server_error
  *        [fake:slow:5000]                 answers after 5000 ms (default 10000); stops if the client leaves
  *        [fake:bad_request]               400, invalid_request_error (context_length_exceeded)
- * - Streaming (`stream: true`, Chat Completions; openai-fake-stream.ts): server-sent events as
+ * - Streaming (`stream: true`, Chat Completions; stream.ts): server-sent events as
  *   OpenAI sends them, one chunk per token, the usage chunk when `stream_options.include_usage`,
  *   `data: [DONE]`; `max_completion_tokens` / `max_tokens` stop it with finish_reason "length";
  *   it stops when the client disconnects. Every failure above answers before the stream starts,
@@ -35,7 +35,7 @@
  * `client_closed` for a stream the client cut).
  */
 import { randomBytes } from "node:crypto";
-import { serve } from "./http/serve.ts";
+import { serve } from "../http/serve.ts";
 import {
   answer,
   chatCompletion,
@@ -43,7 +43,7 @@ import {
   parseChatRequest,
   parseResponsesRequest,
   response,
-} from "./openai-fake-answers.ts";
+} from "./answers.ts";
 import {
   type ErrorReply,
   FAIL_KINDS,
@@ -55,10 +55,10 @@ import {
   markerFailure,
   missingKey,
   unparsableBody,
-} from "./openai-fake-errors.ts";
-import { streamChatCompletion } from "./openai-fake-stream.ts";
+} from "./errors.ts";
+import { streamChatCompletion } from "./stream.ts";
 
-export type { FailKind, FailOptions } from "./openai-fake-errors.ts";
+export type { FailKind, FailOptions } from "./errors.ts";
 
 export interface FakeOpenAIOptions {
   port: number;
@@ -168,7 +168,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
       return reply(failureReply({ ...failure, kind: failure.kind }, prompt.model));
     }
     const id = randomBytes(12).toString("hex");
-    // A stream is cut by tokens as it is written (openai-fake-stream.ts), not here by characters.
+    // A stream is cut by tokens as it is written (stream.ts), not here by characters.
     const result = answer(prompt.stream ? { ...prompt, maxTokens: undefined } : prompt);
     const maxCompletionTokens = prompt.maxTokens ?? null;
     if (prompt.stream) {

@@ -4,7 +4,7 @@
  */
 import type { IncomingHttpHeaders } from "node:http";
 import { type JWTPayload, jwtVerify, SignJWT } from "jose";
-import { PgrstError, pgrstError } from "./postgrest-errors.ts";
+import { PgrstError, pgrstError } from "./errors.ts";
 
 export interface RequestAuth {
   role: string;

@@ -1,10 +1,10 @@
 /**
- * PostgREST's function resolution: of a name's overloads (dev/postgrest-catalog.ts), pick the
+ * PostgREST's function resolution: of a name's overloads (dev/postgrest/catalog.ts), pick the
  * one whose parameter names fit the request's keys, and build the SQL that calls it with named
  * arguments typed by the signature (PostgREST's `json_to_record` trick: the body is
  * one json parameter and Postgres casts each field to the parameter's declared type).
  */
-import { pgrstError } from "./postgrest-errors.ts";
+import { pgrstError } from "./errors.ts";
 
 export interface RoutineParam {
   name: string;

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type pg from "pg";
 
-export const root = fileURLToPath(new URL("..", import.meta.url));
+export const root = fileURLToPath(new URL("../..", import.meta.url));
 export const migrationsDir = join(root, "supabase", "migrations");
 
 const migrationName = /^([0-9]{14})_(.*)\.sql$/;
@@ -21,7 +21,7 @@ export interface MigrationResult {
 
 /** Runs the Supabase compatibility layer (roles, auth schema). Idempotent. Never in production. */
 export async function applyCompat(client: pg.ClientBase): Promise<void> {
-  const sql = await readFile(join(root, "dev", "supabase-compat.sql"), "utf8");
+  const sql = await readFile(join(root, "dev", "postgres", "supabase-compat.sql"), "utf8");
   await client.query(sql);
 }
 

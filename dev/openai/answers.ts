@@ -3,7 +3,7 @@
  * same text), in the minimal Chat Completions / Responses shapes of reference platform.md §E.
  */
 import { createHash } from "node:crypto";
-import { type ErrorReply, openAIError } from "./openai-fake-errors.ts";
+import { type ErrorReply, openAIError } from "./errors.ts";
 
 export interface Prompt {
   model: string;

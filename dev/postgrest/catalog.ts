@@ -4,7 +4,7 @@
  * short while (Supabase reloads PostgREST's cache on every DDL, so stale signatures are rare).
  */
 import type pg from "pg";
-import { isCallable, type Routine } from "./postgrest-routines.ts";
+import { isCallable, type Routine } from "./routines.ts";
 
 export interface CatalogRow {
   setof: boolean;

@@ -9,7 +9,7 @@
  * the sync token is a counter with no other meaning.
  */
 import { Redis } from "ioredis";
-import { serve } from "./http/serve.ts";
+import { serve } from "../http/serve.ts";
 import {
   encodeResult,
   isRedisReplyError,
@@ -17,8 +17,8 @@ import {
   parseCommands,
   type WireCommand,
   WireFormatError,
-} from "./upstash-redis-encoding.ts";
-import { ScriptTranslator } from "./upstash-redis-scripts.ts";
+} from "./encoding.ts";
+import { ScriptTranslator } from "./scripts.ts";
 
 export interface UpstashRedisOptions {
   port: number;

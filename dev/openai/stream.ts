@@ -11,7 +11,7 @@
  * written until then is what a provider would bill, and `onToken` counts it.
  */
 import { countTokens, decode, encode } from "gpt-tokenizer/encoding/o200k_base";
-import type { Answer, Prompt } from "./openai-fake-answers.ts";
+import type { Answer, Prompt } from "./answers.ts";
 
 export interface StreamOptions {
   id: string;
