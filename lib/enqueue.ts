@@ -7,6 +7,7 @@
 import { dedupId, type JobRow, type UsageRow } from "./jobs.ts";
 import { log } from "./log.ts";
 import type { Deps } from "./ports.ts";
+import { countPromptTokens } from "./tokens.ts";
 
 export type EnqueueOutcome =
   | { outcome: "enqueued" | "replayed"; job: JobRow; usage: UsageRow }
@@ -29,6 +30,8 @@ export async function enqueueJob(
     userId: input.userId,
     prompt: input.prompt,
     idempotencyKey: input.idempotencyKey,
+    // Counted for every plan (the plan is known inside the SQL call): a job plan ignores it.
+    promptTokens: await countPromptTokens(input.prompt),
   });
   switch (r.outcome) {
     case "quota_exceeded":

@@ -45,12 +45,27 @@ export interface JobRow {
   partial_output: string | null;
   partial_tokens: number;
   progress_at: string | null;
+  /** The job's plan's meter when it was enqueued (docs/DESIGN.md#metering-hold-and-capture). */
+  meter: Meter;
+  /** The prompt's tokens as counted at enqueue; null on jobs older than metering. */
+  prompt_tokens: number | null;
+  /** What enqueue added to the counter: 1 (jobs) or prompt + output bound (tokens). */
+  hold: number;
+  /** Null while active; on an ending, what was kept of the hold. */
+  captured: number | null;
   /** get_job and list_jobs only: whether a cancel now would refund. */
   cancel_refunds?: boolean;
 }
 
+/** What a plan counts: jobs (each holds 1) or tokens (each holds its prompt + output bound). */
+export type Meter = "jobs" | "tokens";
+
 export interface UsageRow {
   plan: string;
+  /** Absent only from rows of a database older than metering. */
+  meter?: Meter;
+  /** get_usage: what the active jobs hold (part of `used`). */
+  held?: number;
   used: number;
   limit: number;
   period_start: string;
@@ -97,10 +112,20 @@ export interface Job {
    */
   partialOutput: string | null;
   partialTokens: number;
+  /** What the job is charged in: the plan's meter when it was enqueued. */
+  meter: Meter;
+  /** The most this job can cost: what it holds while active (1 job, or tokens). */
+  hold: number;
+  /** Null while active; once final, what it kept of the hold (the rest went back). */
+  captured: number | null;
 }
 
 export interface Usage {
   plan: string;
+  /** `used` and `limit` count jobs or tokens. */
+  meter: Meter;
+  /** Of `used`, what active jobs hold (the most they can still cost); GET /api/usage only. */
+  held?: number;
   used: number;
   limit: number;
   periodStart: string;
@@ -135,6 +160,9 @@ export function toJob(row: JobRow, now: Date = new Date()): Job {
     output: row.output,
     partialOutput: row.status === "running" ? (row.partial_output ?? null) : null,
     partialTokens: row.status === "running" ? (row.partial_tokens ?? 0) : 0,
+    meter: row.meter ?? "jobs",
+    hold: row.hold ?? 1,
+    captured: row.captured ?? null,
   };
 }
 
@@ -150,6 +178,8 @@ export function toUsage(row: UsageRow): Usage {
         };
   return {
     plan: row.plan,
+    meter: row.meter ?? "jobs",
+    ...(row.held === undefined ? {} : { held: row.held }),
     used: row.used,
     limit: row.limit,
     periodStart: new Date(row.period_start).toISOString(),
@@ -248,11 +278,19 @@ const usageArg = (usage?: AttemptUsage | null) => (usage ? { p_usage: usage } : 
 export function createJobs(rpc: Rpc) {
   const call = <T>(fn: string, args: Record<string, unknown>) => rpc(fn, args) as Promise<T>;
   return {
-    enqueue: (i: { userId: string; prompt: string; idempotencyKey?: string | null; now?: Date }) =>
+    enqueue: (i: {
+      userId: string;
+      prompt: string;
+      idempotencyKey?: string | null;
+      /** The prompt's tokens (lib/tokens.ts); a token plan holds them plus its output bound. */
+      promptTokens?: number;
+      now?: Date;
+    }) =>
       call<EnqueueResult>("enqueue_job", {
         p_user_id: i.userId,
         p_prompt: i.prompt,
         p_idempotency_key: i.idempotencyKey ?? null,
+        ...(i.promptTokens === undefined ? {} : { p_prompt_tokens: i.promptTokens }),
         ...at(i.now),
       }),
     start: (jobId: string, i: { leaseSeconds: number; now?: Date }) =>

@@ -26,7 +26,7 @@
 -- refunded_at and refund_withheld keep their meaning on job plans. On a token plan refunded_at
 -- is set on every failed or canceled ending (the rest of the hold went back at that moment;
 -- `captured` says what was kept), and refund_withheld is never set.
--- docs/DESIGN.md#invariant-2-every-hold-captured-or-released-once states the rule.
+-- docs/DESIGN.md#invariant-2-exactly-once-refund states the rule.
 
 -- what a plan meters -----------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import {
   useFreshDatabase,
 } from "../support/db.ts";
 
-// Hold → capture on a token plan (docs/DESIGN.md#invariant-2-every-hold-captured-or-released-once):
+// Hold → capture on a token plan (docs/DESIGN.md#invariant-2-exactly-once-refund):
 // each ending's capture, then racing real clients where the assertion is the invariant,
 // counter = open holds + captures, and never more captured than held.
 useFreshDatabase();
@@ -133,25 +133,24 @@ describe("a token plan holds the most a job can cost and captures what it consum
     expect(await counter(user)).toBe(2 * (10 + OUTPUT));
   });
 
-  test.each([
-    "model_refused",
-    "delivery_failed",
-    "publish_failed",
-  ])("failed by us (%s) captures nothing", async (reason) => {
-    const user = await newUser(admin, "team");
-    const job = await running(user);
-    await rpc(svc, "record_progress", {
-      p_job_id: job.id,
-      p_attempt: 1,
-      p_partial_output: "half",
-      p_completion_tokens: 300,
-      p_now: T0,
-    });
-    const r = await rpc(svc, "fail_job", { p_job_id: job.id, p_reason: reason, p_now: T0 });
-    expect(r.job).toMatchObject({ status: "failed", captured: 0, refund_withheld: null });
-    expect(r.job.refunded_at).not.toBeNull();
-    expect(await counter(user)).toBe(0);
-  });
+  test.each(["model_refused", "delivery_failed", "publish_failed"])(
+    "failed by us (%s) captures nothing",
+    async (reason) => {
+      const user = await newUser(admin, "team");
+      const job = await running(user);
+      await rpc(svc, "record_progress", {
+        p_job_id: job.id,
+        p_attempt: 1,
+        p_partial_output: "half",
+        p_completion_tokens: 300,
+        p_now: T0,
+      });
+      const r = await rpc(svc, "fail_job", { p_job_id: job.id, p_reason: reason, p_now: T0 });
+      expect(r.job).toMatchObject({ status: "failed", captured: 0, refund_withheld: null });
+      expect(r.job.refunded_at).not.toBeNull();
+      expect(await counter(user)).toBe(0);
+    },
+  );
 
   test("the sweeper's failures capture nothing", async () => {
     const user = await newUser(admin, "team");

@@ -30,11 +30,15 @@ const job = (over: Partial<Job>): Job => ({
   output: null,
   partialOutput: null,
   partialTokens: 0,
+  meter: "jobs",
+  hold: 1,
+  captured: null,
   ...over,
 });
 
 const freeUsage: Usage = {
   plan: "free",
+  meter: "jobs",
   used: 1,
   limit: 1,
   periodStart: "2026-11-30T00:00:00Z",
@@ -44,6 +48,7 @@ const freeUsage: Usage = {
 };
 const proUsage: Usage = {
   plan: "pro",
+  meter: "jobs",
   used: 100,
   limit: 100,
   periodStart: "2026-11-01T00:00:00Z",
