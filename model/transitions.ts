@@ -240,7 +240,11 @@ export const transitions: Record<FnName, Fn> = {
         outcome: "canceled",
         to: { status: "canceled", withheld: true, counter: 0, captured: 1 },
       },
-      { when: "otherwise", outcome: "canceled", to: { status: "canceled", counter: -1, captured: 0 } },
+      {
+        when: "otherwise",
+        outcome: "canceled",
+        to: { status: "canceled", counter: -1, captured: 0 },
+      },
     ],
   },
   sweep_jobs: {
