@@ -13,7 +13,9 @@ export type FailureReason =
   | "provider_quota_exhausted"
   | "lease_expired"
   | "max_age_exceeded"
-  | "never_delivered";
+  | "never_delivered"
+  /** A token plan's attempts reached 2 × hold (docs/DESIGN.md#metering-hold-and-capture). */
+  | "attempt_budget_exhausted";
 
 /** A job row as the SQL functions return it (snake_case, ISO timestamps). Server side only. */
 export interface JobRow {
@@ -53,6 +55,8 @@ export interface JobRow {
   hold: number;
   /** Null while active; on an ending, what was kept of the hold. */
   captured: number | null;
+  /** Tokens consumed by the attempts that did not end the job (bounded: 2 × hold in all). */
+  consumed: number;
   /** get_job and list_jobs only: whether a cancel now would refund. */
   cancel_refunds?: boolean;
 }
@@ -205,6 +209,8 @@ export type EnqueueResult =
 export type StartResult =
   | { outcome: "started"; job: JobRow; max_output_tokens: number }
   | { outcome: "already_running" | "not_ready" | "already_final"; job: JobRow }
+  /** A token plan's next attempt could cross 2 × hold: the job ended failed instead. */
+  | { outcome: "budget_exhausted"; job: JobRow }
   | { outcome: "not_found" };
 export type CompleteResult =
   | { outcome: "completed"; job: JobRow }
@@ -217,6 +223,8 @@ export type RequeueResult =
   | { outcome: "not_found" };
 export type ReleaseResult =
   | { outcome: "released"; job: JobRow }
+  /** The released attempt brought a token plan's job to 2 × hold: failed, this attempt captured. */
+  | { outcome: "budget_exhausted"; job: JobRow }
   | { outcome: "not_running"; job: JobRow }
   | { outcome: "not_found" };
 export type FailResult =

@@ -25,6 +25,7 @@ const REASONS = {
   lease_expired: "the worker handling it stopped responding",
   max_age_exceeded: "it did not finish within the time limit",
   never_delivered: "no worker ever picked it up",
+  attempt_budget_exhausted: "its retries used up what one job may cost",
 };
 
 /**

@@ -330,3 +330,83 @@ describe("races on a token plan: counter = open holds + captures", () => {
     console.log("token-plan race winners:", winners);
   });
 });
+
+describe("a retry cannot double the bill: at most 2 × hold across a token plan's attempts", () => {
+  const usage = (completion: number) => ({
+    prompt_tokens: 100,
+    completion_tokens: completion,
+    source: "counted",
+  });
+
+  test("releases count what each attempt consumed; the one that reaches the bound fails the job and captures it", async () => {
+    const user = await newUser(admin, "team");
+    const job = await running(user, 100); // hold 2,148
+    const r1 = await rpc(svc, "release_job", {
+      p_job_id: job.id,
+      p_attempt: 1,
+      p_error: "transient: no response",
+      p_now: T0,
+      p_usage: usage(500),
+    });
+    expect(r1.outcome).toBe("released");
+    expect(r1.job.consumed).toBe(600);
+    await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 10) });
+    // The second attempt streams until the time budget: 600 + 1,700 + a hold > 2 × hold.
+    const r2 = await rpc(svc, "release_job", {
+      p_job_id: job.id,
+      p_attempt: 2,
+      p_error: "transient: no response",
+      p_now: addSeconds(T0, 20),
+      p_usage: usage(1600),
+    });
+    expect(r2.outcome).toBe("budget_exhausted");
+    expect(r2.job).toMatchObject({
+      status: "failed",
+      failure_reason: "attempt_budget_exhausted",
+      consumed: 2300,
+      captured: 1700,
+    });
+    expect(await counter(user)).toBe(1700);
+  });
+
+  test("a job plan's releases are not bounded by tokens", async () => {
+    const user = await newUser(admin, "pro");
+    const job = await running(user);
+    const r = await rpc(svc, "release_job", {
+      p_job_id: job.id,
+      p_attempt: 1,
+      p_now: T0,
+      p_usage: usage(100_000),
+    });
+    expect(r.outcome).toBe("released");
+  });
+
+  test("a reclaim counts the dead attempt's last progress; a claim that could cross 2 × hold ends the job capturing nothing", async () => {
+    const user = await newUser(admin, "team");
+    const job = await running(user, 100); // hold 2,148
+    await rpc(svc, "record_progress", {
+      p_job_id: job.id,
+      p_attempt: 1,
+      p_partial_output: "x",
+      p_completion_tokens: 900,
+      p_now: T0,
+    });
+    // The worker died; its lease expires and the next delivery reclaims: 1,000 consumed.
+    const again = await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 100) });
+    expect(again).toMatchObject({ outcome: "started", job: { attempts: 2, consumed: 1000 } });
+    await rpc(svc, "record_progress", {
+      p_job_id: job.id,
+      p_attempt: 2,
+      p_partial_output: "y",
+      p_completion_tokens: 1100,
+      p_now: addSeconds(T0, 101),
+    });
+    // It dies too: 1,000 + 1,200 + a hold > 2 × hold, so no third attempt.
+    const third = await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 200) });
+    expect(third).toMatchObject({
+      outcome: "budget_exhausted",
+      job: { status: "failed", failure_reason: "attempt_budget_exhausted", captured: 0 },
+    });
+    expect(await counter(user)).toBe(0);
+  });
+});
