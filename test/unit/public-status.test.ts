@@ -118,6 +118,7 @@ describe("phase → sentence: only what the API knows, no progress estimate", ()
       "lease_expired",
       "max_age_exceeded",
       "never_delivered",
+      "attempt_budget_exhausted",
     ];
     const sentences = reasons.map(failureSentence);
     expect(new Set(sentences).size).toBe(reasons.length);
