@@ -202,7 +202,7 @@ export type EnqueueResult =
   | { outcome: "enqueued"; job: JobRow; usage: UsageRow }
   | { outcome: "replayed"; job: JobRow; usage: UsageRow }
   | { outcome: "idempotency_key_reused"; job_id: string }
-  | { outcome: "quota_exceeded"; resets_at: string; usage: UsageRow }
+  | { outcome: "quota_exceeded"; resets_at: string; usage: UsageRow; hold?: number }
   | { outcome: "too_many_active_jobs"; usage: UsageRow }
   | { outcome: "invalid_prompt" }
   | { outcome: "invalid_idempotency_key" };

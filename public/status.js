@@ -189,6 +189,8 @@ export function errorSentence(problem, now, clock = {}) {
         usage?.resetsAt ?? (wait ? new Date(now.getTime() + wait * 1000).toISOString() : null);
       const period = usage ? periodWord(usage) : "this period's";
       const when = resetsAt ? formatWhen(resetsAt, now, clock) : "when your quota resets";
+      if (usage?.meter === "tokens")
+        return `Not enough tokens left for this prompt: ${formatCount(Math.max(usage.limit - usage.used, 0))} of ${formatCount(usage.limit)} remain, and a job holds its prompt plus its longest answer. They come back ${when}.`;
       return usage && usage.limit !== 1
         ? `You have used all ${usage.limit} of ${period} generations. They come back ${when}.`
         : `You have used ${period} generation. It comes back ${when}.`;

@@ -250,6 +250,13 @@ describe("a token plan shows the cost honestly", () => {
     maxActive: 3,
   };
 
+  test("a token plan's refusal says how many tokens are left, not generations", () => {
+    const problem = { code: "quota_exceeded", usage: { ...team, used: 1_999_000 } };
+    expect(errorSentence(problem, now, tokyo)).toMatch(
+      /^Not enough tokens left for this prompt: 1,000 of 2,000,000 remain, and a job holds its prompt plus its longest answer\. They come back /,
+    );
+  });
+
   test("usage: tokens used of the limit, and what active jobs hold", () => {
     expect(usageSentence(team, now, tokyo)).toMatch(
       /^Team plan: 6,710 tokens used of 2,000,000 \(4,400 of them held by active jobs\)\. Resets /,
