@@ -1,5 +1,5 @@
 /**
- * `npm run dev:token -- [--plan free|pro] [--user <uuid>] [--expires <seconds>]`: a signed
+ * `npm run dev:token -- [--plan free|pro|team] [--user <uuid>] [--expires <seconds>]`: a signed
  * access token for a local user, printed alone on stdout (so `TOKEN=$(npm run -s dev:token)`
  * works). Creates the user in the RUNNING dev stack's database (auth.users, and user_plans for
  * pro). A command, never an API route: nothing here can ship.
@@ -22,7 +22,7 @@ function fail(message: string): never {
 const args = process.argv.slice(2);
 if (args.includes("--help")) {
   process.stdout.write(
-    "usage: npm run -s dev:token -- [--plan free|pro] [--user <uuid>] [--expires <seconds>]\n",
+    "usage: npm run -s dev:token -- [--plan free|pro|team] [--user <uuid>] [--expires <seconds>]\n",
   );
   process.exit(0);
 }

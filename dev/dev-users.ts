@@ -1,13 +1,13 @@
 /**
  * Local users for the dev stack and tests: an `auth.users` row (what Supabase Auth would have
- * created), the plan (a `user_plans` row for pro; none for free), and a signed access token.
+ * created), the plan (a `user_plans` row for pro and team; none for free), and a signed access token.
  * Never imported by `api/` or `lib/`.
  */
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import { mintUserToken } from "./token.ts";
 
-export type DevPlan = "free" | "pro";
+export type DevPlan = "free" | "pro" | "team";
 
 export interface DevSession {
   userId: string;
@@ -24,8 +24,8 @@ export function parseSignIn(body: unknown): { plan: DevPlan; userId: string } | 
   const b = (body ?? {}) as { plan?: unknown; userId?: unknown };
   if (typeof body !== "object" || body === null || Array.isArray(body))
     return "body must be a JSON object";
-  if (b.plan !== undefined && b.plan !== "free" && b.plan !== "pro")
-    return 'plan must be "free" or "pro"';
+  if (b.plan !== undefined && b.plan !== "free" && b.plan !== "pro" && b.plan !== "team")
+    return 'plan must be "free", "pro" or "team"';
   if (b.userId !== undefined && (typeof b.userId !== "string" || !UUID.test(b.userId)))
     return "userId must be a UUID";
   return {

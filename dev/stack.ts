@@ -75,7 +75,7 @@ export interface Stack {
   alerts: { received(): unknown[]; clear(): void };
   signIn(opts?: {
     userId?: string;
-    plan?: "free" | "pro";
+    plan?: "free" | "pro" | "team";
   }): Promise<{ userId: string; accessToken: string }>;
   /** Admin pool on the stack's database. */
   sql: pg.Pool;

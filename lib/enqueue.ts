@@ -7,11 +7,13 @@
 import { dedupId, type JobRow, type UsageRow } from "./jobs.ts";
 import { log } from "./log.ts";
 import type { Deps } from "./ports.ts";
+import { countPromptTokens } from "./tokens.ts";
 
 export type EnqueueOutcome =
   | { outcome: "enqueued" | "replayed"; job: JobRow; usage: UsageRow }
   | { outcome: "rate_limited"; retryAfterSeconds: number }
-  | { outcome: "quota_exceeded"; resetsAt: Date; usage: UsageRow }
+  /** `hold`: what this job would have held (1, or its prompt's tokens + the output bound). */
+  | { outcome: "quota_exceeded"; resetsAt: Date; usage: UsageRow; hold: number }
   | { outcome: "too_many_active_jobs"; usage: UsageRow }
   | { outcome: "idempotency_key_reused" }
   | { outcome: "invalid_prompt" }
@@ -29,10 +31,17 @@ export async function enqueueJob(
     userId: input.userId,
     prompt: input.prompt,
     idempotencyKey: input.idempotencyKey,
+    // Counted for every plan (the plan is known inside the SQL call): a job plan ignores it.
+    promptTokens: await countPromptTokens(input.prompt),
   });
   switch (r.outcome) {
     case "quota_exceeded":
-      return { outcome: "quota_exceeded", resetsAt: new Date(r.resets_at), usage: r.usage };
+      return {
+        outcome: "quota_exceeded",
+        resetsAt: new Date(r.resets_at),
+        usage: r.usage,
+        hold: r.hold ?? 1,
+      };
     case "too_many_active_jobs":
     case "idempotency_key_reused":
     case "invalid_prompt":

@@ -13,7 +13,9 @@ export type FailureReason =
   | "provider_quota_exhausted"
   | "lease_expired"
   | "max_age_exceeded"
-  | "never_delivered";
+  | "never_delivered"
+  /** A token plan's attempts reached 2 × hold (docs/DESIGN.md#metering-hold-and-capture). */
+  | "attempt_budget_exhausted";
 
 /** A job row as the SQL functions return it (snake_case, ISO timestamps). Server side only. */
 export interface JobRow {
@@ -45,12 +47,29 @@ export interface JobRow {
   partial_output: string | null;
   partial_tokens: number;
   progress_at: string | null;
+  /** The job's plan's meter when it was enqueued (docs/DESIGN.md#metering-hold-and-capture). */
+  meter: Meter;
+  /** The prompt's tokens as counted at enqueue; null on jobs older than metering. */
+  prompt_tokens: number | null;
+  /** What enqueue added to the counter: 1 (jobs) or prompt + output bound (tokens). */
+  hold: number;
+  /** Null while active; on an ending, what was kept of the hold. */
+  captured: number | null;
+  /** Tokens consumed by the attempts that did not end the job (bounded: 2 × hold in all). */
+  consumed: number;
   /** get_job and list_jobs only: whether a cancel now would refund. */
   cancel_refunds?: boolean;
 }
 
+/** What a plan counts: jobs (each holds 1) or tokens (each holds its prompt + output bound). */
+export type Meter = "jobs" | "tokens";
+
 export interface UsageRow {
   plan: string;
+  /** Absent only from rows of a database older than metering. */
+  meter?: Meter;
+  /** get_usage: what the active jobs hold (part of `used`). */
+  held?: number;
   used: number;
   limit: number;
   period_start: string;
@@ -97,10 +116,20 @@ export interface Job {
    */
   partialOutput: string | null;
   partialTokens: number;
+  /** What the job is charged in: the plan's meter when it was enqueued. */
+  meter: Meter;
+  /** The most this job can cost: what it holds while active (1 job, or tokens). */
+  hold: number;
+  /** Null while active; once final, what it kept of the hold (the rest went back). */
+  captured: number | null;
 }
 
 export interface Usage {
   plan: string;
+  /** `used` and `limit` count jobs or tokens. */
+  meter: Meter;
+  /** Of `used`, what active jobs hold (the most they can still cost); GET /api/usage only. */
+  held?: number;
   used: number;
   limit: number;
   periodStart: string;
@@ -135,6 +164,9 @@ export function toJob(row: JobRow, now: Date = new Date()): Job {
     output: row.output,
     partialOutput: row.status === "running" ? (row.partial_output ?? null) : null,
     partialTokens: row.status === "running" ? (row.partial_tokens ?? 0) : 0,
+    meter: row.meter ?? "jobs",
+    hold: row.hold ?? 1,
+    captured: row.captured ?? null,
   };
 }
 
@@ -150,6 +182,8 @@ export function toUsage(row: UsageRow): Usage {
         };
   return {
     plan: row.plan,
+    meter: row.meter ?? "jobs",
+    ...(row.held === undefined ? {} : { held: row.held }),
     used: row.used,
     limit: row.limit,
     periodStart: new Date(row.period_start).toISOString(),
@@ -168,13 +202,15 @@ export type EnqueueResult =
   | { outcome: "enqueued"; job: JobRow; usage: UsageRow }
   | { outcome: "replayed"; job: JobRow; usage: UsageRow }
   | { outcome: "idempotency_key_reused"; job_id: string }
-  | { outcome: "quota_exceeded"; resets_at: string; usage: UsageRow }
+  | { outcome: "quota_exceeded"; resets_at: string; usage: UsageRow; hold?: number }
   | { outcome: "too_many_active_jobs"; usage: UsageRow }
   | { outcome: "invalid_prompt" }
   | { outcome: "invalid_idempotency_key" };
 export type StartResult =
   | { outcome: "started"; job: JobRow; max_output_tokens: number }
   | { outcome: "already_running" | "not_ready" | "already_final"; job: JobRow }
+  /** A token plan's next attempt could cross 2 × hold: the job ended failed instead. */
+  | { outcome: "budget_exhausted"; job: JobRow }
   | { outcome: "not_found" };
 export type CompleteResult =
   | { outcome: "completed"; job: JobRow }
@@ -187,6 +223,8 @@ export type RequeueResult =
   | { outcome: "not_found" };
 export type ReleaseResult =
   | { outcome: "released"; job: JobRow }
+  /** The released attempt brought a token plan's job to 2 × hold: failed, this attempt captured. */
+  | { outcome: "budget_exhausted"; job: JobRow }
   | { outcome: "not_running"; job: JobRow }
   | { outcome: "not_found" };
 export type FailResult =
@@ -248,11 +286,19 @@ const usageArg = (usage?: AttemptUsage | null) => (usage ? { p_usage: usage } : 
 export function createJobs(rpc: Rpc) {
   const call = <T>(fn: string, args: Record<string, unknown>) => rpc(fn, args) as Promise<T>;
   return {
-    enqueue: (i: { userId: string; prompt: string; idempotencyKey?: string | null; now?: Date }) =>
+    enqueue: (i: {
+      userId: string;
+      prompt: string;
+      idempotencyKey?: string | null;
+      /** The prompt's tokens (lib/tokens.ts); a token plan holds them plus its output bound. */
+      promptTokens?: number;
+      now?: Date;
+    }) =>
       call<EnqueueResult>("enqueue_job", {
         p_user_id: i.userId,
         p_prompt: i.prompt,
         p_idempotency_key: i.idempotencyKey ?? null,
+        ...(i.promptTokens === undefined ? {} : { p_prompt_tokens: i.promptTokens }),
         ...at(i.now),
       }),
     start: (jobId: string, i: { leaseSeconds: number; now?: Date }) =>

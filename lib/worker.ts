@@ -69,6 +69,11 @@ export async function runJob(
     });
     return { status: 200, outcome: "not_ready" };
   }
+  if (claim.outcome === "budget_exhausted") {
+    // A token plan's attempts reached what one job may consume (2 × hold): ended, not run.
+    log.warn("job_budget_exhausted", { jobId, consumed: claim.job.consumed, hold: claim.job.hold });
+    return { status: 200, outcome: claim.outcome };
+  }
   if (claim.outcome !== "started") {
     log.info("delivery_ignored", { jobId, outcome: claim.outcome });
     return { status: 200, outcome: claim.outcome };

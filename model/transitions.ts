@@ -80,6 +80,13 @@ export interface Effect {
   counter: -1 | 0 | 1;
   /** Canceled with the unit kept spent (refund_withheld = running_cancel_limit). */
   withheld?: true;
+  /**
+   * An ending: what the job keeps of its hold (docs/DESIGN.md#metering-hold-and-capture). On a
+   * job plan, the only plan this table models, the hold is 1, so 1 kept or 0 released, and the
+   * counter moves by captured − 1. Token plans (captures between 0 and the hold, from the usage
+   * and the progress) are not modeled; test/db/hold-capture.test.ts covers them.
+   */
+  captured?: 0 | 1;
 }
 
 export interface Row {
@@ -142,7 +149,7 @@ export const transitions: Record<FnName, Fn> = {
       {
         when: { status: ["running"], claim: ["current"] },
         outcome: "completed",
-        to: { status: "succeeded", counter: 0 },
+        to: { status: "succeeded", counter: 0, captured: 1 },
       },
       { when: "otherwise", outcome: "not_running", to: nothing },
     ],
@@ -154,17 +161,17 @@ export const transitions: Record<FnName, Fn> = {
       {
         when: { status: ["running"], claim: ["current"], countHit: [true], lastHit: [true] },
         outcome: "gave_up",
-        to: { status: "failed", reason: "provider_quota_exhausted", counter: -1 },
+        to: { status: "failed", reason: "provider_quota_exhausted", counter: -1, captured: 0 },
       },
       {
         when: { status: ["running"], claim: ["current"], aged: [true] },
         outcome: "gave_up",
-        to: { status: "failed", reason: "provider_quota_exhausted", counter: -1 },
+        to: { status: "failed", reason: "provider_quota_exhausted", counter: -1, captured: 0 },
       },
       {
         when: { status: ["running"], claim: ["current"], beyondDeadline: [true] },
         outcome: "gave_up",
-        to: { status: "failed", reason: "provider_quota_exhausted", counter: -1 },
+        to: { status: "failed", reason: "provider_quota_exhausted", counter: -1, captured: 0 },
       },
       {
         when: { status: ["running"], claim: ["current"], countHit: [true] },
@@ -219,7 +226,7 @@ export const transitions: Record<FnName, Fn> = {
       {
         when: "otherwise",
         outcome: "failed",
-        to: { status: "failed", reason: "$reason", counter: -1 },
+        to: { status: "failed", reason: "$reason", counter: -1, captured: 0 },
       },
     ],
   },
@@ -231,9 +238,13 @@ export const transitions: Record<FnName, Fn> = {
       {
         when: { status: ["running"], cancelRefundLeft: [false] },
         outcome: "canceled",
-        to: { status: "canceled", withheld: true, counter: 0 },
+        to: { status: "canceled", withheld: true, counter: 0, captured: 1 },
       },
-      { when: "otherwise", outcome: "canceled", to: { status: "canceled", counter: -1 } },
+      {
+        when: "otherwise",
+        outcome: "canceled",
+        to: { status: "canceled", counter: -1, captured: 0 },
+      },
     ],
   },
   sweep_jobs: {
@@ -242,12 +253,12 @@ export const transitions: Record<FnName, Fn> = {
       {
         when: { status: active, aged: [true] },
         outcome: "failed",
-        to: { status: "failed", reason: "max_age_exceeded", counter: -1 },
+        to: { status: "failed", reason: "max_age_exceeded", counter: -1, captured: 0 },
       },
       {
         when: { status: ["running"], lease: ["past_grace"] },
         outcome: "failed",
-        to: { status: "failed", reason: "lease_expired", counter: -1 },
+        to: { status: "failed", reason: "lease_expired", counter: -1, captured: 0 },
       },
       {
         when: { status: ["queued"], resume: ["ready"], undelivered: [true], republished: [false] },
@@ -257,7 +268,7 @@ export const transitions: Record<FnName, Fn> = {
       {
         when: { status: ["queued"], resume: ["ready"], undelivered: [true] },
         outcome: "failed",
-        to: { status: "failed", reason: "never_delivered", counter: -1 },
+        to: { status: "failed", reason: "never_delivered", counter: -1, captured: 0 },
       },
       { when: "otherwise", outcome: "untouched", to: nothing },
     ],

@@ -118,6 +118,8 @@ const CHECKS: Array<{ check: string; fixable: boolean; sql: string; param?: Para
             from public.job_events e join public.generation_jobs j on j.id = e.job_id
             where e.to_status = 'canceled' and e.from_status = 'running'
               and e.detail ->> 'refunded' = 'true'
+              -- A token plan's running cancel captures what it consumed and is not counted.
+              and j.meter = 'jobs'
             group by j.user_id, j.period_start
           )
           select q.user_id, q.period_start, q.refunded_running_cancels, coalesce(c.n, 0) as events

@@ -5,7 +5,7 @@
  * Idempotency-Key); this file only wires them to the DOM and the API.
  */
 import { ApiError, createApi } from "./api.js";
-import { AuthError, authErrorSentence, createAuth } from "./auth.js";
+import { AuthError, authErrorSentence, createAuth, devPlan } from "./auth.js";
 import { createCard } from "./cards.js";
 import { narrowConnectSrc } from "./csp.js";
 import { formatClock } from "./format.js";
@@ -153,7 +153,7 @@ async function main() {
   });
   ui.devForm.addEventListener("submit", (e) => {
     e.preventDefault();
-    const plan = new FormData(ui.devForm).get("plan") === "pro" ? "pro" : "free";
+    const plan = devPlan(new FormData(ui.devForm).get("plan"));
     void trySignIn(() => auth.devSignIn(plan), ui.devForm);
   });
   ui.signOut.addEventListener("click", () => {

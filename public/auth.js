@@ -167,7 +167,7 @@ export function createAuth(options = {}) {
   }
 
   /**
-   * @param {"free" | "pro"} plan
+   * @param {DevPlan} plan
    * @param {string} [userId]
    */
   async function devSignInRaw(plan, userId) {
@@ -197,7 +197,7 @@ export function createAuth(options = {}) {
       try {
         const next =
           s.kind === "dev"
-            ? await devSignInRaw(s.plan === "pro" ? "pro" : "free", s.userId)
+            ? await devSignInRaw(devPlan(s.plan), s.userId)
             : s.refreshToken
               ? await gotrue("refresh_token", { refresh_token: s.refreshToken })
               : null;
@@ -246,7 +246,7 @@ export function createAuth(options = {}) {
     async signInWithPassword(email, password) {
       set(await gotrue("password", { email, password }));
     },
-    /** @param {"free" | "pro"} plan */
+    /** @param {DevPlan} plan */
     async devSignIn(plan) {
       set(await devSignInRaw(plan));
     },
@@ -266,3 +266,14 @@ export function createAuth(options = {}) {
 }
 
 /** @typedef {ReturnType<typeof createAuth>} Auth */
+
+/** @typedef {"free" | "pro" | "team"} DevPlan */
+
+/**
+ * A plan name the dev sign-in knows, from anything stored or submitted (free otherwise).
+ * @param {unknown} plan
+ * @returns {DevPlan}
+ */
+export function devPlan(plan) {
+  return plan === "pro" || plan === "team" ? plan : "free";
+}

@@ -79,3 +79,12 @@ export function formatWait(seconds) {
   const m = Math.ceil(s / 60);
   return m === 1 ? "1 minute" : `${m} minutes`;
 }
+
+/**
+ * A count with thousands separators, always in en-US so the page reads the same everywhere:
+ * 2310 → "2,310".
+ * @param {number} n
+ */
+export function formatCount(n) {
+  return new Intl.NumberFormat("en-US").format(n);
+}

@@ -4,7 +4,7 @@
  * the usage line. Honest by construction: every sentence states a fact the API returned
  * (a phase, a time, a refund), never an estimate of progress.
  */
-import { formatClock, formatDuration, formatWait, formatWhen } from "./format.js";
+import { formatClock, formatCount, formatDuration, formatWait, formatWhen } from "./format.js";
 
 /** @typedef {import("../lib/jobs.ts").Job} Job */
 /** @typedef {import("../lib/jobs.ts").Usage} Usage */
@@ -25,6 +25,7 @@ const REASONS = {
   lease_expired: "the worker handling it stopped responding",
   max_age_exceeded: "it did not finish within the time limit",
   never_delivered: "no worker ever picked it up",
+  attempt_budget_exhausted: "its retries used up what one job may cost",
 };
 
 /**
@@ -42,6 +43,32 @@ export function failureSentence(reason) {
  * @param {Clock} [clock]
  */
 export function phaseSentence(job, now, clock = {}) {
+  const cost = costSentence(job);
+  const sentence = phaseOnly(job, now, clock);
+  return cost ? `${sentence} ${cost}` : sentence;
+}
+
+/**
+ * What a job on a token plan costs, honestly: while active, the most it holds; once final, what
+ * it kept ("This job holds up to 4,400 tokens." / "It used 497 tokens."). Empty on a job plan.
+ * @param {Pick<Job, "meter" | "hold" | "captured" | "status">} job
+ */
+export function costSentence(job) {
+  if (job.meter !== "tokens") return "";
+  if (job.captured === null || job.captured === undefined)
+    return `This job holds up to ${formatCount(job.hold)} tokens of your quota.`;
+  const released = job.hold - job.captured;
+  return released > 0
+    ? `It used ${formatCount(job.captured)} tokens; the other ${formatCount(released)} it held went back.`
+    : `It used ${formatCount(job.captured)} tokens.`;
+}
+
+/**
+ * @param {Job} job
+ * @param {Date} now
+ * @param {Clock} clock
+ */
+function phaseOnly(job, now, clock) {
   switch (job.phase) {
     case "queued":
       return "Queued. It starts as soon as a worker is free.";
@@ -56,8 +83,10 @@ export function phaseSentence(job, now, clock = {}) {
     case "succeeded":
       return job.finishedAt ? `Done ${formatWhen(job.finishedAt, now, clock)}.` : "Done.";
     case "failed":
-      return `Failed: ${failureSentence(job.failureReason)}.${job.quotaRefunded ? " Your generation was refunded." : ""}`;
+      // A token plan's job says what it used instead (costSentence).
+      return `Failed: ${failureSentence(job.failureReason)}.${job.quotaRefunded && job.meter !== "tokens" ? " Your generation was refunded." : ""}`;
     case "canceled":
+      if (job.meter === "tokens") return "Canceled.";
       return job.quotaRefunded
         ? "Canceled. Your generation was refunded."
         : job.refundWithheld === "running_cancel_limit"
@@ -123,6 +152,10 @@ export function cancelWarning(usage) {
  */
 export function usageSentence(usage, now, clock = {}) {
   const plan = usage.plan.charAt(0).toUpperCase() + usage.plan.slice(1);
+  if (usage.meter === "tokens") {
+    const held = usage.held ? ` (${formatCount(usage.held)} of them held by active jobs)` : "";
+    return `${plan} plan: ${formatCount(usage.used)} tokens used of ${formatCount(usage.limit)}${held}. Resets ${formatWhen(usage.resetsAt, now, clock)}.`;
+  }
   const unit = usage.limit === 1 ? "generation" : "generations";
   return `${plan} plan: ${usage.used} of ${usage.limit} ${unit} used. Resets ${formatWhen(usage.resetsAt, now, clock)}.`;
 }
@@ -156,6 +189,8 @@ export function errorSentence(problem, now, clock = {}) {
         usage?.resetsAt ?? (wait ? new Date(now.getTime() + wait * 1000).toISOString() : null);
       const period = usage ? periodWord(usage) : "this period's";
       const when = resetsAt ? formatWhen(resetsAt, now, clock) : "when your quota resets";
+      if (usage?.meter === "tokens")
+        return `Not enough tokens left for this prompt: ${formatCount(Math.max(usage.limit - usage.used, 0))} of ${formatCount(usage.limit)} remain, and a job holds its prompt plus its longest answer. They come back ${when}.`;
       return usage && usage.limit !== 1
         ? `You have used all ${usage.limit} of ${period} generations. They come back ${when}.`
         : `You have used ${period} generation. It comes back ${when}.`;

@@ -53,7 +53,9 @@ export function createHandler(deps: () => Deps) {
           throw new HttpError(
             429,
             "quota_exceeded",
-            `You have used all ${r.usage.limit} generation(s) of this period. It resets at ${r.resetsAt.toISOString()}.`,
+            r.usage.meter === "tokens"
+              ? `This prompt needs up to ${r.hold} tokens and ${Math.max(r.usage.limit - r.usage.used, 0)} of your ${r.usage.limit} are left this period. It resets at ${r.resetsAt.toISOString()}.`
+              : `You have used all ${r.usage.limit} generation(s) of this period. It resets at ${r.resetsAt.toISOString()}.`,
             { "retry-after": secondsUntil(r.resetsAt, now) },
             { usage: toUsage(r.usage) },
           );

@@ -120,7 +120,7 @@ export async function bulkJobs(db: pg.Pool | pg.Client, o: BulkJobs): Promise<st
       insert into ${table} (
         id, user_id, status, prompt, request_hash, plan_id, period_start, output, failure_reason,
         attempts, lease_expires_at, created_at, queued_at, started_at, finished_at, refunded_at,
-        updated_at)
+        captured, updated_at)
       select gen_random_uuid(), user_id, status, 'bench prompt ' || i, md5(i::text), $4,
         date_trunc('month', created_at at time zone 'UTC') at time zone 'UTC',
         case when status = 'succeeded' then 'bench output' end,
@@ -131,6 +131,8 @@ export async function bulkJobs(db: pg.Pool | pg.Client, o: BulkJobs): Promise<st
         case when status <> 'queued' then created_at end,
         case when status in ('succeeded', 'failed', 'canceled') then created_at + interval '30 s' end,
         case when status in ('failed', 'canceled') then created_at + interval '30 s' end,
+        -- A job plan's ending keeps 1 (succeeded) or 0 (refunded): the drift view's captures.
+        case when status = 'succeeded' then 1 when status in ('failed', 'canceled') then 0 end,
         created_at
       from src
       returning id, user_id, period_start, refunded_at

@@ -292,6 +292,28 @@ describe("POST /api/jobs", () => {
     expect(await jobsFor(user.id)).toBe(1);
   });
 
+  test("429 quota_exceeded on a token plan when used + the hold would pass the limit; nothing held", async () => {
+    const user = await app.newUser("team");
+    // Leave 2,000 tokens: less than any hold (2,048 output tokens alone).
+    await app.admin.query(
+      `insert into public.quota_usage (user_id, period_start, units_used)
+       values ($1, date_trunc('month', now() at time zone 'UTC') at time zone 'UTC', 1998000)`,
+      [user.id],
+    );
+    const res = await app.enqueue(user, "a short prompt");
+    expect(res.status).toBe(429);
+    const body = await res.json();
+    expect(body.error.code).toBe("quota_exceeded");
+    expect(body.error.message).toMatch(
+      /^This prompt needs up to \d+ tokens and 2000 of your 2000000 are left/,
+    );
+    expect(body.usage).toMatchObject({ meter: "tokens", used: 1_998_000, limit: 2_000_000 });
+    expect(await app.unitsUsed(user.id)).toBe(1_998_000);
+    expect(await jobsFor(user.id)).toBe(0);
+    // The quota_drift view counts only jobs: this hand-made counter is removed again.
+    await app.admin.query("delete from public.quota_usage where user_id = $1", [user.id]);
+  });
+
   test("429 rate_limited with Retry-After once a user exceeds RATE_LIMIT_REQUESTS", async () => {
     const limited = app.handlersFor(app.makeDeps({ RATE_LIMIT_REQUESTS: "2" }).deps);
     const user = await app.newUser("pro");

@@ -248,7 +248,7 @@ describe("DELETE /api/jobs/:id", () => {
     expect(await app.unitsUsed(user.id)).toBe(1);
     const events = (await app.events(second)).filter((e) => e.event === "canceled");
     expect(events.map((e) => e.detail)).toEqual([
-      { refunded: false, reason: "running_cancel_limit" },
+      { refunded: false, reason: "running_cancel_limit", captured: 1, released: 0 },
     ]);
     // The unit stays spent: no new job today.
     const again = await app.call("jobs", "/api/jobs", {
@@ -313,11 +313,15 @@ describe("GET /api/usage", () => {
     expect(res.status).toBe(200);
     expect(res.headers.get("cache-control")).toBe("no-store");
     const usage = await res.json();
-    expect(Object.keys(usage).sort()).toEqual([...USAGE_KEYS, "runningCancelRefunds"].sort());
+    expect(Object.keys(usage).sort()).toEqual(
+      [...USAGE_KEYS, "held", "runningCancelRefunds"].sort(),
+    );
     const dayStart = new Date();
     dayStart.setUTCHours(0, 0, 0, 0);
     expect(usage).toEqual({
       plan: "free",
+      meter: "jobs",
+      held: 0,
       used: 0,
       limit: 1,
       periodStart: dayStart.toISOString(),

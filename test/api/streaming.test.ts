@@ -5,6 +5,7 @@
  * attempt's usage in the event history.
  */
 import { randomUUID } from "node:crypto";
+import { countTokens } from "gpt-tokenizer/encoding/o200k_base";
 import { describe, expect, test } from "vitest";
 import { eventually, useApi } from "../support/api.ts";
 
@@ -13,7 +14,7 @@ const app = useApi({ env: { MODEL_TIMEOUT_MS: "20000" } });
 
 const outcomeOf = async (res: Response) => ((await res.json()) as { outcome: string }).outcome;
 
-async function queuedJob(plan: "free" | "pro" = "free", marker = "") {
+async function queuedJob(plan: "free" | "pro" | "team" = "free", marker = "") {
   const user = await app.newUser(plan);
   const id = await app.enqueueOk(user, `Write a report ${randomUUID()} ${marker}`);
   return { user, id, message: app.qstash.latestFor(id) };
@@ -41,6 +42,8 @@ describe("bounded, streamed model calls", () => {
     expect(b).toMatchObject({ stream: true, maxCompletionTokens: 2048, finishReason: "stop" });
     expect(await detailOf(free.id, "completed")).toEqual({
       attempt: 1,
+      captured: 1,
+      released: 0,
       usage: {
         prompt_tokens: expect.any(Number),
         completion_tokens: a?.completionTokens,
@@ -153,5 +156,29 @@ describe("a cancel stops the spend", () => {
     expect(Date.now() - canceledAt).toBeLessThan(2_000);
     expect(await outcomeOf(res)).toBe("aborted");
     expect(app.model.stats().streamedTokens).toBe(0);
+  });
+});
+
+describe("a token plan holds the most and captures what the provider reported", () => {
+  test("enqueue holds the counted prompt plus 2,048; success captures prompt + completion and releases the rest", async () => {
+    const user = await app.newUser("team");
+    const prompt = `Write a report ${randomUUID()}`;
+    const res = await app.enqueue(user, prompt);
+    expect(res.status).toBe(202);
+    const { job, usage } = await res.json();
+    const hold = countTokens(prompt) + 8 + 2048;
+    expect(job).toMatchObject({ meter: "tokens", hold, captured: null });
+    expect(usage).toMatchObject({ plan: "team", meter: "tokens", used: hold, limit: 2_000_000 });
+
+    expect(await outcomeOf(await app.deliver(app.qstash.latestFor(job.id)))).toBe("completed");
+    const reported = (await detailOf(job.id, "completed")).usage;
+    expect(reported.source).toBe("provider");
+    const captured = reported.prompt_tokens + reported.completion_tokens;
+    const done = await getJob(job.id, user.headers);
+    expect(done).toMatchObject({ status: "succeeded", hold, captured });
+    expect(captured).toBeLessThan(hold);
+    expect(await app.unitsUsed(user.id)).toBe(captured);
+    const after = await (await app.call("usage", "/api/usage", { headers: user.headers })).json();
+    expect(after).toMatchObject({ meter: "tokens", used: captured, held: 0 });
   });
 });

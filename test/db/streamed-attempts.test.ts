@@ -191,7 +191,7 @@ describe("each attempt's usage is in the event history", () => {
     });
   });
 
-  test("without usage the event detail is as before", async () => {
+  test("without usage the event detail has no usage, only the capture", async () => {
     const a = await runningJob();
     await rpc(svc, "complete_job", {
       p_job_id: a.id,
@@ -199,7 +199,7 @@ describe("each attempt's usage is in the event history", () => {
       p_output: "x",
       p_now: T0,
     });
-    expect((await events(a.id)).at(-1)?.detail).toEqual({ attempt: 1 });
+    expect((await events(a.id)).at(-1)?.detail).toEqual({ attempt: 1, captured: 1, released: 0 });
   });
 
   test("an attempt someone else ended: one attempt_usage event, appended to a final job", async () => {

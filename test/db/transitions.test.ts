@@ -479,7 +479,7 @@ describe("cancel_job: a running job's refund is bounded by the plan", () => {
     expect(await cancelEvent(second)).toEqual([
       {
         from_status: "running",
-        detail: { refunded: false, reason: "running_cancel_limit" },
+        detail: { refunded: false, reason: "running_cancel_limit", captured: 1, released: 0 },
       },
     ]);
     // The unit stays spent: the day's quota is used up.
@@ -511,7 +511,7 @@ describe("cancel_job: a running job's refund is bounded by the plan", () => {
     expect(r).toMatchObject({ outcome: "canceled", refunded: true });
     expect(await counter(job.user)).toEqual({ units_used: 0, refunded_running_cancels: 1 });
     expect(await cancelEvent(job.id)).toEqual([
-      { from_status: "queued", detail: { refunded: true } },
+      { from_status: "queued", detail: { refunded: true, captured: 0, released: 1 } },
     ]);
   });
 
@@ -549,7 +549,8 @@ describe("cancel_job: a running job's refund is bounded by the plan", () => {
     await expect(
       svc.query(
         `update public.generation_jobs set status = 'canceled', finished_at = now(), refunded_at = now(),
-           refund_withheld = 'running_cancel_limit', lease_expires_at = null, resume_at = null where id = $1`,
+           refund_withheld = 'running_cancel_limit', lease_expires_at = null, resume_at = null,
+           captured = 0 where id = $1`,
         [other.id],
       ),
     ).rejects.toThrow(/refunded_iff/);

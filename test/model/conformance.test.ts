@@ -67,6 +67,8 @@ function concrete(f: Facts, args: Args, variant: number) {
       refunded_at: f.status === "failed" || f.status === "canceled" ? s(-50) : null,
       failure_reason: f.status === "failed" ? "delivery_failed" : null,
       output: f.status === "succeeded" ? "the doc" : null,
+      // A job plan's ending kept 1 (succeeded) or 0 (refunded); null while active.
+      captured: f.status === "succeeded" ? 1 : final ? 0 : null,
     },
     // One unit of another job, so a refund too many would show as a number, not an error.
     unitsUsed: 1 + (holdsUnit ? 1 : 0),
@@ -151,6 +153,8 @@ interface Observed {
   republishes: number;
   counter: number;
   withheld: boolean;
+  /** What the job kept of its hold, when this call ended it (null otherwise). */
+  captured: number | null;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: a generation_jobs row as pg returns it
@@ -194,6 +198,7 @@ function observe(
     republishes: after.republish_count - before.republish_count,
     counter: units[1] - units[0],
     withheld: after.refund_withheld !== null,
+    captured: before.captured === null ? after.captured : null,
   };
 }
 
@@ -223,6 +228,7 @@ function expected(table: Table, fn: FnName, f: Facts, args: Args): Observed | un
     republishes: to.republish ? 1 : 0,
     counter: to.counter,
     withheld: to.withheld === true,
+    captured: to.captured ?? null,
   };
 }
 
@@ -247,9 +253,10 @@ async function runCase(
        insert into public.generation_jobs (
          id, user_id, status, prompt, request_hash, plan_id, period_start, attempts,
          provider_quota_hits, republish_count, publish_seq, created_at, queued_at, resume_at,
-         lease_expires_at, started_at, finished_at, refunded_at, failure_reason, output, updated_at
+         lease_expires_at, started_at, finished_at, refunded_at, failure_reason, output, updated_at,
+         captured
        ) values ($1, $2, $5, 'write it', 'h', 'free', $3, $6, $7, $8, $9, $10, $11, $12, $13, $14,
-         $15, $16, $17, $18, $10)
+         $15, $16, $17, $18, $10, $20)
        returning *`,
       [
         id,
@@ -271,6 +278,7 @@ async function runCase(
         j.failure_reason,
         j.output,
         c.refundedRunningCancels,
+        j.captured,
       ],
     );
     const before = rows[0] as JobRow;

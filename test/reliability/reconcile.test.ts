@@ -42,6 +42,18 @@ describe("npm run reconcile", () => {
     expect(report).toMatchObject({ ok: true, findings: [] });
   });
 
+  test("a token plan's running cancels are not refunded running-cancels of the job plans' bound", async () => {
+    // Without `j.meter = 'jobs'` the check counts them and reports a counter mismatch.
+    const user = await newUser(admin, "team");
+    for (let i = 0; i < 2; i++) {
+      const id = await enqueue(user, new Date());
+      await rpc(service, "start_job", { p_job_id: id, p_lease_seconds: 90 });
+      await rpc(service, "cancel_job", { p_job_id: id, p_user_id: user });
+    }
+    const report = await reconcile({ dbUrl: databaseUrl() });
+    expect(report).toMatchObject({ ok: true, findings: [] });
+  });
+
   test("a canceled attempt's usage record (canceled → canceled) is not a second refund", async () => {
     // Without `from_status is distinct from to_status` the attempt_usage event counts as a
     // second transition into canceled and the job is reported as refunded twice.
@@ -134,7 +146,7 @@ describe("npm run reconcile", () => {
     const id = await enqueue(user, new Date());
     await admin.query(
       `update public.generation_jobs set status = 'failed', failure_reason = 'delivery_failed',
-         finished_at = now(), refunded_at = now() where id = $1`,
+         finished_at = now(), refunded_at = now(), captured = 0 where id = $1`,
       [id],
     );
     const report = await reconcile({ dbUrl: databaseUrl() });
@@ -172,7 +184,7 @@ describe("npm run reconcile", () => {
     const raw = await enqueue(other, now);
     await admin.query(
       `update public.generation_jobs set status = 'canceled', finished_at = now(),
-         refund_withheld = 'running_cancel_limit' where id = $1`,
+         refund_withheld = 'running_cancel_limit', captured = 1 where id = $1`,
       [raw],
     );
     await admin.query(

@@ -212,7 +212,7 @@ export interface Api {
   /** The app's log lines of the current test (JSON strings). */
   logs: string[];
 
-  newUser(plan?: "free" | "pro"): Promise<TestUser>;
+  newUser(plan?: "free" | "pro" | "team"): Promise<TestUser>;
   /** Call one route in-process; `path` may carry a query string. */
   call(route: Route, path: string, init?: RequestInit, handlers?: Handlers): Promise<Response>;
   /** `POST /api/jobs` with a JSON `{prompt}` body. */
@@ -552,6 +552,9 @@ export async function eventually<T>(
 /** The job fields the API promises (docs/DESIGN.md#http-api, plus the owner's own prompt for the job card). */
 export const JOB_KEYS = [
   "prompt",
+  "meter",
+  "hold",
+  "captured",
   "attempts",
   "cancelRefunds",
   "createdAt",
@@ -573,6 +576,7 @@ export const JOB_KEYS = [
 /** The usage fields every report has; `GET /api/usage` adds `runningCancelRefunds`. */
 export const USAGE_KEYS = [
   "active",
+  "meter",
   "limit",
   "maxActive",
   "periodStart",

@@ -139,8 +139,8 @@ export async function until<T>(
 }
 
 /** Signs in through the page's dev sign-in, as a new local user on `plan`. */
-export async function devSignIn(page: Page, plan: "free" | "pro" = "free"): Promise<void> {
-  await page.getByLabel(plan === "pro" ? /Pro plan/ : /Free plan/).check();
+export async function devSignIn(page: Page, plan: "free" | "pro" | "team" = "free"): Promise<void> {
+  await page.getByLabel({ free: /Free plan/, pro: /Pro plan/, team: /Team plan/ }[plan]).check();
   await page.getByRole("button", { name: "Sign in locally" }).click();
   await page.getByRole("heading", { name: "Your usage" }).waitFor();
 }

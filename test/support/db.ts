@@ -79,8 +79,11 @@ export async function rpc(
   return rows[0].result;
 }
 
-/** A user of its own for each test; `pro` users get an auth.users row and a user_plans row. */
-export async function newUser(admin: pg.Pool, plan: "free" | "pro" = "free"): Promise<string> {
+/**
+ * A user of its own for each test; users on any plan but free (`pro`, the token-metered `team`,
+ * or a plan a test made) get an auth.users row and a user_plans row.
+ */
+export async function newUser(admin: pg.Pool, plan: string = "free"): Promise<string> {
   const id = randomUUID();
   if (plan !== "free") {
     await admin.query("insert into auth.users (id) values ($1)", [id]);
@@ -92,7 +95,7 @@ export async function newUser(admin: pg.Pool, plan: "free" | "pro" = "free"): Pr
   return id;
 }
 
-/** docs/DESIGN.md#invariant-1-no-drift: no user and period whose counter differs from its unrefunded jobs. */
+/** docs/DESIGN.md#invariant-1-no-drift: no user and period whose counter differs from its open holds plus captures. */
 export async function expectNoDrift(admin: pg.Pool, userIds?: string[]): Promise<void> {
   const { rows } = userIds
     ? await admin.query("select * from public.quota_drift where user_id = any($1)", [userIds])

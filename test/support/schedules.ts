@@ -125,9 +125,12 @@ export const round: fc.Arbitrary<Round> = fc.array(command, { minLength: 1, maxL
 
 export const schedule = (maxRounds = 12): fc.Arbitrary<Schedule> =>
   fc.record({
-    users: fc.array(fc.constantFrom("free" as const, "pro" as const, "tight" as const), {
-      minLength: 1,
-      maxLength: 4,
-    }),
+    users: fc.array(
+      fc.constantFrom("free" as const, "pro" as const, "tight" as const, "team" as const),
+      {
+        minLength: 1,
+        maxLength: 4,
+      },
+    ),
     rounds: fc.array(round, { minLength: 1, maxLength: maxRounds }),
   });

@@ -79,7 +79,7 @@ export interface Schedule {
    * `tight`: a plan of the schedules' own (3 units a day, 2 active, no refunded running
    * cancel), so that a running cancel whose refund is withheld happens often enough to check.
    */
-  users: Array<"free" | "pro" | "tight">;
+  users: Array<"free" | "pro" | "tight" | "team">;
   rounds: Round[];
 }
 
@@ -330,7 +330,7 @@ export class Sim {
     return res;
   }
 
-  async addUsers(plans: Array<"free" | "pro" | "tight">): Promise<void> {
+  async addUsers(plans: Array<"free" | "pro" | "tight" | "team">): Promise<void> {
     for (const plan of plans) {
       const id = randomUUID();
       if (plan === "tight")
@@ -696,7 +696,7 @@ export async function checkInvariants(
   // checked after each test by useApi).
   const drift = await admin.query(
     `with reserved as (
-       select user_id, period_start, count(*) filter (where refunded_at is null) as units_expected
+       select user_id, period_start, sum(coalesce(captured, hold)) as units_expected
        from public.generation_jobs where user_id = any($1) group by user_id, period_start
      ), used as (select * from public.quota_usage where user_id = any($1))
      select coalesce(u.user_id, r.user_id) as user_id, coalesce(u.units_used, 0) as units_used,
@@ -717,8 +717,12 @@ export async function checkInvariants(
     refunds: number;
     claims: number;
     terminal_events: number;
+    hold: number;
+    captured: number | null;
+    captures: number;
   }>(
-    `select j.id, j.status, j.prompt, j.refunded_at, j.refund_withheld, j.output,
+    `select j.id, j.status, j.prompt, j.refunded_at, j.refund_withheld, j.output, j.hold, j.captured,
+       (select count(*)::int from public.job_events e where e.job_id = j.id and e.detail ? 'captured') as captures,
        (select count(*)::int from public.job_events e where e.job_id = j.id and e.to_status in ('failed', 'canceled') and e.from_status is distinct from e.to_status) as refunds,
        (select count(*)::int from public.job_events e where e.job_id = j.id and e.event in ('started', 'reclaimed')) as claims,
        (select count(*)::int from public.job_events e where e.job_id = j.id and e.to_status in ('succeeded', 'failed', 'canceled') and e.from_status is distinct from e.to_status) as terminal_events
@@ -742,6 +746,15 @@ export async function checkInvariants(
       problems.push(`job ${j.id} ${j.status} with a withheld refund`);
     if (j.status === "succeeded" && (j.refunds !== 0 || j.refunded_at !== null))
       problems.push(`job ${j.id} succeeded and refunded`);
+    // docs/DESIGN.md#invariant-2-exactly-once-refund: every hold captured or released exactly
+    // once (one ending event says so), never more captured than held.
+    const final = ["succeeded", "failed", "canceled"].includes(j.status);
+    if (final && (j.captures !== 1 || j.captured === null || j.captured < 0 || j.captured > j.hold))
+      problems.push(
+        `job ${j.id} ${j.status}: captured ${j.captured} of ${j.hold} in ${j.captures} events`,
+      );
+    if (!final && (j.captured !== null || j.captures !== 0))
+      problems.push(`job ${j.id} ${j.status}: captured ${j.captured} while active`);
     if (j.status === "succeeded" && !j.output)
       problems.push(`job ${j.id} succeeded without output`);
     if (j.terminal_events !== 1 && j.status !== "queued" && j.status !== "running")
@@ -764,8 +777,12 @@ export async function checkInvariants(
     from_status: string | null;
     refunded: boolean | null;
     max_cancels: number;
+    meter: string;
+    hold: number | null;
+    released: number | null;
   }>(
-    `select e.id, e.job_id, e.user_id, e.event, e.to_status, j.period_start,
+    `select e.id, e.job_id, e.user_id, e.event, e.to_status, j.period_start, j.meter,
+       (e.detail ->> 'hold')::int as hold, (e.detail ->> 'released')::int as released,
        p.units_per_period as units, p.max_active_jobs as max_active, e.from_status,
        (e.detail ->> 'refunded')::boolean as refunded,
        coalesce(p.max_refunded_running_cancels, p.units_per_period) as max_cancels
@@ -787,7 +804,8 @@ export async function checkInvariants(
     if (ended.has(e.job_id)) problems.push(`event ${e.event} after job ${e.job_id} ended`);
     if (e.event === "enqueued") {
       const a = (active.get(e.user_id) ?? 0) + 1;
-      const r = (reserved.get(period) ?? 0) + 1;
+      // What enqueue held (1 on a job plan, tokens on a token plan), as its event says.
+      const r = (reserved.get(period) ?? 0) + (e.hold ?? 1);
       active.set(e.user_id, a);
       reserved.set(period, r);
       if (a > e.max_active) problems.push(`user ${e.user_id}: ${a} active > ${e.max_active}`);
@@ -796,10 +814,12 @@ export async function checkInvariants(
     if (["succeeded", "failed", "canceled"].includes(e.to_status)) {
       ended.add(e.job_id);
       active.set(e.user_id, (active.get(e.user_id) ?? 0) - 1);
-      const withheld = e.to_status === "canceled" && e.refunded === false;
-      if (e.to_status !== "succeeded" && !withheld)
-        reserved.set(period, (reserved.get(period) ?? 0) - 1);
+      // The ending gave back what it did not capture, as its event says.
+      if (e.released === null) problems.push(`job ${e.job_id}: ${e.event} without its release`);
+      reserved.set(period, (reserved.get(period) ?? 0) - (e.released ?? 0));
     }
+    // A token plan's running cancel releases the rest of its hold without a bound.
+    if (e.meter === "tokens") continue;
     if (e.to_status === "canceled" && e.from_status === "running") {
       const before = runningCancels.get(period) ?? 0;
       if (e.refunded === true) {

@@ -175,7 +175,7 @@ export function apiAs(stack: Stack, accessToken: string) {
 }
 
 /** A signed-in user of the stack (pro unless asked) and their API client. */
-export async function newUser(stack: Stack, plan: "free" | "pro" = "pro") {
+export async function newUser(stack: Stack, plan: "free" | "pro" | "team" = "pro") {
   const session = await stack.signIn({ plan });
   return { ...session, api: apiAs(stack, session.accessToken) };
 }

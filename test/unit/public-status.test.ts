@@ -1,6 +1,7 @@
 import { describe, expect, test } from "vitest";
 import type { Job, Usage } from "../../lib/jobs.ts";
 import {
+  costSentence,
   errorSentence,
   failureSentence,
   isActive,
@@ -30,11 +31,15 @@ const job = (over: Partial<Job>): Job => ({
   output: null,
   partialOutput: null,
   partialTokens: 0,
+  meter: "jobs",
+  hold: 1,
+  captured: null,
   ...over,
 });
 
 const freeUsage: Usage = {
   plan: "free",
+  meter: "jobs",
   used: 1,
   limit: 1,
   periodStart: "2026-11-30T00:00:00Z",
@@ -44,6 +49,7 @@ const freeUsage: Usage = {
 };
 const proUsage: Usage = {
   plan: "pro",
+  meter: "jobs",
   used: 100,
   limit: 100,
   periodStart: "2026-11-01T00:00:00Z",
@@ -113,6 +119,7 @@ describe("phase → sentence: only what the API knows, no progress estimate", ()
       "lease_expired",
       "max_age_exceeded",
       "never_delivered",
+      "attempt_budget_exhausted",
     ];
     const sentences = reasons.map(failureSentence);
     expect(new Set(sentences).size).toBe(reasons.length);
@@ -227,5 +234,57 @@ describe("error code → sentence", () => {
     ]) {
       expect(errorSentence({ code }, now, tokyo)).not.toMatch(/[a-z]+_[a-z]+/);
     }
+  });
+});
+
+describe("a token plan shows the cost honestly", () => {
+  const team: Usage = {
+    plan: "team",
+    meter: "tokens",
+    held: 4400,
+    used: 6710,
+    limit: 2_000_000,
+    periodStart: "2026-11-01T00:00:00Z",
+    resetsAt: "2026-12-01T00:00:00Z",
+    active: 2,
+    maxActive: 3,
+  };
+
+  test("a token plan's refusal says how many tokens are left, not generations", () => {
+    const problem = { code: "quota_exceeded", usage: { ...team, used: 1_999_000 } };
+    expect(errorSentence(problem, now, tokyo)).toMatch(
+      /^Not enough tokens left for this prompt: 1,000 of 2,000,000 remain, and a job holds its prompt plus its longest answer\. They come back /,
+    );
+  });
+
+  test("usage: tokens used of the limit, and what active jobs hold", () => {
+    expect(usageSentence(team, now, tokyo)).toMatch(
+      /^Team plan: 6,710 tokens used of 2,000,000 \(4,400 of them held by active jobs\)\. Resets /,
+    );
+    expect(usageSentence({ ...team, held: 0, used: 2310 }, now, tokyo)).toMatch(
+      /^Team plan: 2,310 tokens used of 2,000,000\. Resets /,
+    );
+  });
+
+  test("an active job says what it holds; a finished one what it used and what went back", () => {
+    const active = job({ meter: "tokens", hold: 4400 });
+    expect(phaseSentence(active, now, tokyo)).toBe(
+      "Queued. It starts as soon as a worker is free. This job holds up to 4,400 tokens of your quota.",
+    );
+    const canceled = job({
+      meter: "tokens",
+      hold: 4400,
+      captured: 160,
+      status: "canceled",
+      phase: "canceled",
+      quotaRefunded: true,
+    });
+    expect(phaseSentence(canceled, now, tokyo)).toBe(
+      "Canceled. It used 160 tokens; the other 4,240 it held went back.",
+    );
+    expect(costSentence({ meter: "tokens", hold: 600, captured: 600, status: "succeeded" })).toBe(
+      "It used 600 tokens.",
+    );
+    expect(costSentence({ meter: "jobs", hold: 1, captured: 1, status: "succeeded" })).toBe("");
   });
 });
