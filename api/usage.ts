@@ -1,7 +1,7 @@
 /** `GET /api/usage`: the caller's plan, units used and limit, when it resets, active jobs. */
 import { type Deps, getDeps } from "../lib/deps.ts";
 import { handle, json } from "../lib/http.ts";
-import { toUsage } from "../lib/jobs.ts";
+import { toUsage } from "../lib/view.ts";
 
 export function createHandler(deps: () => Deps) {
   return handle({

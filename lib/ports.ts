@@ -8,6 +8,7 @@ import type { Alerter } from "./alerts.ts";
 import type { AuthUser } from "./auth.ts";
 import type { Config } from "./config.ts";
 import type { Jobs } from "./jobs.ts";
+import type { Model } from "./model.ts";
 import type { PublishInput } from "./queue.ts";
 import type { RateLimitResult } from "./rate-limit.ts";
 
@@ -22,4 +23,18 @@ export interface Deps {
   alerts: Alerter;
   redis: { ping(): Promise<unknown> };
   now(): Date;
+}
+
+/** What the worker flow needs besides the edges' ports: the model, and its timing settings. */
+export interface WorkerDeps
+  extends Pick<Deps, "jobs" | "queue" | "gate" | "alerts" | "now" | "config"> {
+  model: Model;
+  settings: {
+    leaseSeconds: number;
+    providerQuotaMaxHits: number;
+    jobMaxAgeSeconds: number;
+    providerBackoffSeconds: number;
+    /** How often the streaming worker records progress (and learns of a cancel). @default 1000 */
+    progressIntervalMs: number;
+  };
 }

@@ -21,20 +21,9 @@ import {
   type ModelUsage,
   usageOfFailure,
 } from "./model.ts";
-import type { Deps } from "./ports.ts";
+import type { WorkerDeps } from "./ports.ts";
 
-export interface WorkerDeps
-  extends Pick<Deps, "jobs" | "queue" | "gate" | "alerts" | "now" | "config"> {
-  model: Model;
-  settings: {
-    leaseSeconds: number;
-    providerQuotaMaxHits: number;
-    jobMaxAgeSeconds: number;
-    providerBackoffSeconds: number;
-    /** How often the streaming worker records progress (and learns of a cancel). @default 1000 */
-    progressIntervalMs: number;
-  };
-}
+export type { WorkerDeps } from "./ports.ts";
 
 export interface WorkerResult {
   status: 200 | 503;

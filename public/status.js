@@ -6,8 +6,8 @@
  */
 import { formatClock, formatCount, formatDuration, formatWait, formatWhen } from "./format.js";
 
-/** @typedef {import("../lib/jobs.ts").Job} Job */
-/** @typedef {import("../lib/jobs.ts").Usage} Usage */
+/** @typedef {import("../lib/view.ts").Job} Job */
+/** @typedef {import("../lib/view.ts").Usage} Usage */
 /** @typedef {import("./format.js").Clock} Clock */
 
 /** Phases in which a job can still change (and be canceled). */

@@ -5,9 +5,9 @@
 import { type Deps, getDeps } from "../../lib/deps.ts";
 import { HttpError } from "../../lib/errors.ts";
 import { handle, json } from "../../lib/http.ts";
-import { toJob } from "../../lib/jobs.ts";
 import { log } from "../../lib/log.ts";
 import { jobIdFrom } from "../../lib/validate.ts";
+import { toJob } from "../../lib/view.ts";
 
 const notFound = () => new HttpError(404, "not_found", "No such job.");
 

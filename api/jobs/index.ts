@@ -3,7 +3,6 @@ import { type Deps, getDeps } from "../../lib/deps.ts";
 import { enqueueJob } from "../../lib/enqueue.ts";
 import { HttpError } from "../../lib/errors.ts";
 import { handle, json, readJson } from "../../lib/http.ts";
-import { toJob, toUsage } from "../../lib/jobs.ts";
 import {
   encodeCursor,
   MAX_BODY_BYTES,
@@ -11,6 +10,7 @@ import {
   parseListQuery,
   parsePrompt,
 } from "../../lib/validate.ts";
+import { toJob, toUsage } from "../../lib/view.ts";
 
 const secondsUntil = (t: Date, now: Date) =>
   String(Math.max(1, Math.ceil((t.getTime() - now.getTime()) / 1000)));

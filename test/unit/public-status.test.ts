@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import type { Job, Usage } from "../../lib/jobs.ts";
+import type { Job, Usage } from "../../lib/view.ts";
 import {
   costSentence,
   errorSentence,

@@ -1,0 +1,118 @@
+/**
+ * The API's view of a job and of a user's usage (docs/DESIGN.md#http-api): what the edges answer
+ * and the page reads, made from the rows the SQL functions return (lib/jobs.ts). No I/O.
+ */
+import type { FailureReason, JobRow, JobStatus, Meter, UsageRow } from "./jobs.ts";
+
+/** The honest word for the UI: `waiting_for_provider` is a queued job with a resume time ahead. */
+export type Phase =
+  | "queued"
+  | "waiting_for_provider"
+  | "running"
+  | "succeeded"
+  | "failed"
+  | "canceled";
+
+/** A job as the HTTP API shows it (docs/DESIGN.md#http-api). */
+export interface Job {
+  id: string;
+  /** The owner's own prompt (the API only ever shows a job to its owner). */
+  prompt: string;
+  status: JobStatus;
+  phase: Phase;
+  createdAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+  attempts: number;
+  providerQuotaHits: number;
+  resumeAt: string | null;
+  failureReason: FailureReason | null;
+  quotaRefunded: boolean;
+  /** `running_cancel_limit`: canceled while running past the plan's refunded running-cancels. */
+  refundWithheld: "running_cancel_limit" | null;
+  /** Whether a cancel now would give the unit back (always false for a final job). */
+  cancelRefunds: boolean;
+  output: string | null;
+  /**
+   * While running: the output streamed so far (null before the first progress write), and its
+   * completion tokens. Null and 0 in every other state.
+   */
+  partialOutput: string | null;
+  partialTokens: number;
+  /** What the job is charged in: the plan's meter when it was enqueued. */
+  meter: Meter;
+  /** The most this job can cost: what it holds while active (1 job, or tokens). */
+  hold: number;
+  /** Null while active; once final, what it kept of the hold (the rest went back). */
+  captured: number | null;
+}
+
+export interface Usage {
+  plan: string;
+  /** `used` and `limit` count jobs or tokens. */
+  meter: Meter;
+  /** Of `used`, what active jobs hold (the most they can still cost); GET /api/usage only. */
+  held?: number;
+  used: number;
+  limit: number;
+  periodStart: string;
+  resetsAt: string;
+  active: number;
+  maxActive: number;
+  /** Running jobs canceled with a refund this period, and how many may be (GET /api/usage). */
+  runningCancelRefunds?: { used: number; limit: number };
+}
+
+const iso = (t: string | null): string | null => (t === null ? null : new Date(t).toISOString());
+
+export function toJob(row: JobRow, now: Date = new Date()): Job {
+  const waiting =
+    row.status === "queued" && row.resume_at !== null && new Date(row.resume_at) > now;
+  return {
+    id: row.id,
+    prompt: row.prompt,
+    status: row.status,
+    phase: waiting ? "waiting_for_provider" : row.status,
+    createdAt: new Date(row.created_at).toISOString(),
+    startedAt: iso(row.started_at),
+    finishedAt: iso(row.finished_at),
+    attempts: row.attempts,
+    providerQuotaHits: row.provider_quota_hits,
+    resumeAt: iso(row.resume_at),
+    failureReason: row.failure_reason,
+    quotaRefunded: row.refunded_at !== null,
+    refundWithheld: row.refund_withheld ?? null,
+    // Rows from other functions than get_job/list_jobs do not say; a queued job always refunds.
+    cancelRefunds: row.cancel_refunds ?? row.status === "queued",
+    output: row.output,
+    partialOutput: row.status === "running" ? (row.partial_output ?? null) : null,
+    partialTokens: row.status === "running" ? (row.partial_tokens ?? 0) : 0,
+    meter: row.meter ?? "jobs",
+    hold: row.hold ?? 1,
+    captured: row.captured ?? null,
+  };
+}
+
+export function toUsage(row: UsageRow): Usage {
+  const cancels =
+    row.refunded_running_cancels === undefined || row.max_refunded_running_cancels === undefined
+      ? {}
+      : {
+          runningCancelRefunds: {
+            used: row.refunded_running_cancels,
+            limit: row.max_refunded_running_cancels,
+          },
+        };
+  return {
+    plan: row.plan,
+    meter: row.meter ?? "jobs",
+    ...(row.held === undefined ? {} : { held: row.held }),
+    used: row.used,
+    limit: row.limit,
+    periodStart: new Date(row.period_start).toISOString(),
+    resetsAt: new Date(row.resets_at).toISOString(),
+    active: row.active,
+    maxActive: row.max_active,
+    ...cancels,
+  };
+}
