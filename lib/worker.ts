@@ -17,7 +17,6 @@ import {
   classifyModelError,
   countOutputTokens,
   type Generation,
-  type Model,
   type ModelUsage,
   usageOfFailure,
 } from "./model.ts";

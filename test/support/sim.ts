@@ -247,7 +247,15 @@ export class Sim {
       redis,
       now,
     };
+    // Only the "timeout" outcome may time out: a 100 ms limit on every call let a starved
+    // machine turn an answer or a refusal into a timeout, and the flow took another path.
     const real = createModel({
+      apiKey: this.config.openaiApiKey,
+      baseURL: this.config.openaiBaseUrl,
+      model: this.config.openaiModel,
+      timeoutMs: 10_000,
+    });
+    const hasty = createModel({
       apiKey: this.config.openaiApiKey,
       baseURL: this.config.openaiBaseUrl,
       model: this.config.openaiModel,
@@ -274,7 +282,7 @@ export class Sim {
           case "server_error":
             return real.generate(`${prompt} [fake:server_error]`, o);
           case "timeout":
-            return real.generate(`${prompt} [fake:slow:3000]`, o);
+            return hasty.generate(`${prompt} [fake:slow:3000]`, o);
           case "bad_request":
             return real.generate(`${prompt} [fake:bad_request]`, o);
           case "refusal":
