@@ -71,6 +71,15 @@ const TRACES: Record<string, string[]> = {
     "redis:zrange",
   ],
   cancel: ["rpc:cancel_job"],
+  // The model streams, the worker's timer writes progress once (sim.ts holdFirstProgress makes
+  // it exactly once), the answer completes the job.
+  "delivery, worker mid-stream (a progress write)": [
+    "rpc:start_job",
+    "redis:get",
+    "model",
+    "rpc:record_progress",
+    "rpc:complete_job",
+  ],
   "sweep (a dead worker's job, a lost message)": [
     "rpc:sweep_jobs",
     "publish",
@@ -83,13 +92,27 @@ const TRACES: Record<string, string[]> = {
   ],
 };
 
+// A token plan's flows make the same calls as a job plan's: metering lives in the SQL functions.
+for (const name of [
+  "delivery, model answers",
+  "delivery, 429 rate_limit_exceeded",
+  "delivery, model 500",
+  "delivery, model refuses (400)",
+  "failure callback",
+  "cancel",
+  "delivery, worker mid-stream (a progress write)",
+])
+  TRACES[`team: ${name}`] = TRACES[name] as string[];
+
 async function newSim(): Promise<Sim> {
   if (!deadModelUrl) deadModelUrl = `http://127.0.0.1:${await freePort()}/v1`;
   await app.redis.flushall();
   // Scripts survive FLUSHALL: flush them too, so the rate limiter's first EVALSHA always meets
   // NOSCRIPT and falls back to EVAL (both are points below).
   await app.redis.script("FLUSH");
-  return new Sim({ service, admin: app.admin, env: app.env, deadModelUrl });
+  // No flow scripts a model timeout: a long one keeps a loaded machine's slow fake model from
+  // taking the timeout path (seen: 429 and 400 flows missing their points under load).
+  return new Sim({ service, admin: app.admin, env: app.env, deadModelUrl, modelTimeoutMs: 5000 });
 }
 
 /** Runs a flow with one fault, settles, checks; returns the sim for more assertions. */
