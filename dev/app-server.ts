@@ -6,7 +6,7 @@
  *
  * Two DEV-ONLY routes that no deployment has (they live here, not in `api/`):
  *   GET  /__dev/info     → {"mode":"dev"}  (the page shows its dev sign-in when it sees this)
-  *   POST /__dev/sign-in  {"plan"?: "free"|"pro"|"team", "userId"?: uuid}
+ *   POST /__dev/sign-in  {"plan"?: "free"|"pro"|"team", "userId"?: uuid}
  *                        → {"userId","accessToken","plan","expiresAt"}
  *
  * Run by plain Node 22 (no tsx: nothing may resolve an import the deployment could not):
