@@ -13,7 +13,7 @@ import { type Fault, Faults, kill, lose } from "../support/faults.ts";
 import { FLOWS, type Flow } from "../support/flows.ts";
 import { freePort } from "../support/ports.ts";
 import { ACTIONS } from "../support/schedules.ts";
-import { Sim } from "../support/sim.ts";
+import { MID_STREAM_TEXT, Sim } from "../support/sim.ts";
 
 const app = useApi();
 const service = servicePool(6);
@@ -217,13 +217,20 @@ describe("named points, what exactly happens", () => {
     expect(sim.lastOutcome).toMatchObject({ kind: "killed", at: "after:rpc:record_progress" });
     expect(sim.lastTrace).toEqual(["rpc:start_job", "redis:get", "model", "rpc:record_progress"]);
     const { rows } = await app.admin.query(
-      `select j.status, j.failure_reason, j.captured, u.units_used
+      `select j.status, j.failure_reason, j.captured, u.units_used, j.partial_output
        from public.generation_jobs j join public.quota_usage u using (user_id, period_start)
        where j.user_id = $1`,
       [sim.users[0]],
     );
     expect(rows).toEqual([
-      { status: "failed", failure_reason: "max_age_exceeded", captured: 0, units_used: 0 },
+      {
+        status: "failed",
+        failure_reason: "max_age_exceeded",
+        captured: 0,
+        units_used: 0,
+        // The write committed mid-stream: the text streamed so far, before the answer.
+        partial_output: MID_STREAM_TEXT,
+      },
     ]);
   });
 
