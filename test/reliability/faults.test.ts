@@ -13,7 +13,7 @@ import { type Fault, Faults, kill, lose } from "../support/faults.ts";
 import { FLOWS, type Flow } from "../support/flows.ts";
 import { freePort } from "../support/ports.ts";
 import { ACTIONS } from "../support/schedules.ts";
-import { Sim } from "../support/sim.ts";
+import { MID_STREAM_TEXT, Sim } from "../support/sim.ts";
 
 const app = useApi();
 const service = servicePool(6);
@@ -71,6 +71,15 @@ const TRACES: Record<string, string[]> = {
     "redis:zrange",
   ],
   cancel: ["rpc:cancel_job"],
+  // The model streams, the worker's timer writes progress once (sim.ts holdFirstProgress makes
+  // it exactly once), the answer completes the job.
+  "delivery, worker mid-stream (a progress write)": [
+    "rpc:start_job",
+    "redis:get",
+    "model",
+    "rpc:record_progress",
+    "rpc:complete_job",
+  ],
   "sweep (a dead worker's job, a lost message)": [
     "rpc:sweep_jobs",
     "publish",
@@ -83,13 +92,27 @@ const TRACES: Record<string, string[]> = {
   ],
 };
 
+// A token plan's flows make the same calls as a job plan's: metering lives in the SQL functions.
+for (const name of [
+  "delivery, model answers",
+  "delivery, 429 rate_limit_exceeded",
+  "delivery, model 500",
+  "delivery, model refuses (400)",
+  "failure callback",
+  "cancel",
+  "delivery, worker mid-stream (a progress write)",
+])
+  TRACES[`team: ${name}`] = TRACES[name] as string[];
+
 async function newSim(): Promise<Sim> {
   if (!deadModelUrl) deadModelUrl = `http://127.0.0.1:${await freePort()}/v1`;
   await app.redis.flushall();
   // Scripts survive FLUSHALL: flush them too, so the rate limiter's first EVALSHA always meets
   // NOSCRIPT and falls back to EVAL (both are points below).
   await app.redis.script("FLUSH");
-  return new Sim({ service, admin: app.admin, env: app.env, deadModelUrl });
+  // No flow scripts a model timeout: a long one keeps a loaded machine's slow fake model from
+  // taking the timeout path (seen: 429 and 400 flows missing their points under load).
+  return new Sim({ service, admin: app.admin, env: app.env, deadModelUrl, modelTimeoutMs: 5000 });
 }
 
 /** Runs a flow with one fault, settles, checks; returns the sim for more assertions. */
@@ -186,6 +209,31 @@ describe("named points, what exactly happens", () => {
     ]);
   });
 
+  test('kill("after:rpc:record_progress") on a token plan: the worker died mid-stream with its progress written; the sweeper ends the job, capturing nothing, the whole hold released once', async () => {
+    const sim = await runWith(
+      flow("team: delivery, worker mid-stream (a progress write)"),
+      kill("after:rpc:record_progress"),
+    );
+    expect(sim.lastOutcome).toMatchObject({ kind: "killed", at: "after:rpc:record_progress" });
+    expect(sim.lastTrace).toEqual(["rpc:start_job", "redis:get", "model", "rpc:record_progress"]);
+    const { rows } = await app.admin.query(
+      `select j.status, j.failure_reason, j.captured, u.units_used, j.partial_output
+       from public.generation_jobs j join public.quota_usage u using (user_id, period_start)
+       where j.user_id = $1`,
+      [sim.users[0]],
+    );
+    expect(rows).toEqual([
+      {
+        status: "failed",
+        failure_reason: "max_age_exceeded",
+        captured: 0,
+        units_used: 0,
+        // The write committed mid-stream: the text streamed so far, before the answer.
+        partial_output: MID_STREAM_TEXT,
+      },
+    ]);
+  });
+
   test("a fault outside any invocation scope (armed on the root) hits the next matching call", async () => {
     const faults = new Faults();
     faults.arm(lose("rpc:x"));
@@ -197,5 +245,99 @@ describe("named points, what exactly happens", () => {
     await expect(rpc("x", {})).rejects.toMatchObject({ name: "DatabaseError" });
     expect(done).toBe(1);
     await expect(rpc("x", {})).resolves.toEqual({ outcome: "ok" });
+  });
+});
+
+/**
+ * The metering invariants are not vacuous: a team job that ended well, then its books broken
+ * behind the app's back, and Sim.check() names what is wrong. Each break is undone after, so
+ * the file's own drift check (useApi) still sees a clean database.
+ */
+describe("Sim.check catches a broken capture", () => {
+  const answered = () => {
+    const f = FLOWS.find((x) => x.name === "team: delivery, model answers");
+    if (!f) throw new Error("no team flow");
+    return f;
+  };
+  /** Runs SQL with triggers off (final-is-final, append-only): what no app path can do. */
+  const behindTheBack = async (sql: string, params: unknown[]) => {
+    const c = await app.admin.connect();
+    try {
+      await c.query("begin");
+      await c.query("set local session_replication_role = replica");
+      await c.query(sql, params);
+      await c.query("commit");
+    } catch (error) {
+      await c.query("rollback");
+      throw error;
+    } finally {
+      c.release();
+    }
+  };
+  const endedJob = async (sim: Sim) => {
+    const { rows } = await app.admin.query<{ id: string; hold: number; captured: number }>(
+      "select id, hold, captured from public.generation_jobs where user_id = $1",
+      [sim.users[0]],
+    );
+    const j = rows[0];
+    if (!j) throw new Error("no job");
+    // A real capture: the provider's usage, above nothing and under the hold.
+    expect(j.captured).toBeGreaterThan(0);
+    expect(j.captured).toBeLessThan(j.hold);
+    return j;
+  };
+
+  test("the counter one token off its captures: drift, naming the user", async () => {
+    const sim = await runWith(answered(), undefined);
+    const user = sim.users[0] as string;
+    await endedJob(sim);
+    const shift = (by: number) =>
+      app.admin.query(
+        "update public.quota_usage set units_used = units_used + $2 where user_id = $1",
+        [user, by],
+      );
+    await shift(1);
+    try {
+      await expect(sim.check()).rejects.toThrow(new RegExp(`drift: .*${user}`));
+    } finally {
+      await shift(-1);
+    }
+    await sim.check();
+  });
+
+  test("a capture changed on the ended job (the counter kept): drift", async () => {
+    const sim = await runWith(answered(), undefined);
+    const j = await endedJob(sim);
+    const set = (captured: number) =>
+      behindTheBack("update public.generation_jobs set captured = $2 where id = $1", [
+        j.id,
+        captured,
+      ]);
+    await set(j.captured - 1);
+    try {
+      await expect(sim.check()).rejects.toThrow(/drift: /);
+    } finally {
+      await set(j.captured);
+    }
+    await sim.check();
+  });
+
+  test("a capture recorded twice (a second ending event): not exactly once, naming the job", async () => {
+    const sim = await runWith(answered(), undefined);
+    const j = await endedJob(sim);
+    const { rows } = await app.admin.query<{ id: string }>(
+      `insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
+       select job_id, user_id, at, event, from_status, to_status, detail from public.job_events
+       where job_id = $1 and detail ? 'captured' returning id`,
+      [j.id],
+    );
+    try {
+      await expect(sim.check()).rejects.toThrow(
+        `job ${j.id} succeeded: captured ${j.captured} of ${j.hold} in 2 events`,
+      );
+    } finally {
+      await behindTheBack("delete from public.job_events where id = $1", [rows[0]?.id]);
+    }
+    await sim.check();
   });
 });

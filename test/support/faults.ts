@@ -75,6 +75,8 @@ export interface Scope {
   data: Record<string, unknown>;
   counts: Map<string, number>;
   onKill: (at: string) => void;
+  /** Resolves (with the point) when the invocation is killed: a stand-in can stop waiting then. */
+  killed?: Promise<string>;
 }
 
 const never = <T>(): Promise<T> => new Promise<T>(() => {});
@@ -132,6 +134,7 @@ export class Faults {
       (at) => killed(at),
     );
     scope.data = data;
+    scope.killed = killedAt;
     const running = this.als.run(scope, fn).then(
       (value): Outcome<T> => ({ kind: "returned", value }),
       (error: unknown): Outcome<T> => ({ kind: "threw", error }),

@@ -25,6 +25,27 @@ async function oneQueuedJob(sim: Sim) {
   await sim.command(enqueue);
 }
 
+/** One queued job of a `team` user: a token plan, so every ending captures and releases tokens. */
+async function oneQueuedTokenJob(sim: Sim) {
+  await sim.addUsers(["team"]);
+  await sim.command(enqueue);
+}
+
+/**
+ * The progress interval of the mid-stream flows. Short, for the test's time: the trace does not
+ * depend on it (the "stream" model holds the first progress write in flight until its answer
+ * is in, so no second tick can write; see holdFirstProgress in sim.ts).
+ */
+export const MID_STREAM_PROGRESS_MS = 20;
+
+function midStream(plan: "pro" | "team") {
+  return async (sim: Sim) => {
+    sim.workerDeps.settings.progressIntervalMs = MID_STREAM_PROGRESS_MS;
+    await sim.addUsers([plan]);
+    await sim.command(enqueue);
+  };
+}
+
 export const FLOWS: Flow[] = [
   {
     name: "enqueue",
@@ -54,5 +75,31 @@ export const FLOWS: Flow[] = [
       sim.tick(1000);
     },
     act: { t: "sweep" },
+  },
+  // The worker mid-stream: its progress write is a boundary call like any other.
+  {
+    name: "delivery, worker mid-stream (a progress write)",
+    setup: midStream("pro"),
+    act: deliver("stream"),
+  },
+  // The same on a token plan: every ending captures what was used and releases the rest.
+  { name: "team: delivery, model answers", setup: oneQueuedTokenJob, act: deliver("ok") },
+  {
+    name: "team: delivery, 429 rate_limit_exceeded",
+    setup: oneQueuedTokenJob,
+    act: deliver("rate_limit"),
+  },
+  { name: "team: delivery, model 500", setup: oneQueuedTokenJob, act: deliver("server_error") },
+  {
+    name: "team: delivery, model refuses (400)",
+    setup: oneQueuedTokenJob,
+    act: deliver("bad_request"),
+  },
+  { name: "team: failure callback", setup: oneQueuedTokenJob, act: { t: "callback", msg: 0 } },
+  { name: "team: cancel", setup: oneQueuedTokenJob, act: { t: "cancel", user: 0, job: 0 } },
+  {
+    name: "team: delivery, worker mid-stream (a progress write)",
+    setup: midStream("team"),
+    act: deliver("stream"),
   },
 ];

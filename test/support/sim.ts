@@ -27,6 +27,7 @@ import { mintUserToken } from "../../dev/token.ts";
 import { createAlerter } from "../../lib/alerts.ts";
 import { createAuth } from "../../lib/auth.ts";
 import { type Config, loadConfig } from "../../lib/config.ts";
+import type { Rpc } from "../../lib/db.ts";
 import type { Deps } from "../../lib/deps.ts";
 import { enqueueJob } from "../../lib/enqueue.ts";
 import { handleDeliveryFailure } from "../../lib/failure-callback.ts";
@@ -50,7 +51,89 @@ export type ModelOutcome =
   | "timeout"
   | "bad_request"
   | "refusal"
-  | "unreachable";
+  | "unreachable"
+  /**
+   * The model streams some text, then holds its answer until the worker's first progress write
+   * (`rpc:record_progress`) has been made and has settled: the worker is mid-stream at that
+   * write, so a fault there is a fault mid-stream. See {@link holdFirstProgress}.
+   */
+  | "stream";
+
+/** The text a "stream" model has streamed when the worker's first progress write goes out. */
+export const MID_STREAM_TEXT = "a partial answer, streamed before the first progress write";
+/** Longest a "stream" model waits for the progress write (a lib/ that stopped writing fails the trace). */
+const MID_STREAM_BOUND_MS = 5000;
+
+/** Shared by a "stream" model and the progress write of the same invocation (its scope's data). */
+interface MidStream {
+  /** The first record_progress has been made (its arguments carry the text streamed so far). */
+  progressCalled: Latch;
+  /** The model's answer is in hand. */
+  answered: Latch;
+  /** The first record_progress has settled (returned or thrown) for the worker. */
+  progressSettled: Latch;
+}
+
+interface Latch {
+  done: boolean;
+  promise: Promise<void>;
+  open(): void;
+}
+
+function latch(): Latch {
+  let open!: () => void;
+  const l: Latch = {
+    done: false,
+    promise: new Promise<void>((resolve) => {
+      open = resolve;
+    }),
+    open: () => {
+      l.done = true;
+      open();
+    },
+  };
+  return l;
+}
+
+/** `p`, or undefined after `ms` (the timer cleared either way, so nothing outlives a run). */
+async function within<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([
+      p,
+      new Promise<undefined>((resolve) => {
+        timer = setTimeout(() => resolve(undefined), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * The database port, outside the fault layer: in an invocation whose model outcome is "stream",
+ * the first `record_progress` is held in flight (after it reached the database, or failed, or
+ * was lost: whatever the fault layer made of it) until the model has its answer. Why: the
+ * worker writes progress on a real `setInterval` and skips a tick while a write is in flight,
+ * so holding the first write until the answer is in means no second write can start, however
+ * slow the fake model or the machine; and the answer is handed back only after that write has
+ * settled, in the same run of microtasks that settles it, so the worker's `clearInterval` comes
+ * before any timer can fire. Exactly one progress write per such delivery, always: the trace
+ * stays exact. (A killed write never settles; the model stops on the scope's `killed`.)
+ */
+function holdFirstProgress(faults: Faults, inner: Rpc): Rpc {
+  return async (fn, args) => {
+    const s = faults.scope().data.midStream as MidStream | undefined;
+    if (fn !== "record_progress" || !s || s.progressCalled.done) return inner(fn, args);
+    s.progressCalled.open();
+    try {
+      return await inner(fn, args);
+    } finally {
+      await within(s.answered.promise, MID_STREAM_BOUND_MS);
+      s.progressSettled.open();
+    }
+  };
+}
 
 /** `edge: true`: the command goes through its HTTP route instead of calling lib/ directly. */
 type Edge = { edge?: boolean | undefined };
@@ -140,6 +223,12 @@ export interface SimParts {
    * after the last one ended, so one run's sweeps never see another's jobs as younger.
    */
   startAt?: Date;
+  /**
+   * The model client's timeout (default 100 ms, so the "timeout" outcome costs little). A run
+   * that never scripts a timeout can afford a long one, so a starved machine's slow fake model
+   * is not read as a timeout (which would change the path the run takes).
+   */
+  modelTimeoutMs?: number;
 }
 
 export interface SimStats {
@@ -218,7 +307,7 @@ export class Sim {
     this.queue = new SimQueue(now);
     this.config = loadConfig({ ...parts.env, ...SETTINGS_ENV });
     const f = this.faults;
-    const rpc = f.rpc(withClock(pgRpc(parts.service), now));
+    const rpc = holdFirstProgress(f, f.rpc(withClock(pgRpc(parts.service), now)));
     const redis = f.redis(
       createRedis({
         url: this.config.upstashRedisRestUrl,
@@ -253,7 +342,7 @@ export class Sim {
       apiKey: this.config.openaiApiKey,
       baseURL: this.config.openaiBaseUrl,
       model: this.config.openaiModel,
-      timeoutMs: 10_000,
+      timeoutMs: parts.modelTimeoutMs ?? 10_000,
     });
     const hasty = createModel({
       apiKey: this.config.openaiApiKey,
@@ -265,7 +354,7 @@ export class Sim {
       apiKey: this.config.openaiApiKey,
       baseURL: parts.deadModelUrl,
       model: this.config.openaiModel,
-      timeoutMs: 100,
+      timeoutMs: parts.modelTimeoutMs ?? 100,
     });
     const scripted = {
       generate: async (prompt: string, o: GenerateOptions) => {
@@ -291,6 +380,24 @@ export class Sim {
             throw new ModelOutputError("the model refused the request");
           case "unreachable":
             return dead.generate(prompt, o);
+          case "stream": {
+            const scope = f.scope();
+            const s = scope.data.midStream as MidStream;
+            o.onText?.(MID_STREAM_TEXT);
+            await within(s.progressCalled.promise, MID_STREAM_BOUND_MS);
+            const result = await real.generate(prompt, o);
+            s.answered.open();
+            const killed = await within(
+              Promise.race([
+                s.progressSettled.promise.then(() => false),
+                (scope.killed ?? new Promise<never>(() => {})).then(() => true),
+              ]),
+              MID_STREAM_BOUND_MS,
+            );
+            // A dead function's stream goes nowhere: end it, so the worker's timer is cleared.
+            if (killed) throw new Error("the function died mid-stream");
+            return result;
+          }
         }
       },
     };
@@ -561,7 +668,12 @@ export class Sim {
           ? this.postDelivery(m)
           : runJob(this.workerDeps, m.jobId, { deliveryId: `${m.id}-${m.retried}` }),
       fault,
-      { model },
+      model === "stream"
+        ? {
+            model,
+            midStream: { progressCalled: latch(), answered: latch(), progressSettled: latch() },
+          }
+        : { model },
     );
     if (duplicate) return;
     const status = r.kind === "returned" ? r.value.status : r.kind === "threw" ? 503 : null;
