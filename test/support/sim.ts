@@ -224,9 +224,9 @@ export interface SimParts {
    */
   startAt?: Date;
   /**
-   * The model client's timeout (default 100 ms, so the "timeout" outcome costs little). A run
-   * that never scripts a timeout can afford a long one, so a starved machine's slow fake model
-   * is not read as a timeout (which would change the path the run takes).
+   * The model client's timeout for every outcome but "timeout" (which always uses 100 ms, so it
+   * costs little). @default 10000: a starved machine's slow fake model must not be read as a
+   * timeout (that would change the path the run takes).
    */
   modelTimeoutMs?: number;
 }
