@@ -161,7 +161,9 @@ function splitPhases(
   for (const route of routes) {
     if (route.handle !== undefined) {
       if (!(PHASES as readonly string[]).includes(route.handle))
-        throw new Error(`config.json: route phase "handle: ${route.handle}" is not implemented`);
+        throw new Error(
+          `config.json: route phase "handle: ${route.handle}" is refused: this server applies only ${PHASES.join(", ")} (and the routes before them), and will not guess another phase's meaning`,
+        );
       current = route.handle;
       phases[current] = [];
       continue;
