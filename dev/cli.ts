@@ -8,8 +8,14 @@
  *
  * A real service's variables in this process's environment replace its stand-in, e.g.
  * `OPENAI_API_KEY=sk-... npm run dev` calls OpenAI itself.
+ *
+ * Two variables move it off the design's ports and `.data/`, so a test can run `npm run dev`
+ * itself beside a developer's running one (test/e2e/dev-command.test.ts):
+ *   DEV_PORTS=any         every part on a free port (the banner says which)
+ *   DEV_DATA_DIR=<dir>    the database's folder instead of `<repo>/.data`
  */
 import { VARIABLES } from "../lib/config.ts";
+import { ANY_FREE_PORTS } from "./ports.ts";
 import { type Stack, StackStartError, startStack } from "./stack.ts";
 
 const SWEEP_EVERY_SECONDS = 60;
@@ -93,7 +99,7 @@ ${env}
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
   if (args.includes("--help") || args.includes("-h")) {
-    process.stdout.write("usage: npm run dev [-- --reset]\n");
+    process.stdout.write("usage: [DEV_PORTS=any] [DEV_DATA_DIR=<dir>] npm run dev [-- --reset]\n");
     return;
   }
   const unknown = args.filter((a) => a !== "--reset");
@@ -102,11 +108,18 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   const reset = args.includes("--reset");
+  const ports = process.env.DEV_PORTS;
+  if (ports !== undefined && ports !== "any") {
+    process.stderr.write(`quota-jobs dev: DEV_PORTS must be "any" or unset, not "${ports}"\n`);
+    process.exit(1);
+  }
   const print = (line: string) => process.stdout.write(`${pretty(line)}\n`);
   let stack: Stack;
   try {
     stack = await startStack({
       reset,
+      ...(ports === "any" ? { ports: ANY_FREE_PORTS } : {}),
+      ...(process.env.DEV_DATA_DIR ? { dataDir: process.env.DEV_DATA_DIR } : {}),
       env: envOverrides(process.env),
       sweepEverySeconds: SWEEP_EVERY_SECONDS,
       log: print,

@@ -1,0 +1,106 @@
+/**
+ * `npm run dev`, as the README runs it (`JOB_LEASE_SECONDS=65 npm run dev`, a tunable from the
+ * environment): it comes up, says where the app is, the app answers, and Ctrl-C stops everything.
+ * It runs in a process group of its own, as a terminal's foreground job, and Ctrl-C is SIGINT
+ * to that group, as a terminal sends it. `DEV_PORTS=any` and `DEV_DATA_DIR` (dev/cli.ts) keep
+ * it off the design's ports and `.data/`, which a developer's own `npm run dev` may be using.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, expect, test } from "vitest";
+import { portIsFree } from "../../dev/ports.ts";
+import { root } from "../../dev/postgres/migrate.ts";
+import { LOCAL_VALUES } from "../../dev/stack.ts";
+import { readmeCommand, readmeCommands } from "../support/readme.ts";
+import { until } from "../support/stack.ts";
+
+let dev: ChildProcess | undefined;
+let dataDir = "";
+
+/** Whether any process of the group is still alive. */
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+afterAll(async () => {
+  // Only when the test failed before its Ctrl-C stopped it.
+  if (dev?.pid && groupAlive(dev.pid)) process.kill(-dev.pid, "SIGKILL");
+  if (dataDir) await rm(dataDir, { recursive: true, force: true });
+}, 30_000);
+
+test("`npm run dev`, as the README runs it: up with its banner, the app healthy, Ctrl-C leaves nothing running", async () => {
+  expect(readmeCommands()).toContain("npm run dev");
+  const command = readmeCommand("JOB_LEASE_SECONDS=");
+  expect(command).toMatch(/^JOB_LEASE_SECONDS=\d+ npm run dev$/);
+  dataDir = await mkdtemp(join(tmpdir(), "quota-jobs-dev-"));
+  const started = Date.now();
+  const child = spawn("bash", ["-c", command], {
+    cwd: root,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, DEV_PORTS: "any", DEV_DATA_DIR: dataDir },
+  });
+  dev = child;
+  const pgid = child.pid ?? 0;
+  let out = "";
+  child.stdout?.on("data", (chunk: Buffer) => {
+    out += chunk.toString();
+  });
+  child.stderr?.on("data", (chunk: Buffer) => {
+    out += chunk.toString();
+  });
+  const exited = new Promise<string>((resolve) =>
+    child.on("exit", (code, signal) => resolve(signal ?? `exit ${code}`)),
+  );
+
+  await until(
+    async () => out,
+    (text) => text.includes("Ctrl-C stops everything.") || child.exitCode !== null,
+    { timeoutMs: 90_000, intervalMs: 200, what: "the banner of npm run dev" },
+  );
+  const upInMs = Date.now() - started;
+  expect(out).toContain("quota-jobs: the whole system is up in");
+  expect(out).toMatch(/migrations \(supabase db push\): [1-9]\d* applied now/);
+  expect(out).toMatch(/^ {4}JOB_LEASE_SECONDS=\d+$/m);
+  const app = /app \(\.vercel\/output\) +(http:\/\/127\.0\.0\.1:\d+)/.exec(out)?.[1] ?? "";
+  const postgres = /Postgres +postgres:\/\/[^@]+@127\.0\.0\.1:(\d+)/.exec(out)?.[1] ?? "";
+  expect(app).not.toBe("");
+  expect(postgres).not.toBe("");
+
+  const health = await fetch(`${app}/api/health`);
+  expect(health.status).toBe(200);
+  expect(await health.json()).toEqual({ status: "ok" });
+  // With the cron secret the app checks its dependencies, which also proves its configuration
+  // (the README's tunable included) is valid: an invalid one answers 500 here.
+  const operator = await fetch(`${app}/api/health`, {
+    headers: { authorization: `Bearer ${LOCAL_VALUES.cronSecret}` },
+  });
+  expect(await operator.json()).toEqual({ status: "ok", database: "ok", redis: "ok" });
+
+  process.kill(-pgid, "SIGINT");
+  const ended = await Promise.race([
+    exited,
+    new Promise<string>((resolve) => setTimeout(() => resolve("still running after 30 s"), 30_000)),
+  ]);
+  // npm ends itself with the signal its script got (a shell shows 130), once the script is done.
+  expect(["exit 0", "SIGINT"], out.slice(-2000)).toContain(ended);
+  expect(out).toContain("SIGINT: stopping the stack...");
+  expect(out).toContain("stopped.");
+  // Nothing left: no process of the group (Postgres, redis-server, the app's process, the
+  // servers), and the app's and Postgres's ports free again.
+  await until(
+    async () => groupAlive(pgid),
+    (alive) => !alive,
+    { timeoutMs: 10_000, what: "every process of npm run dev to exit" },
+  );
+  expect(await portIsFree(Number(new URL(app).port))).toBe(true);
+  expect(await portIsFree(Number(postgres))).toBe(true);
+  process.stderr.write(`npm run dev was up in ${(upInMs / 1000).toFixed(1)} s\n`);
+}, 150_000);
