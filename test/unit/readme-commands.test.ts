@@ -1,0 +1,135 @@
+/**
+ * Every command the README shows is run by a test, or is on a short list that says why it
+ * cannot run here (no network but npm's registry, no Supabase/Vercel/QStash/OpenAI account).
+ * The commands are extracted from README.md (test/support/readme.ts); a new one that is in
+ * neither list fails this test until it is run by a test or its reason is written down.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, test } from "vitest";
+import { root } from "../../dev/postgres/migrate.ts";
+import { readmeCommands } from "../support/readme.ts";
+
+/** A file that runs the command, and the text in it that does (a test's name, or the line). */
+type RunBy = { file: string; by: string };
+
+const README_E2E = "test/e2e/readme.test.ts";
+const DEV_E2E = "test/e2e/dev-command.test.ts";
+const QUICK_START = "the README's quick start works as written";
+const DEPLOY_CHECKS = "the README's after-the-first-deploy checks";
+const SQL = "the README's SQL for plans";
+const DB_PUSH = "the README's `npx supabase db push --include-seed`";
+const DEV = "`npm run dev`, as the README runs it";
+
+/** Run by a test (or by CI's entry script, which is what runs `npm ci` and `npm test`). */
+const RUN: Record<string, RunBy> = {
+  "npm ci": { file: ".ci/run", by: "npm ci --no-audit --no-fund" },
+  "npm test": { file: ".ci/run", by: "\nnpm test\n" },
+  "npm run dev": { file: DEV_E2E, by: DEV },
+  "JOB_LEASE_SECONDS=65 npm run dev": { file: DEV_E2E, by: DEV },
+  // Vercel's builder rewrites .vercel/output, which the other test files serve meanwhile: the
+  // suite builds once, before any of them starts, with the function the `build` script runs
+  // (dev/build.ts: `buildArtifact`, through `ensureBuild` when the sources changed).
+  "npm run build": { file: "test/support/global-setup.ts", by: "ensureBuild(" },
+  "apt-get install -y redis-server": { file: ".ci/run", by: "apt-get install -y -qq" },
+  "TOKEN=$(npm run -s dev:token -- --plan pro)": { file: README_E2E, by: QUICK_START },
+  [`curl -s -X POST http://127.0.0.1:3000/api/jobs -H "authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{"prompt":"Write a haiku about queues"}'`]:
+    { file: README_E2E, by: QUICK_START },
+  'curl -s http://127.0.0.1:3000/api/jobs/<id> -H "authorization: Bearer $TOKEN"': {
+    file: README_E2E,
+    by: QUICK_START,
+  },
+  'curl -s http://127.0.0.1:3000/api/usage -H "authorization: Bearer $TOKEN"': {
+    file: README_E2E,
+    by: QUICK_START,
+  },
+  "npx supabase db push --include-seed": { file: README_E2E, by: DB_PUSH },
+  "supabase db push --include-seed": { file: README_E2E, by: DB_PUSH },
+  "supabase db push": { file: README_E2E, by: DB_PUSH },
+  "insert into user_plans (user_id, plan_id) values ('<uuid>', 'pro')": {
+    file: README_E2E,
+    by: SQL,
+  },
+  "update plans set for_anonymous_users = true where id = '<plan>'": {
+    file: README_E2E,
+    by: SQL,
+  },
+  "curl https://<app>/api/health": { file: README_E2E, by: DEPLOY_CHECKS },
+  "curl -sI https://<app>/": { file: README_E2E, by: DEPLOY_CHECKS },
+  "curl -i https://<app>/api/cron/sweep": { file: README_E2E, by: DEPLOY_CHECKS },
+  "select * from quota_drift": { file: README_E2E, by: DEPLOY_CHECKS },
+  "select enqueue_job('<a user id>', 'alert check')": { file: README_E2E, by: DEPLOY_CHECKS },
+};
+
+const SUPABASE_ACCOUNT = "needs a Supabase account and a hosted project";
+const VERCEL_ACCOUNT = "needs a Vercel account and project";
+
+/** Not run by any test, and why: each needs a hosted account or a service on the internet. */
+const HOSTED: Record<string, string> = {
+  "npx supabase login": SUPABASE_ACCOUNT,
+  "npx supabase link --project-ref <project-ref>": SUPABASE_ACCOUNT,
+  "npx supabase config push": SUPABASE_ACCOUNT,
+  "npx vercel link": VERCEL_ACCOUNT,
+  "npx vercel env add SUPABASE_URL production": VERCEL_ACCOUNT,
+  "npx vercel --prod": VERCEL_ACCOUNT,
+  'curl -X POST "https://qstash.upstash.io/v2/schedules/$APP_URL/api/cron/sweep" -H "Authorization: Bearer $QSTASH_TOKEN" -H "Upstash-Cron: */5 * * * *" -H "Upstash-Method: GET" -H "Upstash-Forward-Authorization: Bearer $CRON_SECRET"':
+    "needs an Upstash QStash account (a schedule on qstash.upstash.io)",
+  "OPENAI_API_KEY=sk-... npm run dev": "needs an OpenAI API key (the real model)",
+  "QSTASH_TOKEN=... QSTASH_CURRENT_SIGNING_KEY=... QSTASH_NEXT_SIGNING_KEY=... APP_URL=https://<tunnel> npm run dev":
+    "needs an Upstash QStash account and a public tunnel to this machine",
+};
+
+/** Runnable offline, but not from inside the suite, and why. */
+const NOT_IN_SUITE: Record<string, string> = {
+  "npx vitest run test/e2e":
+    "is the test runner on a part of the suite: `npm test` (run by .ci/run) runs the same vitest over every file, test/e2e included",
+  "npm run model:check":
+    "the full model check takes about 9 minutes (docs/RELIABILITY.md); test/model/check.test.ts runs the same checker (model/check.ts) on the bounded profile",
+};
+
+describe("every command the README shows is run by a test, or says why not", () => {
+  const commands = readmeCommands();
+
+  test("the extraction finds the README's commands (fenced sh blocks and inline commands)", () => {
+    expect(commands.length).toBeGreaterThan(25);
+    expect(commands).toContain("npm ci");
+    expect(commands).toContain("npx vercel --prod");
+    expect(commands).toContain("select * from quota_drift");
+  });
+
+  test("each README command is run by a named test, or is listed with its reason", () => {
+    const unaccounted = commands.filter(
+      (c) => !(c in RUN) && !(c in HOSTED) && !(c in NOT_IN_SUITE),
+    );
+    expect(
+      unaccounted,
+      "README commands that no test runs and no list explains: run each in a test (test/e2e/readme.test.ts) and map it in RUN, or say in HOSTED why it cannot run offline",
+    ).toEqual([]);
+  });
+
+  test("each list names only commands the README still shows, each in one list", () => {
+    const listed = [...Object.keys(RUN), ...Object.keys(HOSTED), ...Object.keys(NOT_IN_SUITE)];
+    expect(listed.filter((c) => !commands.includes(c))).toEqual([]);
+    expect(new Set(listed).size).toBe(listed.length);
+  });
+
+  test("each named runner exists and has the test (or line) that runs the command", () => {
+    for (const [command, { file, by }] of Object.entries(RUN)) {
+      const path = join(root, file);
+      expect(existsSync(path), `${command}: ${file} does not exist`).toBe(true);
+      expect(readFileSync(path, "utf8"), `${command}: ${file} has no ${by}`).toContain(by);
+    }
+  });
+
+  test("`npm run build` is dev/build.ts, whose entry is the buildArtifact that ensureBuild runs", () => {
+    const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
+      scripts: Record<string, string>;
+    };
+    expect(pkg.scripts.build).toBe("tsx dev/build.ts");
+    const build = readFileSync(join(root, "dev", "build.ts"), "utf8");
+    expect(build).toMatch(/export function ensureBuild[\s\S]*buildArtifact\(/);
+    expect(build).toMatch(
+      /process\.argv\[1\] === fileURLToPath\(import\.meta\.url\)[\s\S]*buildArtifact\(\)/,
+    );
+  });
+});
