@@ -1,19 +1,20 @@
 /**
- * `npm run dev`, as the README runs it (`JOB_LEASE_SECONDS=65 npm run dev`, a tunable from the
- * environment): it comes up, says where the app is, the app answers, and Ctrl-C stops everything.
- * It runs in a process group of its own, as a terminal's foreground job, and Ctrl-C is SIGINT
- * to that group, as a terminal sends it. `DEV_PORTS=any` and `DEV_DATA_DIR` (dev/cli.ts) keep
- * it off the design's ports and `.data/`, which a developer's own `npm run dev` may be using.
+ * `npm run dev`, as the README and docs/FAILURE-PATHS.md run it (each with variables set in
+ * front of it): it comes up, says where the app is, the app answers with the configuration the
+ * variables make, and Ctrl-C stops everything. Each runs in a process group of its own, as a
+ * terminal's foreground job, and Ctrl-C is SIGINT to that group, as a terminal sends it.
+ * `DEV_PORTS=any` and `DEV_DATA_DIR` (dev/cli.ts) keep it off the design's ports and `.data/`,
+ * which a developer's own `npm run dev` may be using.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, expect, test } from "vitest";
+import { afterEach, expect, test } from "vitest";
 import { portIsFree } from "../../dev/ports.ts";
 import { root } from "../../dev/postgres/migrate.ts";
 import { LOCAL_VALUES } from "../../dev/stack.ts";
-import { readmeCommand, readmeCommands } from "../support/readme.ts";
+import { failurePathCommands, readmeCommand, readmeCommands, sh } from "../support/readme.ts";
 import { until } from "../support/stack.ts";
 
 let dev: ChildProcess | undefined;
@@ -29,16 +30,22 @@ function groupAlive(pgid: number): boolean {
   }
 }
 
-afterAll(async () => {
-  // Only when the test failed before its Ctrl-C stopped it.
+afterEach(async () => {
+  // Only when a test failed before its Ctrl-C stopped it.
   if (dev?.pid && groupAlive(dev.pid)) process.kill(-dev.pid, "SIGKILL");
+  dev = undefined;
   if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  dataDir = "";
 }, 30_000);
 
-test("`npm run dev`, as the README runs it: up with its banner, the app healthy, Ctrl-C leaves nothing running", async () => {
-  expect(readmeCommands()).toContain("npm run dev");
-  const command = readmeCommand("JOB_LEASE_SECONDS=");
-  expect(command).toMatch(/^JOB_LEASE_SECONDS=\d+ npm run dev$/);
+/**
+ * Runs `command` (an `npm run dev` line) until its banner, calls `check` with the app's and
+ * Postgres's URLs, then Ctrl-C: it must stop, and leave no process and no port behind.
+ */
+async function runDev(
+  command: string,
+  check: (urls: { app: string; postgres: string }) => Promise<void>,
+): Promise<void> {
   dataDir = await mkdtemp(join(tmpdir(), "quota-jobs-dev-"));
   const started = Date.now();
   const child = spawn("bash", ["-c", command], {
@@ -63,14 +70,16 @@ test("`npm run dev`, as the README runs it: up with its banner, the app healthy,
   await until(
     async () => out,
     (text) => text.includes("Ctrl-C stops everything.") || child.exitCode !== null,
-    { timeoutMs: 90_000, intervalMs: 200, what: "the banner of npm run dev" },
+    { timeoutMs: 90_000, intervalMs: 200, what: `the banner of ${command}` },
   );
   const upInMs = Date.now() - started;
   expect(out).toContain("quota-jobs: the whole system is up in");
   expect(out).toMatch(/migrations \(supabase db push\): [1-9]\d* applied now/);
-  expect(out).toMatch(/^ {4}JOB_LEASE_SECONDS=\d+$/m);
+  // Each variable set in front of the command is in the app's environment.
+  for (const [, name, value = ""] of command.matchAll(/(?:^| )([A-Z][A-Z0-9_]*)=(\S*)/g))
+    expect(out).toContain(`    ${name}=${value.length > 8 ? value.slice(0, 6) : value}`);
   const app = /app \(\.vercel\/output\) +(http:\/\/127\.0\.0\.1:\d+)/.exec(out)?.[1] ?? "";
-  const postgres = /Postgres +postgres:\/\/[^@]+@127\.0\.0\.1:(\d+)/.exec(out)?.[1] ?? "";
+  const postgres = /Postgres +(postgres:\/\/\S+)/.exec(out)?.[1] ?? "";
   expect(app).not.toBe("");
   expect(postgres).not.toBe("");
 
@@ -78,11 +87,12 @@ test("`npm run dev`, as the README runs it: up with its banner, the app healthy,
   expect(health.status).toBe(200);
   expect(await health.json()).toEqual({ status: "ok" });
   // With the cron secret the app checks its dependencies, which also proves its configuration
-  // (the README's tunable included) is valid: an invalid one answers 500 here.
+  // (the variables set in front of the command included) is valid: an invalid one answers 500.
   const operator = await fetch(`${app}/api/health`, {
     headers: { authorization: `Bearer ${LOCAL_VALUES.cronSecret}` },
   });
   expect(await operator.json()).toEqual({ status: "ok", database: "ok", redis: "ok" });
+  await check({ app, postgres });
 
   process.kill(-pgid, "SIGINT");
   const ended = await Promise.race([
@@ -101,6 +111,42 @@ test("`npm run dev`, as the README runs it: up with its banner, the app healthy,
     { timeoutMs: 10_000, what: "every process of npm run dev to exit" },
   );
   expect(await portIsFree(Number(new URL(app).port))).toBe(true);
-  expect(await portIsFree(Number(postgres))).toBe(true);
-  process.stderr.write(`npm run dev was up in ${(upInMs / 1000).toFixed(1)} s\n`);
+  expect(await portIsFree(Number(new URL(postgres).port))).toBe(true);
+  process.stderr.write(`${command}: up in ${(upInMs / 1000).toFixed(1)} s\n`);
+}
+
+test("`npm run dev`, as the README runs it: up with its banner, the app healthy, Ctrl-C leaves nothing running", async () => {
+  expect(readmeCommands()).toContain("npm run dev");
+  const command = readmeCommand("JOB_LEASE_SECONDS=");
+  expect(command).toMatch(/^JOB_LEASE_SECONDS=\d+ npm run dev$/);
+  await runDev(command, async () => {});
+}, 150_000);
+
+test.each(
+  failurePathCommands().filter(
+    (c) => /^([A-Z_]+=\S+ )+npm run dev$/.test(c) && !c.startsWith("QSTASH_"),
+  ),
+)(
+  "`npm run dev` with the tunables docs/FAILURE-PATHS.md sets: %s",
+  async (command) => {
+    await runDev(command, async () => {});
+  },
+  150_000,
+);
+
+test("`npm run dev` with QStash unreachable, as docs/FAILURE-PATHS.md starts it: POST /api/jobs answers 503 unavailable", async () => {
+  const command = readmeCommand("QSTASH_TOKEN=x", failurePathCommands());
+  await runDev(command, async ({ app, postgres }) => {
+    const token = (
+      await sh("npm run -s dev:token -- --plan pro", { DEV_DATABASE_URL: postgres })
+    ).trim();
+    const refused = await fetch(`${app}/api/jobs`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ prompt: "Nobody will deliver this" }),
+    });
+    expect(refused.status).toBe(503);
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("unavailable");
+  });
 }, 150_000);
