@@ -3,12 +3,13 @@
  * cannot run here (no network but npm's registry, no Supabase/Vercel/QStash/OpenAI account).
  * The commands are extracted from README.md (test/support/readme.ts); a new one that is in
  * neither list fails this test until it is run by a test or its reason is written down.
+ * docs/FAILURE-PATHS.md's commands are held to the same rule (all of them run).
  */
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, test } from "vitest";
 import { root } from "../../dev/postgres/migrate.ts";
-import { readmeCommands } from "../support/readme.ts";
+import { failurePathCommands, readmeCommands } from "../support/readme.ts";
 
 /** A file that runs the command, and the text in it that does (a test's name, or the line). */
 type RunBy = { file: string; by: string };
@@ -87,6 +88,58 @@ const NOT_IN_SUITE: Record<string, string> = {
     "the full model check takes about 9 minutes (docs/RELIABILITY.md); test/model/check.test.ts runs the same checker (model/check.ts) on the bounded profile",
 };
 
+const PATHS_E2E = "test/e2e/failure-paths-doc.test.ts";
+
+/** docs/FAILURE-PATHS.md: each command and the test that runs it. */
+const FAILURE_PATHS_RUN: Record<string, RunBy> = {
+  "TOKEN=$(npm run -s dev:token -- --plan pro)": { file: PATHS_E2E, by: "model 500" },
+  "TOKEN=$(npm run -s dev:token -- --plan free)": { file: PATHS_E2E, by: "past the plan's bound" },
+  "QDEV=eyJVc2VySUQiOiJkZWZhdWx0VXNlciIsIlBhc3N3b3JkIjoiZGVmYXVsdFBhc3N3b3JkIn0=": {
+    file: PATHS_E2E,
+    by: "the doc's DLQ curl",
+  },
+  [`curl -s -X POST http://127.0.0.1:3000/api/jobs -H "authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{"prompt":"Write a haiku about queues [fake:server_error]"}'`]:
+    { file: PATHS_E2E, by: "the doc's POST fails" },
+  "psql postgres://postgres:postgres@127.0.0.1:54322/postgres -c \"select enqueue_job('<user id>', 'lost message')\"":
+    { file: PATHS_E2E, by: "the doc's two psql lines" },
+  "psql postgres://postgres:postgres@127.0.0.1:54322/postgres -c \"update generation_jobs set queued_at = now() - interval '20 minutes' where status = 'queued'\"":
+    { file: PATHS_E2E, by: "the doc's two psql lines" },
+  "npm run dev": { file: DEV_E2E, by: DEV },
+  'curl -s -X POST http://127.0.0.1:8787/__fake/fail -d \'{"kind":"rate_limit_exceeded","count":1,"retryAfterSeconds":5}\'':
+    { file: PATHS_E2E, by: "the doc's one-shot 429 switch" },
+  "ALERT_THROTTLE_SECONDS=60 npm run dev": {
+    file: DEV_E2E,
+    by: "the tunables docs/FAILURE-PATHS.md sets",
+  },
+  'curl -s http://127.0.0.1:8080/v2/dlq -H "authorization: Bearer $QDEV"': {
+    file: PATHS_E2E,
+    by: "the doc's DLQ curl",
+  },
+  'curl -s -X DELETE http://127.0.0.1:3000/api/jobs/$J -H "authorization: Bearer $TOKEN"': {
+    file: PATHS_E2E,
+    by: "the doc's DELETE refunds once",
+  },
+  "JOB_LEASE_SECONDS=70 SWEEP_LEASE_GRACE_SECONDS=0 npm run dev": {
+    file: DEV_E2E,
+    by: "the tunables docs/FAILURE-PATHS.md sets",
+  },
+  [`curl -s -X POST "http://127.0.0.1:8080/v2/publish/http://127.0.0.1:3000/api/worker" -H "authorization: Bearer $QDEV" -H 'content-type: application/json' -d "{\\"jobId\\":\\"$J\\"}"`]:
+    { file: PATHS_E2E, by: "the doc's QStash publish redelivers" },
+  "QSTASH_TOKEN=x QSTASH_URL=http://127.0.0.1:9 QSTASH_CURRENT_SIGNING_KEY=x QSTASH_NEXT_SIGNING_KEY=x npm run dev":
+    { file: DEV_E2E, by: "with QStash unreachable, as docs/FAILURE-PATHS.md starts it" },
+  'curl -s http://127.0.0.1:3000/api/cron/sweep -H "authorization: Bearer local-dev-cron-secret-0123456789"':
+    { file: PATHS_E2E, by: "its sweep curl republishes" },
+};
+
+/** Each runner named exists and has the text (a test's name, or a line) that runs the command. */
+function expectRunners(map: Record<string, RunBy>): void {
+  for (const [command, { file, by }] of Object.entries(map)) {
+    const path = join(root, file);
+    expect(existsSync(path), `${command}: ${file} does not exist`).toBe(true);
+    expect(readFileSync(path, "utf8"), `${command}: ${file} has no ${by}`).toContain(by);
+  }
+}
+
 describe("every command the README shows is run by a test, or says why not", () => {
   const commands = readmeCommands();
 
@@ -114,11 +167,7 @@ describe("every command the README shows is run by a test, or says why not", () 
   });
 
   test("each named runner exists and has the test (or line) that runs the command", () => {
-    for (const [command, { file, by }] of Object.entries(RUN)) {
-      const path = join(root, file);
-      expect(existsSync(path), `${command}: ${file} does not exist`).toBe(true);
-      expect(readFileSync(path, "utf8"), `${command}: ${file} has no ${by}`).toContain(by);
-    }
+    expectRunners(RUN);
   });
 
   test("`npm run build` is dev/build.ts, whose entry is the buildArtifact that ensureBuild runs", () => {
@@ -131,5 +180,22 @@ describe("every command the README shows is run by a test, or says why not", () 
     expect(build).toMatch(
       /process\.argv\[1\] === fileURLToPath\(import\.meta\.url\)[\s\S]*buildArtifact\(\)/,
     );
+  });
+});
+
+describe("every command docs/FAILURE-PATHS.md shows is run by a test", () => {
+  const commands = failurePathCommands();
+
+  test("each is run by a named test, and the list names only commands the doc shows", () => {
+    expect(commands.length).toBeGreaterThan(10);
+    expect(
+      commands.filter((c) => !(c in FAILURE_PATHS_RUN)),
+      "docs/FAILURE-PATHS.md commands that no test runs: run each in test/e2e/failure-paths-doc.test.ts and map it here",
+    ).toEqual([]);
+    expect(Object.keys(FAILURE_PATHS_RUN).filter((c) => !commands.includes(c))).toEqual([]);
+  });
+
+  test("each named runner exists and has the test that runs the command", () => {
+    expectRunners(FAILURE_PATHS_RUN);
   });
 });
