@@ -8,6 +8,7 @@
  * `$CRON_SECRET` comes from the stack's environment.
  */
 import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { assert, expect, test } from "vitest";
 import { root } from "../../dev/postgres/migrate.ts";
@@ -104,7 +105,6 @@ test("the README's after-the-first-deploy checks: health, security headers, the 
   );
   const job = rows[0]?.enqueue_job ?? assert.fail("enqueue_job answered nothing");
   expect(job.outcome).toBe("enqueued");
-  expect(stack.qstash.stats()).toBeDefined();
   await stack.sql.query(
     "update public.generation_jobs set queued_at = now() - interval '61 seconds' where id = $1",
     [job.job.id],
@@ -159,9 +159,7 @@ test("the README's `npx supabase db push --include-seed` (with --db-url for the 
   const push = readmeCommand("npx supabase db push");
   expect(push).toBe("npx supabase db push --include-seed");
   // The stack's database was made by dev/postgres/migrate.ts with the same command.
-  const migrate = await import("node:fs/promises").then((fs) =>
-    fs.readFile(join(root, "dev", "postgres", "migrate.ts"), "utf8"),
-  );
+  const migrate = readFileSync(join(root, "dev", "postgres", "migrate.ts"), "utf8");
   expect(migrate).toContain('["db", "push", "--db-url", url.href, "--include-seed", "--yes"]');
   const url = new URL(stack.urls.postgres);
   url.searchParams.set("sslmode", "disable");
