@@ -14,7 +14,8 @@
  *   DEV_PORTS=any         every part on a free port (the banner says which)
  *   DEV_DATA_DIR=<dir>    the database's folder instead of `<repo>/.data`
  */
-import { VARIABLES } from "../lib/config.ts";
+import { loadConfig, VARIABLES } from "../lib/config.ts";
+import { ConfigError } from "../lib/errors.ts";
 import { ANY_FREE_PORTS } from "./ports.ts";
 import { type Stack, StackStartError, startStack } from "./stack.ts";
 
@@ -132,6 +133,15 @@ async function main(): Promise<void> {
           ? error.message
           : String(error);
     process.stderr.write(`quota-jobs dev: ${message}\n`);
+    process.exit(1);
+  }
+  // The app would answer every request 500 with this environment: say so now, once, and stop.
+  try {
+    loadConfig(stack.env);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    process.stderr.write(`quota-jobs dev: the app's ${error.message}\n`);
+    await stack.stop();
     process.exit(1);
   }
   process.stdout.write(banner(stack, reset));

@@ -150,3 +150,41 @@ test("`npm run dev` with QStash unreachable, as docs/FAILURE-PATHS.md starts it:
     expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("unavailable");
   });
 }, 150_000);
+
+test("`npm run dev` with a configuration the app would refuse: it says which rule, exits 1 and leaves nothing running", async () => {
+  dataDir = await mkdtemp(join(tmpdir(), "quota-jobs-dev-"));
+  const child = spawn("bash", ["-c", "JOB_LEASE_SECONDS=10 npm run dev"], {
+    cwd: root,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, DEV_PORTS: "any", DEV_DATA_DIR: dataDir },
+  });
+  dev = child;
+  let out = "";
+  child.stdout?.on("data", (chunk: Buffer) => {
+    out += chunk.toString();
+  });
+  child.stderr?.on("data", (chunk: Buffer) => {
+    out += chunk.toString();
+  });
+  const exited = new Promise<string>((resolve) =>
+    child.on("exit", (code, signal) => resolve(signal ?? `exit ${code}`)),
+  );
+  await until(
+    async () => out,
+    (text) => text.includes("Ctrl-C stops everything.") || child.exitCode !== null,
+    { timeoutMs: 90_000, intervalMs: 200, what: "npm run dev to refuse or come up" },
+  );
+  expect(out, "it came up with a configuration the app refuses").not.toContain(
+    "Ctrl-C stops everything.",
+  );
+  expect(await exited, out.slice(-2000)).toBe("exit 1");
+  expect(out).toContain(
+    "quota-jobs dev: the app's invalid configuration:\n  - JOB_LEASE_SECONDS must exceed WORKER_MAX_DURATION_SECONDS (60)",
+  );
+  await until(
+    async () => groupAlive(child.pid ?? 0),
+    (alive) => !alive,
+    { timeoutMs: 10_000, what: "every process of npm run dev to exit" },
+  );
+}, 150_000);
