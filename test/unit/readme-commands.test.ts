@@ -34,6 +34,7 @@ const RUN: Record<string, RunBy> = {
   "npm run build": { file: "test/support/global-setup.ts", by: "ensureBuild(" },
   "apt-get install -y redis-server": { file: ".ci/run", by: "apt-get install -y -qq" },
   "TOKEN=$(npm run -s dev:token -- --plan pro)": { file: README_E2E, by: QUICK_START },
+  // biome-ignore lint/complexity/useLiteralKeys: the command holds both kinds of quote
   [`curl -s -X POST http://127.0.0.1:3000/api/jobs -H "authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{"prompt":"Write a haiku about queues"}'`]:
     { file: README_E2E, by: QUICK_START },
   'curl -s http://127.0.0.1:3000/api/jobs/<id> -H "authorization: Bearer $TOKEN"': {
@@ -98,6 +99,7 @@ const FAILURE_PATHS_RUN: Record<string, RunBy> = {
     file: PATHS_E2E,
     by: "the doc's DLQ curl",
   },
+  // biome-ignore lint/complexity/useLiteralKeys: the command holds both kinds of quote
   [`curl -s -X POST http://127.0.0.1:3000/api/jobs -H "authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{"prompt":"Write a haiku about queues [fake:server_error]"}'`]:
     { file: PATHS_E2E, by: "the doc's POST fails" },
   "psql postgres://postgres:postgres@127.0.0.1:54322/postgres -c \"select enqueue_job('<user id>', 'lost message')\"":
@@ -123,6 +125,7 @@ const FAILURE_PATHS_RUN: Record<string, RunBy> = {
     file: DEV_E2E,
     by: "the tunables docs/FAILURE-PATHS.md sets",
   },
+  // biome-ignore lint/complexity/useLiteralKeys: the command holds both kinds of quote
   [`curl -s -X POST "http://127.0.0.1:8080/v2/publish/http://127.0.0.1:3000/api/worker" -H "authorization: Bearer $QDEV" -H 'content-type: application/json' -d "{\\"jobId\\":\\"$J\\"}"`]:
     { file: PATHS_E2E, by: "the doc's QStash publish redelivers" },
   "QSTASH_TOKEN=x QSTASH_URL=http://127.0.0.1:9 QSTASH_CURRENT_SIGNING_KEY=x QSTASH_NEXT_SIGNING_KEY=x npm run dev":
