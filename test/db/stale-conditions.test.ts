@@ -1,23 +1,157 @@
 /**
  * The stale-job conditions are defined once (private.stale_past_max_age, stale_lease_expired and
- * stale_undelivered, supabase/migrations/20261201060000_stale_conditions.sql), for the sweeper and
- * for ops/reconcile.ts's report. The sweep's three walks must stay ordered walks of their partial
- * indexes (no seq scan, no sort), which needs PostgreSQL to inline the condition functions. The
- * plans are those of the walks inside sweep_jobs as it runs (auto_explain, nested statements), on
- * a table big enough that without the index the planner scans it all and sorts, as the last test
- * shows.
+ * stale_undelivered, supabase/migrations/20261201060000_stale_conditions.sql) and used by both the
+ * sweeper and ops/reconcile.ts. Two things must hold:
+ * - reconcile reports exactly the jobs the sweeper ends, reason by reason, at the boundary too;
+ * - the sweep's three walks stay ordered walks of their partial indexes (no seq scan, no sort),
+ *   which needs PostgreSQL to inline the condition functions. The plans are those of the walks
+ *   inside sweep_jobs as it runs (auto_explain, nested statements), on a table big enough that
+ *   without the index the planner scans it all and sorts, as the last test shows.
  */
 import pg from "pg";
 import { beforeAll, describe, expect, test } from "vitest";
-import { adminPool, at, databaseUrl, useFreshDatabase } from "../support/db.ts";
+import { reconcile } from "../../ops/reconcile.ts";
+import {
+  addSeconds,
+  adminPool,
+  at,
+  databaseUrl,
+  expectNoDrift,
+  newUser,
+  rpc,
+  servicePool,
+  useFreshDatabase,
+} from "../support/db.ts";
 
-// The sweep looks at every job in the database: a database of our own.
+// Both halves look at every job in the database: a database of our own.
 useFreshDatabase();
+const svc = servicePool();
 const admin = adminPool();
 
 const MAX_AGE = 10_800;
 const GRACE = 300;
 const UNDELIVERED = 900;
+const limits = {
+  p_lease_grace_seconds: GRACE,
+  p_undelivered_after_seconds: UNDELIVERED,
+  p_max_age_seconds: MAX_AGE,
+};
+
+async function sweepAll(now: Date, maxRepublish: number) {
+  const ended: Record<string, string[]> = {};
+  const republished: string[] = [];
+  for (;;) {
+    const r = await rpc(svc, "sweep_jobs", {
+      ...limits,
+      p_now: now,
+      p_batch_size: 3,
+      p_max_republish: maxRepublish,
+    });
+    for (const f of r.failed as { id: string; reason: string }[])
+      ended[f.reason] = [...(ended[f.reason] ?? []), f.id];
+    for (const j of r.republish as { id: string }[]) republished.push(j.id);
+    if (!r.more) return { ended, republished };
+  }
+}
+
+describe("reconcile and the sweeper judge stale jobs by the same conditions", () => {
+  test("backdated jobs in each condition and at each boundary: reconcile's checks list exactly the ids sweep_jobs ends for that reason", async () => {
+    const T = at("2026-02-01T00:00:00Z");
+    const ms = (d: Date, n: number) => new Date(d.getTime() + n);
+    const enqueue = async (when: Date) => {
+      const user = await newUser(admin, "pro");
+      const r = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "p", p_now: when });
+      expect(r.outcome).toBe("enqueued");
+      return r.job.id as string;
+    };
+    const running = async (created: Date, leaseEnds: Date) => {
+      const id = await enqueue(created);
+      const startAt = addSeconds(leaseEnds, -90);
+      expect(startAt >= created).toBe(true);
+      await rpc(svc, "start_job", { p_job_id: id, p_lease_seconds: 90, p_now: startAt });
+      return id;
+    };
+    const waiting = async (resumeAt: Date) => {
+      // Claimed, hit the provider's quota at T - 1500 s, waiting to resume at resumeAt.
+      const id = await running(addSeconds(T, -2000), addSeconds(T, -1500 + 90));
+      const r = await rpc(svc, "requeue_job", {
+        p_job_id: id,
+        p_attempt: 1,
+        p_resume_at: resumeAt,
+        p_now: addSeconds(T, -1500),
+      });
+      expect(r.outcome).toBe("requeued");
+      return id;
+    };
+    const maxAgeAt = addSeconds(T, -MAX_AGE);
+    const leaseAt = addSeconds(T, -GRACE);
+    const dueAt = addSeconds(T, -UNDELIVERED);
+
+    // Past the max age (running with a live lease: no other condition).
+    const old = await running(ms(maxAgeAt, -1), addSeconds(T, 60));
+    const oldEdge = await running(maxAgeAt, addSeconds(T, 60));
+    // A lease expired more than the grace ago.
+    const dead = await running(addSeconds(T, -3000), ms(leaseAt, -1));
+    const deadEdge = await running(addSeconds(T, -3000), leaseAt);
+    // Queued and never delivered, by queued_at and by resume_at (which wins over queued_at).
+    const lost = await enqueue(ms(dueAt, -1));
+    const lostEdge = await enqueue(dueAt);
+    const lostAfterWait = await waiting(ms(dueAt, -1));
+    const lostAfterWaitEdge = await waiting(dueAt);
+    // In two conditions: reconcile lists it under both, the sweeper ends it for the first.
+    const oldAndLost = await enqueue(ms(maxAgeAt, -1));
+    const oldAndDead = await running(ms(maxAgeAt, -1), ms(leaseAt, -1));
+
+    const report = await reconcile({ dbUrl: databaseUrl(), now: T, sample: 1000 });
+    const listed = (check: string) =>
+      (report.findings.find((f) => f.check === check)?.rows ?? []).map((r) => r.id as string);
+    const reported = {
+      max_age_exceeded: listed("active_past_max_age"),
+      lease_expired: listed("running_lease_expired"),
+      undelivered: listed("queued_never_delivered"),
+    };
+
+    const { ended, republished } = await sweepAll(T, 1);
+    const swept = {
+      max_age_exceeded: ended.max_age_exceeded ?? [],
+      lease_expired: ended.lease_expired ?? [],
+      undelivered: [...republished, ...(ended.never_delivered ?? [])],
+    };
+
+    const sorted = (ids: string[]) => [...ids].sort();
+    expect(Object.fromEntries(Object.entries(reported).map(([k, v]) => [k, sorted(v)]))).toEqual({
+      max_age_exceeded: sorted([old, oldAndLost, oldAndDead]),
+      lease_expired: sorted([dead, oldAndDead]),
+      undelivered: sorted([lost, lostAfterWait, oldAndLost]),
+    });
+    // The sweeper's walks run in this order; a job is ended by the first that finds it.
+    const first = new Set<string>();
+    const expected: Record<string, string[]> = {};
+    for (const [reason, ids] of Object.entries(reported)) {
+      expected[reason] = sorted(ids.filter((id) => !first.has(id)));
+      for (const id of ids) first.add(id);
+    }
+    expect(Object.fromEntries(Object.entries(swept).map(([k, v]) => [k, sorted(v)]))).toEqual(
+      expected,
+    );
+    expect(swept.undelivered).not.toContain(oldAndLost);
+    expect(swept.lease_expired).not.toContain(oldAndDead);
+
+    // The jobs at the boundary are in no condition (none is in a list above): still active.
+    const { rows } = await admin.query(
+      "select status from public.generation_jobs where id = any($1)",
+      [[oldEdge, deadEdge, lostEdge, lostAfterWaitEdge]],
+    );
+    expect(rows.map((r) => r.status).sort()).toEqual(["queued", "queued", "running", "running"]);
+
+    await expectNoDrift(admin);
+    // Leave nothing active for the plans below.
+    await sweepAll(at("2100-01-01T00:00:00Z"), 0);
+    await expectNoDrift(admin);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
 
 const T2 = at("2026-06-01T00:00:00Z");
 const WALKS = [
