@@ -15,7 +15,11 @@
  * - counters of refunded running-cancels that differ from their events;
  * - succeeded jobs with a refund or a refund-bearing event.
  * The last two are impossible by the table's constraints; they are checked anyway, because this
- * command is for databases whose history nobody here has seen.
+ * command is for databases whose history nobody here has seen. The three stale checks call the
+ * sweeper's own conditions (`private.stale_past_max_age`, `private.stale_lease_expired`,
+ * `private.stale_undelivered`: the functions `sweep_jobs` walks with), so the report lists exactly
+ * the jobs `--fix` ends. The URL's role must read every job and use `private`: the database owner
+ * (`postgres`), as for migrations.
  *
  * `--fix` never writes a row itself: it calls `public.sweep_jobs(...)`, the sweeper's own
  * transition (row locks with skip locked, one refund per job, every change in job_events), in
@@ -42,7 +46,11 @@ export interface ReconcileOptions {
   batchSize?: number;
   /** Rows listed per finding. @default 20 */
   sample?: number;
+  /** The time jobs are judged stale at, and the sweep's `p_now`. @default the database's now() */
+  now?: Date;
 }
+
+type Options = Required<Omit<ReconcileOptions, "now">> & { now: Date | null };
 
 export interface Finding {
   check: string;
@@ -69,29 +77,31 @@ const CHECKS: Array<{ check: string; fixable: boolean; sql: string; param?: Para
     fixable: false,
     sql: "select user_id, period_start, units_used, units_expected from public.quota_drift",
   },
+  // The stale conditions are the sweeper's own (private.stale_*, the functions sweep_jobs walks
+  // with), so this reports exactly the jobs `--fix` ends. $2 is the time they are judged at.
   {
     check: "active_past_max_age",
     fixable: true,
     param: "maxAgeSeconds",
-    sql: `select id, user_id, status, created_at from public.generation_jobs
-          where status in ('queued', 'running') and created_at < now() - make_interval(secs => $1)
-          order by created_at`,
+    sql: `select j.id, j.user_id, j.status, j.created_at from public.generation_jobs j
+          where private.stale_past_max_age(j, coalesce($2::timestamptz, now()), $1)
+          order by j.created_at`,
   },
   {
     check: "running_lease_expired",
     fixable: true,
     param: "leaseGraceSeconds",
-    sql: `select id, user_id, attempts, lease_expires_at from public.generation_jobs
-          where status = 'running' and lease_expires_at < now() - make_interval(secs => $1)
-          order by lease_expires_at`,
+    sql: `select j.id, j.user_id, j.attempts, j.lease_expires_at from public.generation_jobs j
+          where private.stale_lease_expired(j, coalesce($2::timestamptz, now()), $1)
+          order by j.lease_expires_at`,
   },
   {
     check: "queued_never_delivered",
     fixable: true,
     param: "undeliveredAfterSeconds",
-    sql: `select id, user_id, republish_count, coalesce(resume_at, queued_at) as due_since
-          from public.generation_jobs
-          where status = 'queued' and coalesce(resume_at, queued_at) < now() - make_interval(secs => $1)
+    sql: `select j.id, j.user_id, j.republish_count, private.queued_due_since(j) as due_since
+          from public.generation_jobs j
+          where private.stale_undelivered(j, coalesce($2::timestamptz, now()), $1)
           order by 4`,
   },
   {
@@ -137,12 +147,12 @@ const CHECKS: Array<{ check: string; fixable: boolean; sql: string; param?: Para
   },
 ];
 
-async function inspect(client: pg.ClientBase, o: Required<ReconcileOptions>): Promise<Finding[]> {
+async function inspect(client: pg.ClientBase, o: Options): Promise<Finding[]> {
   await client.query("begin isolation level repeatable read read only");
   try {
     const findings: Finding[] = [];
     for (const c of CHECKS) {
-      const { rows } = await client.query(c.sql, c.param ? [o[c.param]] : []);
+      const { rows } = await client.query(c.sql, c.param ? [o[c.param], o.now] : []);
       if (rows.length > 0)
         findings.push({
           check: c.check,
@@ -159,8 +169,9 @@ async function inspect(client: pg.ClientBase, o: Required<ReconcileOptions>): Pr
 
 /** Runs the report (and the fix when asked). Never throws for findings; only for errors. */
 export async function reconcile(options: ReconcileOptions): Promise<ReconcileReport> {
-  const o: Required<ReconcileOptions> = {
+  const o: Options = {
     fix: false,
+    now: null,
     maxAgeSeconds: 10_800,
     leaseGraceSeconds: 300,
     undeliveredAfterSeconds: 900,
@@ -189,9 +200,10 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRep
         r: { failed: Array<{ reason: string }>; republish: unknown[]; more: boolean };
       }>(
         `select public.sweep_jobs(
+           p_now => coalesce($5::timestamptz, now()),
            p_batch_size => $1, p_lease_grace_seconds => $2, p_undelivered_after_seconds => $3,
            p_max_age_seconds => $4, p_max_republish => 0) as r`,
-        [o.batchSize, o.leaseGraceSeconds, o.undeliveredAfterSeconds, o.maxAgeSeconds],
+        [o.batchSize, o.leaseGraceSeconds, o.undeliveredAfterSeconds, o.maxAgeSeconds, o.now],
       );
       const r = rows[0]?.r;
       if (!r) break;
