@@ -1,4 +1,11 @@
-/** `POST /api/worker`: QStash delivers `{"jobId"}` here. Verified on the raw body first. */
+/**
+ * `POST /api/worker`: QStash delivers `{"jobId", "seq"}` here. Verified on the raw body first.
+ * Only the job id is read: every message of a job is a wake-up and start_job's guards decide
+ * (a superseded message finds the job not_ready, running or final like any other, and one that
+ * finds it ready may run it: it is what runs a job whose newer message was lost). The `seq` is
+ * for the failure callback (lib/failure-callback.ts), the one caller that acts on a message
+ * having failed rather than on the job's state.
+ */
 import { HttpError } from "../lib/errors.ts";
 import { handle, json } from "../lib/http.ts";
 import { verifyDelivery } from "../lib/queue.ts";

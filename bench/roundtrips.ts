@@ -119,7 +119,7 @@ class SeedWiring {
       [userId, plan.id],
     );
     const id = rows[0]?.id as string;
-    await this.app.deps.queue.publishJob({ jobId: id, dedupId: `seed-${id}` });
+    await this.app.deps.queue.publishJob({ jobId: id, seq: 1, dedupId: `seed-${id}` });
     return id;
   }
 
@@ -181,7 +181,7 @@ class SeedWiring {
        where id = $1 and status = 'running' returning id`,
       [jobId],
     );
-    await this.app.deps.queue.publishJob({ jobId, dedupId: `seed-${jobId}-r` });
+    await this.app.deps.queue.publishJob({ jobId, seq: 1, dedupId: `seed-${jobId}-r` });
   }
 
   async status(jobId: string, userId: string) {

@@ -53,9 +53,11 @@ export async function enqueueJob(
       // The first request may have died between commit and publish: publishing again under the
       // same deduplication id is free when the first publish did happen, and heals it when not.
       if (r.job.status === "queued" && r.job.resume_at === null) {
-        await deps.queue.publishJob({ jobId: r.job.id, dedupId: dedupId(r.job) }).catch((error) => {
-          log.warn("replay_republish_failed", { jobId: r.job.id, error });
-        });
+        await deps.queue
+          .publishJob({ jobId: r.job.id, seq: r.job.publish_seq, dedupId: dedupId(r.job) })
+          .catch((error) => {
+            log.warn("replay_republish_failed", { jobId: r.job.id, error });
+          });
       }
       return r;
     case "enqueued":
@@ -63,7 +65,11 @@ export async function enqueueJob(
   }
 
   try {
-    await deps.queue.publishJob({ jobId: r.job.id, dedupId: dedupId(r.job) });
+    await deps.queue.publishJob({
+      jobId: r.job.id,
+      seq: r.job.publish_seq,
+      dedupId: dedupId(r.job),
+    });
     log.info("job_enqueued", { jobId: r.job.id, userId: input.userId });
     return r;
   } catch (error) {

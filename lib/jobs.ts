@@ -118,6 +118,8 @@ export type ReleaseResult =
 export type FailResult =
   | { outcome: "failed"; job: JobRow }
   | { outcome: "already_final" | "not_running"; job: JobRow }
+  /** The failure callback's message is older than the job's `publish_seq`: nothing changed. */
+  | { outcome: "superseded"; job: JobRow }
   | { outcome: "not_found" };
 export type ProgressResult =
   | { outcome: "recorded" }
@@ -268,6 +270,11 @@ export function createJobs(rpc: Rpc) {
         error?: string;
         attempt?: number;
         usage?: AttemptUsage | null;
+        /**
+         * The failure callback's message (its `publish_seq`): an older one than the job's is
+         * `superseded`. Sent only when given, so callers without one call the same function.
+         */
+        seq?: number | null;
         now?: Date;
       },
     ) =>
@@ -277,6 +284,7 @@ export function createJobs(rpc: Rpc) {
         p_error: i.error ?? null,
         p_attempt: i.attempt ?? null,
         ...usageArg(i.usage),
+        ...(i.seq == null ? {} : { p_seq: i.seq }),
         ...at(i.now),
       }),
     cancel: (jobId: string, userId: string, now?: Date) =>

@@ -23,11 +23,21 @@ export type QueueOptions = {
   failureCallbackRetries?: number;
 };
 
-/** What to publish: one job, deduplicated by `dedupId`, delivered no earlier than `notBefore`. */
-export type PublishInput = { jobId: string; dedupId: string; notBefore?: Date | undefined };
+/**
+ * What to publish: one job, deduplicated by `dedupId`, delivered no earlier than `notBefore`.
+ * `seq` is the job's `publish_seq` as the caller read it (the message that stands for the job
+ * now): it travels in the body, so the failure callback can tell a superseded message's failure
+ * from the current one's (`fail_job`'s `p_seq`).
+ */
+export type PublishInput = {
+  jobId: string;
+  seq: number;
+  dedupId: string;
+  notBefore?: Date | undefined;
+};
 
 /**
- * A publisher for worker deliveries: JSON `{"jobId"}` to `${appUrl}/api/worker` with
+ * A publisher for worker deliveries: JSON `{"jobId", "seq"}` to `${appUrl}/api/worker` with
  * `retries`, failure callback `${appUrl}/api/dlq`, `deduplicationId` and `notBefore`.
  * Any failure (QStash non-2xx, 429, network) throws `UpstreamError("qstash", ...)`.
  *
@@ -38,7 +48,7 @@ export type PublishInput = { jobId: string; dedupId: string; notBefore?: Date | 
  *
  * @example
  * const queue = createQueue({ token, appUrl, retries: 1 });
- * await queue.publishJob({ jobId: job.id, dedupId: dedupId(job) });
+ * await queue.publishJob({ jobId: job.id, seq: job.publish_seq, dedupId: dedupId(job) });
  */
 export function createQueue(options: QueueOptions): {
   publishJob(input: PublishInput): Promise<{ messageId: string; deduplicated: boolean }>;
@@ -60,11 +70,11 @@ export function createQueue(options: QueueOptions): {
   const dlqUrl = `${options.appUrl}/api/dlq`;
 
   return {
-    async publishJob({ jobId, dedupId, notBefore }) {
+    async publishJob({ jobId, seq, dedupId, notBefore }) {
       try {
         const res = await client.publishJSON({
           url: workerUrl,
-          body: { jobId },
+          body: { jobId, seq },
           retries: options.retries,
           failureCallback: dlqUrl,
           deduplicationId: dedupId,
@@ -94,7 +104,7 @@ export function createQueue(options: QueueOptions): {
 }
 
 /**
- * The largest body QStash sends us. A delivery is `{"jobId":"<uuid>"}` (~50 bytes); a failure
+ * The largest body QStash sends us. A delivery is `{"jobId":"<uuid>","seq":n}` (~60 bytes); a failure
  * callback carries that base64-encoded plus our short error answer and a few headers (~1-2 KB).
  * Anything bigger is not QStash talking to us, and is refused after reading this much.
  */
@@ -187,6 +197,11 @@ function invalidSignature(): HttpError {
 /** What the DLQ route needs from a QStash failure callback. */
 export type FailureCallback = {
   jobId: string;
+  /**
+   * The job's `publish_seq` when the failed message was published; null for a message published
+   * before messages carried it (treated as the job's current message, as before).
+   */
+  seq: number | null;
   /** The destination's last HTTP status (null if it never answered). */
   status: number | null;
   retried: number | null;
@@ -205,11 +220,22 @@ const callbackSchema = z.object({
   dlqId: z.string().nullish(),
   sourceMessageId: z.string().nullish(),
 });
-const sourceSchema = z.object({ jobId: z.string().regex(UUID) });
+/** `publish_seq` is a positive Postgres integer. */
+const MAX_SEQ = 2_147_483_647;
+const sourceSchema = z.object({
+  jobId: z.string().regex(UUID),
+  seq: z.number().int().min(1).max(MAX_SEQ).optional(),
+});
 
 /**
- * Decode a failure-callback body: `sourceBody` is base64 of the published `{"jobId":...}`.
- * Only the job id is required; malformed → `HttpError` 400 `invalid_callback`.
+ * Decode a failure-callback body: `sourceBody` is base64 of the published `{"jobId", "seq"}`.
+ * Only the job id is required: a message without `seq` (published before it existed) decodes
+ * with `seq: null`. Malformed → `HttpError` 400 `invalid_callback`, and that includes a `seq`
+ * that is present but not an integer in 1..2^31-1: the callback is signed by QStash, so its
+ * source body is a message we published; a seq we cannot read is a bug of ours, and neither
+ * guess is safe (as current it may fail a job a newer message runs, as older it would skip a
+ * refund the job needs), so it is refused loudly and the job is left to the sweeper, which ends
+ * (and refunds) every job no message serves.
  */
 export function decodeFailureCallback(rawBody: string): FailureCallback {
   const invalid = () =>
@@ -226,6 +252,7 @@ export function decodeFailureCallback(rawBody: string): FailureCallback {
   }
   return {
     jobId: source.jobId.toLowerCase(),
+    seq: source.seq ?? null,
     status: outer.status ?? null,
     retried: outer.retried ?? null,
     maxRetries: outer.maxRetries ?? null,

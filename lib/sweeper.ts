@@ -45,7 +45,7 @@ export async function sweepStaleJobs(
     }
     for (const job of r.republish) {
       try {
-        await deps.queue.publishJob({ jobId: job.id, dedupId: dedupId(job) });
+        await deps.queue.publishJob({ jobId: job.id, seq: job.publish_seq, dedupId: dedupId(job) });
         report.republished++;
       } catch (error) {
         // Left queued: the next sweep fails it (republished once already) and refunds it.

@@ -49,9 +49,11 @@ export async function runJob(
     // requeue's publish did happen, leaving the job to the sweeper. The id names this delivery
     // attempt by its signature, so a retry or a replay of the same signed request publishes
     // once, and no header a sender controls can mint new ids (each would be a new publish);
-    // a second message for the job would only find it claimed.
+    // a second message for the job would only find it claimed. It carries the job's current
+    // publish_seq: it stands in for the requeue's message, so its failure callback counts.
     await deps.queue.publishJob({
       jobId,
+      seq: claim.job.publish_seq,
       dedupId: `${dedupId(claim.job)}-after-${(delivery.deliveryId ?? "unknown").replace(/[^\w-]/g, "_")}`,
       notBefore: new Date(claim.job.resume_at ?? Date.now()),
     });
@@ -350,6 +352,7 @@ async function afterRequeue(deps: WorkerDeps, r: RequeueResult): Promise<WorkerR
     // the job not_ready and publishes a message for the resume time itself.
     await deps.queue.publishJob({
       jobId: r.job.id,
+      seq: r.job.publish_seq,
       dedupId: dedupId(r.job),
       notBefore: new Date(r.job.resume_at ?? Date.now()),
     });

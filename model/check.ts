@@ -240,6 +240,20 @@ async function main(): Promise<void> {
     });
     report(`mutant: ${name}`, r, true);
   }
+  // A known gap, kept visible: the failure callback of the job's *current* message may still
+  // end a job another message's live worker runs (docs/RELIABILITY.md, "Model checking"). When
+  // a change closes it, this line fails: update the document and drop STRICT_CLAIM's exception.
+  console.log(`\nknown gap, profile "bounded" (shortest counterexample):`);
+  report(
+    "no live claim taken by any failure callback",
+    await checkModel({
+      bounds: PROFILES.bounded,
+      mode: "safety",
+      flags: ["STRICT_CLAIM"],
+      shortest: true,
+    }),
+    true,
+  );
   if (failed) process.exitCode = 1;
 }
 

@@ -35,6 +35,20 @@
 #define FRESH(v) (v != att && v != mine[0] && v != mine[1])
 #define FRESH_CLAIM (FRESH(1) -> 1 : (FRESH(2) -> 2 : (FRESH(3) -> 3 : 4)))
 
+/* publish_seq + 1 (a requeue, the sweeper's republish): every message QStash holds, every
+ * failure callback it owes and every delivery a worker is handling now belongs to an older
+ * message than the job's (the generated transitions call this; the caller then publishes the
+ * new, current one). Only "current" or "older" matters: fail_job compares the two, nothing else. */
+inline supersede() {
+  pend[4] = pend[4] + pend[0]; pend[0] = 0;
+  pend[5] = pend[5] + pend[1]; pend[1] = 0;
+  pend[6] = pend[6] + pend[2]; pend[2] = 0;
+  pend[7] = pend[7] + pend[3]; pend[3] = 0;
+  cbs[1] = cbs[1] + cbs[0]; cbs[0] = 0;
+  if :: mine[0] != 0 -> wold[0] = true :: else fi;
+  if :: mine[1] != 0 -> wold[1] = true :: else fi
+}
+
 #include "transitions.pml"
 
 /* the job (model variables the generated transitions read and write) */
@@ -57,13 +71,16 @@ byte fate = S_NONE;     /* the first final status */
 bool withheld;          /* canceled with the unit kept spent (past the running-cancel bound) */
 byte canceledFrom = S_NONE; /* the status the user's cancel found */
 byte mine[2];           /* the claim each live worker holds (0: none) */
+bool cbOld;             /* the failure callback that failed the job came from an older message */
 
-/* QStash. Every message carries the same job id, so messages that agree on notBefore and on
- * whether they were retried are interchangeable: QStash is a count per kind. */
-#define KIND(nb, retried) ((nb) * 2 + (retried))
-byte pend[4];           /* messages waiting for delivery, by kind */
+/* QStash. Every message carries the same job id and its publish_seq, so messages that agree on
+ * notBefore, on whether they were retried and on whether their seq is still the job's are
+ * interchangeable: QStash is a count per kind. */
+#define KIND(nb, retried, old) ((old) * 4 + (nb) * 2 + (retried))
+byte pend[8];           /* messages waiting for delivery, by kind */
 bool delivered;         /* some message was handed out (so a duplicate can arrive) */
-byte cbs;               /* failure callbacks due */
+byte cbs[2];            /* failure callbacks due: of a current message [0], of an older one [1] */
+bool wold[2];           /* the message a worker is handling is older than the job's */
 byte quota429 = QUOTA_429, gate = GATE_CLOSED, dups = DUPS, early = EARLY, cbagain = CB_AGAIN;
 
 #define final(s) (s == S_SUCCEEDED || s == S_FAILED || s == S_CANCELED)
@@ -92,16 +109,25 @@ inline invariants() {
   assert(counter == ((st == S_QUEUED || st == S_RUNNING || st == S_SUCCEEDED || withheld) -> 1 : 0))
 }
 
-/* A live worker's claim is taken only by the user, the failure callback, the enqueue's publish
- * failure or the max age: never by a reclaim or by the sweeper's lease rule (the platform ends
- * a worker before its lease runs out, so a live worker's lease never expires). */
+/* A live worker's claim is taken only by the user, the failure callback of the job's current
+ * message, the enqueue's publish failure or the max age: never by a reclaim, by the sweeper's
+ * lease rule (the platform ends a worker before its lease runs out, so a live worker's lease
+ * never expires) or by the callback of a message a requeue or a republish superseded.
+ * STRICT_CLAIM: not by the failure callback at all (a known gap: RELIABILITY.md). */
 inline claim_lost() {
+#ifdef STRICT_CLAIM
   assert(st == S_CANCELED || (st == S_FAILED &&
-    (reason == R_DELIVERY_FAILED || reason == R_PUBLISH_FAILED || reason == R_MAX_AGE_EXCEEDED)))
+    (reason == R_PUBLISH_FAILED || reason == R_MAX_AGE_EXCEEDED)))
+#else
+  assert(st == S_CANCELED || (st == S_FAILED &&
+    ((reason == R_DELIVERY_FAILED && !cbOld) || reason == R_PUBLISH_FAILED ||
+     reason == R_MAX_AGE_EXCEEDED)))
+#endif
 }
 
+/* Whoever publishes read the job's publish_seq just now: a new message is a current one. */
 inline publish(nb) {
-  pend[KIND(nb, 0)]++
+  pend[KIND(nb, 0, 0)]++
 }
 
 /* A publish that reached QStash and answered, reached it and lost the answer, or failed. */
@@ -118,12 +144,12 @@ inline publish_answered(nb, ok) {
 inline finish(good) {
   if
   :: dup || good -> printf("[%d] worker %d: answers 200\n", _pid, w)
-  :: !dup && !good && tr < RETRIES -> pend[KIND(nb, 1)]++;
-     printf("[%d] worker %d: 5xx or timeout: QStash will retry\n", _pid, w)
-  :: !dup && !good && tr >= RETRIES -> cbs++;
-     printf("[%d] worker %d: 5xx or timeout after the last retry: failure callback due\n", _pid, w)
+  :: !dup && !good && tr < RETRIES -> pend[KIND(nb, 1, wold[w])]++;
+     printf("[%d] worker %d: 5xx or timeout: QStash will retry (older message %d)\n", _pid, w, wold[w])
+  :: !dup && !good && tr >= RETRIES -> cbs[wold[w]]++;
+     printf("[%d] worker %d: 5xx or timeout after the last retry: failure callback due (older message %d)\n", _pid, w, wold[w])
   fi;
-  mine[w] = 0;
+  mine[w] = 0; wold[w] = false;
   /* forget the instance's locals, so states differ only in what matters */
   out = 0; a = 0; path = 0; nb = false; tr = false; dup = false; ok = false; bd = false
 }
@@ -132,14 +158,20 @@ inline finish(good) {
  * may resume, or early while the skew budget lasts), or a duplicate of one already handed out. */
 inline take() {
   if
-  :: pend[KIND(0, 0)] > 0 -> pend[KIND(0, 0)]--; nb = 0; tr = 0
-  :: pend[KIND(0, 1)] > 0 -> pend[KIND(0, 1)]--; nb = 0; tr = 1
-  :: pend[KIND(1, 0)] > 0 && !waiting -> pend[KIND(1, 0)]--; nb = 1; tr = 0
-  :: pend[KIND(1, 1)] > 0 && !waiting -> pend[KIND(1, 1)]--; nb = 1; tr = 1
-  :: pend[KIND(1, 0)] > 0 && waiting && early > 0 -> early--; pend[KIND(1, 0)]--; nb = 1; tr = 0
+  :: pend[KIND(0, 0, 0)] > 0 -> pend[KIND(0, 0, 0)]--; nb = 0; tr = 0
+  :: pend[KIND(0, 1, 0)] > 0 -> pend[KIND(0, 1, 0)]--; nb = 0; tr = 1
+  :: pend[KIND(1, 0, 0)] > 0 && !waiting -> pend[KIND(1, 0, 0)]--; nb = 1; tr = 0
+  :: pend[KIND(1, 1, 0)] > 0 && !waiting -> pend[KIND(1, 1, 0)]--; nb = 1; tr = 1
+  :: pend[KIND(1, 0, 0)] > 0 && waiting && early > 0 -> early--; pend[KIND(1, 0, 0)]--; nb = 1; tr = 0
+  :: pend[KIND(0, 0, 1)] > 0 -> pend[KIND(0, 0, 1)]--; nb = 0; tr = 0; wold[w] = true
+  :: pend[KIND(0, 1, 1)] > 0 -> pend[KIND(0, 1, 1)]--; nb = 0; tr = 1; wold[w] = true
+  :: pend[KIND(1, 0, 1)] > 0 && !waiting -> pend[KIND(1, 0, 1)]--; nb = 1; tr = 0; wold[w] = true
+  :: pend[KIND(1, 1, 1)] > 0 && !waiting -> pend[KIND(1, 1, 1)]--; nb = 1; tr = 1; wold[w] = true
+  :: pend[KIND(1, 0, 1)] > 0 && waiting && early > 0 -> early--; pend[KIND(1, 0, 1)]--; nb = 1; tr = 0;
+     wold[w] = true
   :: delivered && dups > 0 -> dups--; dup = true
   fi;
-  printf("[%d] worker %d: QStash delivers (retry %d, duplicate %d)\n", _pid, w, tr, dup);
+  printf("[%d] worker %d: QStash delivers (retry %d, duplicate %d, older message %d)\n", _pid, w, tr, dup, wold[w]);
   delivered = true
 }
 
@@ -219,7 +251,7 @@ proctype Worker(byte w) {
           if :: out != O_RELEASED -> claim_lost() :: else fi;
           ok = (out != O_RELEASED)                  /* released: 503, so QStash retries */
        :: path == P_REFUSED ->
-          fail_job(a, R_MODEL_REFUSED, out); invariants();
+          fail_job(a, R_MODEL_REFUSED, M_NONE, out); invariants();
           if :: out != O_FAILED -> claim_lost() :: else fi;
           ok = true
        fi;
@@ -247,25 +279,32 @@ proctype Enqueue() {
   };
   if
   :: ok -> skip
-  :: !ok -> d_step { fail_job(0, R_PUBLISH_FAILED, out); invariants() }
+  :: !ok -> d_step { fail_job(0, R_PUBLISH_FAILED, M_NONE, out); invariants() }
   :: !ok -> skip                             /* dies before failing it */
   fi;
 gone:
   skip
 }
 
-/* QStash's failure callback handler: at least once, maybe more. */
+/* QStash's failure callback handler: at least once, maybe more. The callback carries the failed
+ * message's seq: the job's current one, or an older one. */
 proctype Callback() {
-  byte out;
+  byte out, o, m;
   do
   :: atomic {
-       cbs > 0 -> cbs--; printf("[%d] QStash calls the failure callback\n", _pid);
        if
-       :: cbagain > 0 -> cbagain--; cbs++     /* died before answering: called again */
-       :: fail_job(0, R_DELIVERY_FAILED, out); invariants();
-          if :: cbagain > 0 -> cbagain--; cbs++ :: skip fi
+       :: cbs[0] > 0 -> o = 0
+       :: cbs[1] > 0 -> o = 1
        fi;
-       out = 0
+       cbs[o]--; printf("[%d] QStash calls the failure callback (older message %d)\n", _pid, o);
+       if
+       :: cbagain > 0 -> cbagain--; cbs[o]++     /* died before answering: called again */
+       :: m = (o -> M_OLDER : M_CURRENT); fail_job(0, R_DELIVERY_FAILED, m, out);
+          if :: out == O_FAILED -> cbOld = o :: else fi;
+          invariants();
+          if :: cbagain > 0 -> cbagain--; cbs[o]++ :: skip fi
+       fi;
+       out = 0; o = 0; m = 0
      }
   od
 }
@@ -277,6 +316,10 @@ proctype Loss() {
   :: d_step { pend[1] > 0 -> pend[1]--; printf("[%d] QStash loses a message\n", _pid) }
   :: d_step { pend[2] > 0 -> pend[2]--; printf("[%d] QStash loses a message\n", _pid) }
   :: d_step { pend[3] > 0 -> pend[3]--; printf("[%d] QStash loses a message\n", _pid) }
+  :: d_step { pend[4] > 0 -> pend[4]--; printf("[%d] QStash loses a message\n", _pid) }
+  :: d_step { pend[5] > 0 -> pend[5]--; printf("[%d] QStash loses a message\n", _pid) }
+  :: d_step { pend[6] > 0 -> pend[6]--; printf("[%d] QStash loses a message\n", _pid) }
+  :: d_step { pend[7] > 0 -> pend[7]--; printf("[%d] QStash loses a message\n", _pid) }
   od
 }
 

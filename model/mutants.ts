@@ -45,6 +45,17 @@ export const mutants: Record<string, Mutant> = {
       ],
     })),
   },
+  "failure callback without its message check": {
+    describe:
+      "fail_job fails the job on the failure callback of any message, also one a requeue or a " +
+      "republish superseded (the SQL before 20261201070000): the old message's callback fails " +
+      "the job a newer message's live worker is running",
+    mode: "safety",
+    table: mutate("fail_job", (f) => ({
+      ...f,
+      rows: f.rows.filter((r) => r.outcome !== "superseded"),
+    })),
+  },
   "cancel that withholds a queued job's refund": {
     describe:
       "cancel_job keeps the unit of a queued job when the running-cancel bound is reached, " +

@@ -15,6 +15,8 @@ export const REASONS: Reason[] = [
   "never_delivered",
 ];
 const LEASES = ["none", "live", "expired", "past_grace"] as const;
+/** fail_job's `m`: the message the caller names, against the job's publish_seq. */
+const MESSAGES = ["none", "current", "older"] as const;
 
 /** The Promela parameters of each function's inline, in order. */
 const PARAMS: Record<string, string[]> = {
@@ -23,7 +25,7 @@ const PARAMS: Record<string, string[]> = {
   complete_job: ["a", "out"],
   requeue_job: ["a", "ch", "bd", "out"],
   release_job: ["a", "out"],
-  fail_job: ["a", "r", "out"],
+  fail_job: ["a", "r", "m", "out"],
   cancel_job: ["out"],
   sweep_jobs: ["out"],
   record_progress: ["a", "out"],
@@ -35,7 +37,7 @@ const O = (s: string) => `O_${up(s)}`;
 const R = (s: Reason) => `R_${up(s)}`;
 
 function atom(name: string, value: unknown): string {
-  switch (name as FactName | "claim" | "countHit" | "beyondDeadline") {
+  switch (name as FactName | "claim" | "message" | "countHit" | "beyondDeadline") {
     case "status":
       return `st == ${S(value as Status)}`;
     case "lease":
@@ -57,6 +59,8 @@ function atom(name: string, value: unknown): string {
         : value === "stale"
           ? "(a != 0 && a != att)"
           : "a == 0";
+    case "message":
+      return `m == M_${up(value as string)}`;
     case "countHit":
       return value ? "ch" : "!ch";
     case "beyondDeadline":
@@ -84,7 +88,9 @@ function effect(name: string, to: Effect, outcome: string): string {
   if (to.resume) s.push(`waiting = ${to.resume === "waiting"}`);
   if (to.requeuedNow) s.push("undelivered = false");
   if (to.hit) s.push("hits++");
-  // publish_seq has no guard reading it; the actor that got the outcome publishes the message.
+  // publish_seq + 1: every message QStash holds or a worker is handling is now an older one
+  // (job.pml's supersede); the actor that got the outcome publishes the new, current message.
+  if (to.newMessage) s.push("supersede()");
   if (to.republish) s.push("repub++");
   if (to.reason) s.push(`reason = ${to.reason === "$reason" ? "r" : R(to.reason)}`);
   if (to.counter === 1) s.push("counter++", "reserved++");
@@ -116,6 +122,7 @@ export function generatePromela(table: Table): string {
     "/* Generated from model/transitions.ts by model/promela.ts: do not edit. */",
     ...STATUSES.map((s, i) => `#define ${S(s)} ${i}`),
     ...LEASES.map((l, i) => `#define L_${up(l)} ${i}`),
+    ...MESSAGES.map((m, i) => `#define M_${up(m)} ${i}`),
     ...REASONS.map((r, i) => `#define ${R(r)} ${i + 1}`),
     ...outcomes.map((o, i) => `#define ${O(o)} ${i + 1}`),
     "",

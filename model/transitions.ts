@@ -54,6 +54,13 @@ export interface Args {
   countHit: boolean;
   /** requeue_job: the requested resume time lies past the job's max-age deadline. */
   beyondDeadline: boolean;
+  /**
+   * fail_job: the failure callback's message (`p_seq`, the job's publish_seq when the message
+   * was published) is the job's current one, an older one (a requeue or a republish published
+   * a newer message since), or not given (the worker, the enqueue's publish failure, and a
+   * message published before messages carried their seq).
+   */
+  message: "current" | "older" | "none";
 }
 
 export type FactName = keyof Facts;
@@ -100,6 +107,8 @@ export interface Fn {
   args: ArgName[];
   /** The attempts a caller may name, when the function takes one. */
   claims?: Args["claim"][];
+  /** The messages a caller may name, when the function takes one. */
+  messages?: Args["message"][];
   rows: Row[];
 }
 
@@ -212,11 +221,15 @@ export const transitions: Record<FnName, Fn> = {
     ],
   },
   fail_job: {
-    args: ["claim"],
+    args: ["claim", "message"],
     // The worker names its claim; the failure callback and the enqueue's publish failure do not.
     claims: ["current", "stale", "none"],
+    // The failure callback names its message; the others (and an old deploy's message) do not.
+    messages: ["none", "current", "older"],
     rows: [
       { when: { status: final }, outcome: "already_final", to: nothing },
+      // A superseded message's callback: a newer message (or the lease, or the sweeper) decides.
+      { when: { message: ["older"] }, outcome: "superseded", to: nothing },
       {
         when: { status: ["queued"], claim: ["current", "stale"] },
         outcome: "not_running",
@@ -323,15 +336,17 @@ export function allFacts(): Facts[] {
 /** Every argument combination a function can be called with. */
 export function allArgs(fn: Fn, facts: Facts): Args[] {
   const claims: Args["claim"][] = fn.claims ?? ["none"];
+  const messages: Args["message"][] = fn.messages ?? ["none"];
   const bools = (name: ArgName) => (fn.args.includes(name) ? [false, true] : [false]);
   const out: Args[] = [];
   for (const claim of claims)
-    for (const countHit of bools("countHit"))
-      for (const beyondDeadline of bools("beyondDeadline")) {
-        // Past the max age every resume time lies past the deadline.
-        if (facts.aged && fn.args.includes("beyondDeadline") && !beyondDeadline) continue;
-        out.push({ claim, countHit, beyondDeadline });
-      }
+    for (const message of messages)
+      for (const countHit of bools("countHit"))
+        for (const beyondDeadline of bools("beyondDeadline")) {
+          // Past the max age every resume time lies past the deadline.
+          if (facts.aged && fn.args.includes("beyondDeadline") && !beyondDeadline) continue;
+          out.push({ claim, message, countHit, beyondDeadline });
+        }
   return out;
 }
 

@@ -222,6 +222,111 @@ describe("POST /api/dlq", () => {
     }
   });
 
+  describe("a superseded message's callback (the job's publish_seq moved on)", () => {
+    const until = async (what: string, ok: () => Promise<boolean>) => {
+      for (let i = 0; i < 200; i++) {
+        if (await ok()) return;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      throw new Error(`timed out waiting for ${what}`);
+    };
+
+    test("the old message's callback while the new message's worker runs: 200 superseded, the job still succeeds, 1 unit used, nothing refunded", async () => {
+      const clock = withAlertClock();
+      const { user, id, message: first } = await queuedJob();
+      expect(JSON.parse(first.body)).toEqual({ jobId: id, seq: 1 });
+
+      // The first message's claim hits a provider 429: requeued, a new message (seq 2) for 1 s later.
+      app.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 1 });
+      expect(await (await app.deliver(first)).json()).toEqual({ outcome: "requeued" });
+      const second = app.qstash.latestFor(id);
+      expect(JSON.parse(second.body)).toEqual({ jobId: id, seq: 2 });
+      const resumeAt = (await app.jobRow(id)).resume_at?.getTime() ?? 0;
+      await new Promise((r) => setTimeout(r, Math.max(0, resumeAt - Date.now()) + 100));
+
+      // The new message is delivered and claimed; the model takes a second to answer.
+      app.model.failNext("slow", 1, { delayMs: 1000 });
+      const running = app.deliver(second);
+      await until("the second claim", async () => (await app.jobRow(id)).attempts === 2);
+      expect(await app.jobRow(id)).toMatchObject({
+        status: "running",
+        attempts: 2,
+        publish_seq: 2,
+      });
+
+      // Meanwhile the first message's last retry failed (its worker died before answering):
+      // QStash calls the failure callback for it.
+      const res = await app.failureCallback(first, { handlers: clock.handlers });
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({ outcome: "superseded" });
+      expect(await app.jobRow(id)).toMatchObject({ status: "running", refunded_at: null });
+      expect(await app.unitsUsed(user.id)).toBe(1);
+      const noop = app.logs
+        .map((l) => JSON.parse(l))
+        .find((l) => l.event === "failure_callback_noop");
+      expect(noop).toMatchObject({
+        jobId: id,
+        outcome: "superseded",
+        messageSeq: 1,
+        jobSeq: 2,
+        status: "running",
+      });
+
+      // The live worker's answer is the job's fate.
+      const done = await running;
+      expect(done.status).toBe(200);
+      expect(await done.json()).toEqual({ outcome: "completed" });
+      const row = await app.jobRow(id);
+      expect(row).toMatchObject({ status: "succeeded", refunded_at: null, failure_reason: null });
+      expect(row.output).toBeTruthy();
+      const usage = await (await app.call("usage", "/api/usage", { headers: user.headers })).json();
+      expect(usage).toMatchObject({ used: 1 });
+      expect(await app.unitsUsed(user.id)).toBe(1);
+      expect((await app.events(id)).map((e) => e.event)).not.toContain("failed");
+      // Not counted as a user-caused failure either.
+      expect(await clock.closeWindow()).toBe(0);
+    });
+
+    test("the current message's callback still fails and refunds", async () => {
+      const { user, id, message: first } = await queuedJob();
+      app.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 30 });
+      await app.deliver(first);
+      const second = app.qstash.latestFor(id);
+      expect(JSON.parse(second.body).seq).toBe(2);
+      const res = await app.failureCallback(second);
+      expect(await res.json()).toEqual({ outcome: "failed" });
+      expect(await app.jobRow(id)).toMatchObject({
+        status: "failed",
+        failure_reason: "delivery_failed",
+      });
+      expect(await app.unitsUsed(user.id)).toBe(0);
+    });
+
+    test("a message from before messages carried a seq is treated as the current one, as before", async () => {
+      const { user, id, message: first } = await queuedJob();
+      app.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 30 });
+      await app.deliver(first);
+      expect((await app.jobRow(id)).publish_seq).toBe(2);
+      const res = await app.failureCallback({ ...first, body: JSON.stringify({ jobId: id }) });
+      expect(await res.json()).toEqual({ outcome: "failed" });
+      expect(await app.unitsUsed(user.id)).toBe(0);
+    });
+
+    test("a seq that is not a publish_seq: 400 invalid_callback, nothing changed", async () => {
+      const { user, id, message } = await queuedJob();
+      for (const seq of [0, "1", 1.5]) {
+        const res = await app.failureCallback({
+          ...message,
+          body: JSON.stringify({ jobId: id, seq }),
+        });
+        expect(res.status).toBe(400);
+        expect(await res.json()).toMatchObject({ error: { code: "invalid_callback" } });
+      }
+      expect(await app.jobRow(id)).toMatchObject({ status: "queued", refunded_at: null });
+      expect(await app.unitsUsed(user.id)).toBe(1);
+    });
+  });
+
   describe("401 invalid_signature, nothing changed", () => {
     test.each([
       ["no signature", null],

@@ -57,7 +57,7 @@ describe("POST /api/jobs", () => {
     expect(published).toHaveLength(1);
     const [message] = published;
     expect(message?.destination).toBe(`${APP_URL}/api/worker`);
-    expect(JSON.parse(message?.body ?? "")).toEqual({ jobId: body.job.id });
+    expect(JSON.parse(message?.body ?? "")).toEqual({ jobId: body.job.id, seq: 1 });
     expect(message?.headers).toMatchObject({
       "content-type": "application/json",
       "upstash-retries": "1",

@@ -79,7 +79,7 @@ describe("GET /api/cron/sweep", () => {
     const messages = app.qstash.forJob(id);
     expect(messages).toHaveLength(2);
     expect(messages[1]?.headers["upstash-deduplication-id"]).toBe(`job-${id}-2`);
-    expect(JSON.parse(messages[1]?.body ?? "")).toEqual({ jobId: id });
+    expect(JSON.parse(messages[1]?.body ?? "")).toEqual({ jobId: id, seq: 2 });
     expect(app.webhook.ofKind("stuck_jobs")).toHaveLength(1);
     // The fresh job is nobody's business yet.
     expect(app.qstash.forJob(fresh.id)).toHaveLength(1);

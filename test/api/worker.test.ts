@@ -257,6 +257,7 @@ describe("POST /api/worker: model failures", () => {
     expect(requeued?.destination).toBe(`${APP_URL}/api/worker`);
     expect(requeued?.headers["upstash-not-before"]).toBe(String(Math.ceil(resumeAt / 1000)));
     expect(requeued?.headers["upstash-deduplication-id"]).toBe(`job-${id}-2`);
+    expect(JSON.parse(requeued?.body ?? "")).toEqual({ jobId: id, seq: 2 });
     expect(requeued?.headers["upstash-deduplication-id"]).not.toBe(
       message.headers["upstash-deduplication-id"],
     );
@@ -315,6 +316,9 @@ describe("POST /api/worker: model failures", () => {
       new RegExp(`^job-${id}-2-after-[\\w-]{22}$`),
     );
     expect(republished.deduplicated).toBe(false);
+    // The old message (seq 1) publishes for the job's current message: its callback counts.
+    expect(JSON.parse(message.body)).toEqual({ jobId: id, seq: 1 });
+    expect(JSON.parse(republished.body)).toEqual({ jobId: id, seq: 2 });
     // The same signed delivery again publishes nothing new: QStash drops the copy.
     const accepted = app.qstash.forJob(id).length;
     expect(await outcomeOf(await redeliver(2))).toBe("not_ready");

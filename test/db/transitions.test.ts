@@ -387,6 +387,140 @@ describe("fail_job", () => {
     expect(await usedUnits(job.user)).toBe(1);
   });
 
+  describe("the failure callback names its message (p_seq, the job's publish_seq when it was published)", () => {
+    /** Running under attempt 2, its message seq 2: attempt 1 hit a 429, was requeued and a new message published. */
+    async function requeuedAndClaimedAgain() {
+      const job = await runningJob();
+      const r = await rpc(svc, "requeue_job", {
+        p_job_id: job.id,
+        p_attempt: 1,
+        p_resume_at: addSeconds(T0, 30),
+        p_error: "429 rate_limit_exceeded",
+        p_now: T0,
+      });
+      expect(r.job).toMatchObject({ status: "queued", publish_seq: 2 });
+      const s = await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 30) });
+      expect(s.job).toMatchObject({ status: "running", attempts: 2, publish_seq: 2 });
+      return job;
+    }
+    const row = async (id: string) =>
+      (
+        await admin.query(
+          `select status, failure_reason, attempts, publish_seq, lease_expires_at, refunded_at,
+             updated_at from public.generation_jobs where id = $1`,
+          [id],
+        )
+      ).rows[0];
+
+    test("from an older message than the job's: superseded, nothing changes, no refund, no event", async () => {
+      const job = await requeuedAndClaimedAgain();
+      const before = await row(job.id);
+      const eventsBefore = await events(job.id);
+      const r = await rpc(svc, "fail_job", {
+        p_job_id: job.id,
+        p_reason: "delivery_failed",
+        p_error: "delivery failed: last status 503 after 1 retries",
+        p_seq: 1,
+        p_now: addSeconds(T0, 31),
+      });
+      expect(r).toMatchObject({
+        outcome: "superseded",
+        job: { status: "running", attempts: 2, publish_seq: 2 },
+      });
+      expect(await row(job.id)).toEqual(before);
+      expect(await events(job.id)).toEqual(eventsBefore);
+      expect(await usedUnits(job.user)).toBe(1);
+      // The worker that holds the claim still owns the job's fate.
+      const done = await rpc(svc, "complete_job", {
+        p_job_id: job.id,
+        p_attempt: 2,
+        p_output: "the doc",
+        p_now: addSeconds(T0, 32),
+      });
+      expect(done).toMatchObject({ outcome: "completed", job: { status: "succeeded" } });
+      expect(await usedUnits(job.user)).toBe(1);
+    });
+
+    test("from an older message on a queued job: superseded too (its current message decides)", async () => {
+      const job = await runningJob();
+      await rpc(svc, "requeue_job", {
+        p_job_id: job.id,
+        p_attempt: 1,
+        p_resume_at: addSeconds(T0, 30),
+        p_now: T0,
+      });
+      const r = await rpc(svc, "fail_job", {
+        p_job_id: job.id,
+        p_reason: "delivery_failed",
+        p_seq: 1,
+        p_now: addSeconds(T0, 1),
+      });
+      expect(r).toMatchObject({ outcome: "superseded", job: { status: "queued" } });
+      expect(await usedUnits(job.user)).toBe(1);
+    });
+
+    test("from the job's current message: fails and refunds, as before", async () => {
+      const job = await requeuedAndClaimedAgain();
+      const r = await rpc(svc, "fail_job", {
+        p_job_id: job.id,
+        p_reason: "delivery_failed",
+        p_seq: 2,
+        p_now: addSeconds(T0, 31),
+      });
+      expect(r).toMatchObject({
+        outcome: "failed",
+        job: {
+          status: "failed",
+          failure_reason: "delivery_failed",
+          refunded_at: expect.any(String),
+        },
+      });
+      expect(await usedUnits(job.user)).toBe(0);
+      expect((await events(job.id)).at(-1)).toBe("failed");
+    });
+
+    test("without a seq (a message published before the field existed): fails and refunds, as before", async () => {
+      const job = await requeuedAndClaimedAgain();
+      const r = await rpc(svc, "fail_job", {
+        p_job_id: job.id,
+        p_reason: "delivery_failed",
+        p_now: addSeconds(T0, 31),
+      });
+      expect(r).toMatchObject({ outcome: "failed", job: { failure_reason: "delivery_failed" } });
+      expect(await usedUnits(job.user)).toBe(0);
+    });
+
+    test("a seq newer than the job's is no known superseded message: treated as current", async () => {
+      const job = await runningJob();
+      const r = await rpc(svc, "fail_job", {
+        p_job_id: job.id,
+        p_reason: "delivery_failed",
+        p_seq: 7,
+        p_now: T0,
+      });
+      expect(r.outcome).toBe("failed");
+      expect(await usedUnits(job.user)).toBe(0);
+    });
+
+    test("on a final job an older message is already_final, as every caller is", async () => {
+      const job = await requeuedAndClaimedAgain();
+      await rpc(svc, "complete_job", {
+        p_job_id: job.id,
+        p_attempt: 2,
+        p_output: "ok",
+        p_now: addSeconds(T0, 31),
+      });
+      const r = await rpc(svc, "fail_job", {
+        p_job_id: job.id,
+        p_reason: "delivery_failed",
+        p_seq: 1,
+        p_now: addSeconds(T0, 32),
+      });
+      expect(r).toMatchObject({ outcome: "already_final", job: { status: "succeeded" } });
+      expect(await usedUnits(job.user)).toBe(1);
+    });
+  });
+
   test("an unknown reason is refused by the table, and nothing changes", async () => {
     const job = await runningJob();
     await expect(

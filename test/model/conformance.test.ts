@@ -57,7 +57,8 @@ function concrete(f: Facts, args: Args, variant: number) {
       attempts: args.claim === "stale" ? 2 : 1,
       provider_quota_hits: hits,
       republish_count: republishes,
-      publish_seq: 1 + hits + republishes,
+      // An older message than the job's exists only once a newer one was published.
+      publish_seq: 1 + hits + republishes + (args.message === "older" ? 1 : 0),
       created_at: createdAt,
       queued_at: queuedAt,
       resume_at: resumeAt,
@@ -79,7 +80,14 @@ function concrete(f: Facts, args: Args, variant: number) {
 
 type Call = { fn: FnName; args: Record<string, unknown> };
 
-function callFor(fn: FnName, id: string, user: string, f: Facts, args: Args): Call {
+function callFor(
+  fn: FnName,
+  id: string,
+  user: string,
+  f: Facts,
+  args: Args,
+  publishSeq: number,
+): Call {
   const attempt = args.claim === "none" ? null : 1;
   const createdAt = f.aged ? s(-MAX_AGE - 100) : s(-3000);
   switch (fn) {
@@ -108,7 +116,16 @@ function callFor(fn: FnName, id: string, user: string, f: Facts, args: Args): Ca
     case "fail_job":
       return {
         fn,
-        args: { p_job_id: id, p_reason: "delivery_failed", p_attempt: attempt, p_now: T },
+        args: {
+          p_job_id: id,
+          p_reason: "delivery_failed",
+          p_attempt: attempt,
+          p_now: T,
+          // The failure callback's message: the job's publish_seq when it was published.
+          ...(args.message === "none"
+            ? {}
+            : { p_seq: args.message === "current" ? publishSeq : publishSeq - 1 }),
+        },
       };
     case "cancel_job":
       return { fn, args: { p_job_id: id, p_user_id: user, p_now: T } };
@@ -282,7 +299,7 @@ async function runCase(
       ],
     );
     const before = rows[0] as JobRow;
-    const call = callFor(fn, id, user, f, args);
+    const call = callFor(fn, id, user, f, args, j.publish_seq);
     const names = Object.keys(call.args);
     const result = (
       await client.query(

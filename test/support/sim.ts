@@ -170,6 +170,8 @@ interface Message {
   id: string;
   kind: "deliver" | "callback";
   jobId: string;
+  /** The job's publish_seq the message was published with (its body's `seq`). */
+  seq: number;
   notBefore: number | null;
   retried: number;
   lastStatus: number | null;
@@ -194,6 +196,7 @@ export class SimQueue {
       id,
       kind: "deliver",
       jobId: input.jobId,
+      seq: input.seq,
       notBefore: input.notBefore ? input.notBefore.getTime() : null,
       retried: 0,
       lastStatus: null,
@@ -691,7 +694,7 @@ export class Sim {
   /** POST /api/worker as QStash delivers: the published body, signed for the exact URL. */
   private async postDelivery(m: Message): Promise<{ status: number; outcome: unknown }> {
     const url = this.url("/api/worker");
-    const body = JSON.stringify({ jobId: m.jobId });
+    const body = JSON.stringify({ jobId: m.jobId, seq: m.seq });
     const res = await this.routes.worker(
       new Request(url, {
         method: "POST",
@@ -724,7 +727,7 @@ export class Sim {
       url: this.url("/api/worker"),
       method: "POST",
       sourceHeader: { "Content-Type": ["application/json"] },
-      sourceBody: Buffer.from(JSON.stringify({ jobId: m.jobId })).toString("base64"),
+      sourceBody: Buffer.from(JSON.stringify({ jobId: m.jobId, seq: m.seq })).toString("base64"),
     });
     const res = await this.routes.dlq(
       new Request(url, {
@@ -780,6 +783,7 @@ export class Sim {
 function callbackFor(m: Message) {
   return {
     jobId: m.jobId,
+    seq: m.seq,
     status: m.lastStatus,
     retried: m.retried,
     maxRetries: 1,

@@ -34,7 +34,7 @@ function capture(respond: () => Response): Seen[] {
 }
 
 describe("publishJob", () => {
-  test("publishes {jobId} to the worker with retries, failure callback, dedup id and notBefore", async () => {
+  test("publishes {jobId, seq} to the worker with retries, failure callback, dedup id and notBefore", async () => {
     const jobId = randomUUID();
     const seen = capture(() =>
       HttpResponse.json(
@@ -46,7 +46,7 @@ describe("publishJob", () => {
       ),
     );
     const notBefore = new Date("2030-01-01T00:00:30.200Z");
-    const res = await queue.publishJob({ jobId, dedupId: `${jobId}-q1`, notBefore });
+    const res = await queue.publishJob({ jobId, seq: 3, dedupId: `${jobId}-q1`, notBefore });
 
     expect(res).toEqual({
       messageId: "msg_26hZCxZCuWyyTWPmSVBrNC1RADwpgWdvfDwDQdp1GgZkWWz",
@@ -55,7 +55,7 @@ describe("publishJob", () => {
     expect(seen).toHaveLength(1);
     const [req] = seen;
     expect(req?.path).toBe("/v2/publish/https://jobs.example.com/api/worker");
-    expect(JSON.parse(req?.body ?? "")).toEqual({ jobId });
+    expect(JSON.parse(req?.body ?? "")).toEqual({ jobId, seq: 3 });
     expect(req?.headers).toMatchObject({
       authorization: `Bearer ${token}`,
       "content-type": "application/json",
@@ -76,7 +76,7 @@ describe("publishJob", () => {
     const seen = capture(() =>
       HttpResponse.json({ messageId: "msg_1", url: `${appUrl}/api/worker` }),
     );
-    await queue.publishJob({ jobId: randomUUID(), dedupId: "d-1" });
+    await queue.publishJob({ jobId: randomUUID(), seq: 1, dedupId: "d-1" });
     expect(seen[0]?.headers["upstash-not-before"]).toBeUndefined();
   });
 
@@ -87,7 +87,7 @@ describe("publishJob", () => {
         { status: 202 },
       ),
     );
-    expect(await queue.publishJob({ jobId: randomUUID(), dedupId: "d-2" })).toEqual({
+    expect(await queue.publishJob({ jobId: randomUUID(), seq: 1, dedupId: "d-2" })).toEqual({
       messageId: "msg_first",
       deduplicated: true,
     });
@@ -98,7 +98,7 @@ describe("publishJob", () => {
       HttpResponse.json({ error: "internal server error" }, { status: 500 }),
     );
     const err = await queue
-      .publishJob({ jobId: randomUUID(), dedupId: "d-3" })
+      .publishJob({ jobId: randomUUID(), seq: 1, dedupId: "d-3" })
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(UpstreamError);
     expect(err).toMatchObject({ service: "qstash", status: 500 });
@@ -120,7 +120,7 @@ describe("publishJob", () => {
       ),
     );
     const err = await queue
-      .publishJob({ jobId: randomUUID(), dedupId: "d-4" })
+      .publishJob({ jobId: randomUUID(), seq: 1, dedupId: "d-4" })
       .catch((e: unknown) => e);
     expect(err).toMatchObject({ name: "UpstreamError", service: "qstash", status: 429 });
   });
@@ -133,7 +133,7 @@ describe("publishJob", () => {
       ),
     );
     const err = await queue
-      .publishJob({ jobId: randomUUID(), dedupId: "d-5" })
+      .publishJob({ jobId: randomUUID(), seq: 1, dedupId: "d-5" })
       .catch((e: unknown) => e);
     expect(err).toMatchObject({ name: "UpstreamError", service: "qstash", status: 400 });
   });
@@ -141,7 +141,7 @@ describe("publishJob", () => {
   test("network failure → retried with the same dedup id, then UpstreamError", async () => {
     const seen = capture(() => HttpResponse.error());
     const err = await queue
-      .publishJob({ jobId: randomUUID(), dedupId: "d-6" })
+      .publishJob({ jobId: randomUUID(), seq: 1, dedupId: "d-6" })
       .catch((e: unknown) => e);
     expect(err).toMatchObject({ name: "UpstreamError", service: "qstash" });
     expect(seen.length).toBe(3);
@@ -271,12 +271,36 @@ describe("decodeFailureCallback", () => {
   test("decodes the job id from the base64 source body and the delivery facts", () => {
     expect(decodeFailureCallback(JSON.stringify(payload))).toEqual({
       jobId,
+      // A message published before messages carried their seq: treated as the current one.
+      seq: null,
       status: 503,
       retried: 1,
       maxRetries: 1,
       dlqId: "1725323658779-0",
       sourceMessageId: "msg_26hZCxZCuWyyTWPmSVBrNC1RADwpgWdvfDwDQdp1GgZkWWz",
     });
+  });
+
+  test("decodes the message's seq (the job's publish_seq when it was published)", () => {
+    const withSeq = (seq: unknown) =>
+      JSON.stringify({
+        ...payload,
+        sourceBody: Buffer.from(JSON.stringify({ jobId, seq })).toString("base64"),
+      });
+    expect(decodeFailureCallback(withSeq(1))).toMatchObject({ jobId, seq: 1 });
+    expect(decodeFailureCallback(withSeq(2_147_483_647))).toMatchObject({ seq: 2_147_483_647 });
+  });
+
+  test("a seq that is present but not a publish_seq → 400 invalid_callback, never a guess", () => {
+    for (const seq of [0, -1, 1.5, "2", null, 2_147_483_648, true, {}]) {
+      const raw = JSON.stringify({
+        ...payload,
+        sourceBody: Buffer.from(JSON.stringify({ jobId, seq })).toString("base64"),
+      });
+      expect(() => decodeFailureCallback(raw), JSON.stringify(seq)).toThrowError(
+        expect.objectContaining({ status: 400, code: "invalid_callback" }),
+      );
+    }
   });
 
   test("malformed callbacks → 400 invalid_callback", () => {
