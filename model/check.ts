@@ -75,6 +75,11 @@ export interface CheckOptions {
   /** Extra preprocessor flags, e.g. `NO_MAX_AGE`. */
   flags?: string[];
   timeoutMs?: number;
+  /**
+   * Spin's memory bound; a search that reaches it is reported incomplete, not passed. The full
+   * duplicates liveness profile needs about 3.9 GB, so the default leaves it room.
+   * @default 8192
+   */
   memLimitMb?: number;
   /** Look for the shortest counterexample (slower; for mutants, whose trail is read). */
   shortest?: boolean;
@@ -138,7 +143,7 @@ export async function checkModel(o: CheckOptions): Promise<CheckResult> {
       [
         o.quickCompile ? "-O0" : "-O2",
         "-DCOLLAPSE",
-        `-DMEMLIM=${o.memLimitMb ?? 4096}`,
+        `-DMEMLIM=${o.memLimitMb ?? 8192}`,
         ...cflags,
         "-o",
         "pan",
