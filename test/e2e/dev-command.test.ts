@@ -39,15 +39,11 @@ afterEach(async () => {
 }, 30_000);
 
 /**
- * Runs `command` (an `npm run dev` line) until its banner, calls `check` with the app's and
- * Postgres's URLs, then Ctrl-C: it must stop, and leave no process and no port behind.
+ * Starts `command` in a process group of its own, on free ports and a temp data dir, and waits
+ * until it has printed its banner or exited. `out()` is everything it printed so far.
  */
-async function runDev(
-  command: string,
-  check: (urls: { app: string; postgres: string }) => Promise<void>,
-): Promise<void> {
+async function startDev(command: string) {
   dataDir = await mkdtemp(join(tmpdir(), "quota-jobs-dev-"));
-  const started = Date.now();
   const child = spawn("bash", ["-c", command], {
     cwd: root,
     detached: true,
@@ -55,7 +51,6 @@ async function runDev(
     env: { ...process.env, DEV_PORTS: "any", DEV_DATA_DIR: dataDir },
   });
   dev = child;
-  const pgid = child.pid ?? 0;
   let out = "";
   child.stdout?.on("data", (chunk: Buffer) => {
     out += chunk.toString();
@@ -66,12 +61,25 @@ async function runDev(
   const exited = new Promise<string>((resolve) =>
     child.on("exit", (code, signal) => resolve(signal ?? `exit ${code}`)),
   );
-
   await until(
     async () => out,
     (text) => text.includes("Ctrl-C stops everything.") || child.exitCode !== null,
     { timeoutMs: 90_000, intervalMs: 200, what: `the banner of ${command}` },
   );
+  return { pgid: child.pid ?? 0, out: () => out, exited };
+}
+
+/**
+ * Runs `command` (an `npm run dev` line) until its banner, calls `check` with the app's and
+ * Postgres's URLs, then Ctrl-C: it must stop, and leave no process and no port behind.
+ */
+async function runDev(
+  command: string,
+  check: (urls: { app: string; postgres: string }) => Promise<void>,
+): Promise<void> {
+  const started = Date.now();
+  const { pgid, out: printed, exited } = await startDev(command);
+  let out = printed();
   const upInMs = Date.now() - started;
   expect(out).toContain("quota-jobs: the whole system is up in");
   expect(out).toMatch(/migrations \(supabase db push\): [1-9]\d* applied now/);
@@ -99,6 +107,7 @@ async function runDev(
     exited,
     new Promise<string>((resolve) => setTimeout(() => resolve("still running after 30 s"), 30_000)),
   ]);
+  out = printed();
   // npm ends itself with the signal its script got (a shell shows 130), once the script is done.
   expect(["exit 0", "SIGINT"], out.slice(-2000)).toContain(ended);
   expect(out).toContain("SIGINT: stopping the stack...");
@@ -152,38 +161,18 @@ test("`npm run dev` with QStash unreachable, as docs/FAILURE-PATHS.md starts it:
 }, 150_000);
 
 test("`npm run dev` with a configuration the app would refuse: it says which rule, exits 1 and leaves nothing running", async () => {
-  dataDir = await mkdtemp(join(tmpdir(), "quota-jobs-dev-"));
-  const child = spawn("bash", ["-c", "JOB_LEASE_SECONDS=10 npm run dev"], {
-    cwd: root,
-    detached: true,
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, DEV_PORTS: "any", DEV_DATA_DIR: dataDir },
-  });
-  dev = child;
-  let out = "";
-  child.stdout?.on("data", (chunk: Buffer) => {
-    out += chunk.toString();
-  });
-  child.stderr?.on("data", (chunk: Buffer) => {
-    out += chunk.toString();
-  });
-  const exited = new Promise<string>((resolve) =>
-    child.on("exit", (code, signal) => resolve(signal ?? `exit ${code}`)),
-  );
-  await until(
-    async () => out,
-    (text) => text.includes("Ctrl-C stops everything.") || child.exitCode !== null,
-    { timeoutMs: 90_000, intervalMs: 200, what: "npm run dev to refuse or come up" },
-  );
-  expect(out, "it came up with a configuration the app refuses").not.toContain(
+  const { pgid, out: printed, exited } = await startDev("JOB_LEASE_SECONDS=10 npm run dev");
+  expect(printed(), "it came up with a configuration the app refuses").not.toContain(
     "Ctrl-C stops everything.",
   );
-  expect(await exited, out.slice(-2000)).toBe("exit 1");
+  const ended = await exited;
+  const out = printed();
+  expect(ended, out.slice(-2000)).toBe("exit 1");
   expect(out).toContain(
     "quota-jobs dev: the app's invalid configuration:\n  - JOB_LEASE_SECONDS must exceed WORKER_MAX_DURATION_SECONDS (60)",
   );
   await until(
-    async () => groupAlive(child.pid ?? 0),
+    async () => groupAlive(pgid),
     (alive) => !alive,
     { timeoutMs: 10_000, what: "every process of npm run dev to exit" },
   );
