@@ -4,7 +4,7 @@
  * sweeper republishes the queued job (or fails and refunds it once it is too old).
  */
 
-import { dedupId, type JobRow, type UsageRow } from "./jobs.ts";
+import { type JobRow, messageOf, type UsageRow } from "./jobs.ts";
 import { log } from "./log.ts";
 import type { Deps } from "./ports.ts";
 import { countPromptTokens } from "./tokens.ts";
@@ -53,11 +53,9 @@ export async function enqueueJob(
       // The first request may have died between commit and publish: publishing again under the
       // same deduplication id is free when the first publish did happen, and heals it when not.
       if (r.job.status === "queued" && r.job.resume_at === null) {
-        await deps.queue
-          .publishJob({ jobId: r.job.id, seq: r.job.publish_seq, dedupId: dedupId(r.job) })
-          .catch((error) => {
-            log.warn("replay_republish_failed", { jobId: r.job.id, error });
-          });
+        await deps.queue.publishJob(messageOf(r.job)).catch((error) => {
+          log.warn("replay_republish_failed", { jobId: r.job.id, error });
+        });
       }
       return r;
     case "enqueued":
@@ -65,11 +63,7 @@ export async function enqueueJob(
   }
 
   try {
-    await deps.queue.publishJob({
-      jobId: r.job.id,
-      seq: r.job.publish_seq,
-      dedupId: dedupId(r.job),
-    });
+    await deps.queue.publishJob(messageOf(r.job));
     log.info("job_enqueued", { jobId: r.job.id, userId: input.userId });
     return r;
   } catch (error) {

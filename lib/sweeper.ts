@@ -4,7 +4,7 @@
  * message was lost, and pages on-call with a summary when it had to end jobs.
  */
 import { createHash } from "node:crypto";
-import { dedupId } from "./jobs.ts";
+import { messageOf } from "./jobs.ts";
 import { log } from "./log.ts";
 import type { Deps } from "./ports.ts";
 
@@ -45,7 +45,7 @@ export async function sweepStaleJobs(
     }
     for (const job of r.republish) {
       try {
-        await deps.queue.publishJob({ jobId: job.id, seq: job.publish_seq, dedupId: dedupId(job) });
+        await deps.queue.publishJob(messageOf(job));
         report.republished++;
       } catch (error) {
         // Left queued: the next sweep fails it (republished once already) and refunds it.

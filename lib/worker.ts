@@ -10,6 +10,7 @@ import {
   dedupId,
   type JobRow,
   type JobStatus,
+  messageOf,
   type RequeueResult,
 } from "./jobs.ts";
 import { log } from "./log.ts";
@@ -52,8 +53,7 @@ export async function runJob(
     // a second message for the job would only find it claimed. It carries the job's current
     // publish_seq: it stands in for the requeue's message, so its failure callback counts.
     await deps.queue.publishJob({
-      jobId,
-      seq: claim.job.publish_seq,
+      ...messageOf(claim.job),
       dedupId: `${dedupId(claim.job)}-after-${(delivery.deliveryId ?? "unknown").replace(/[^\w-]/g, "_")}`,
       notBefore: new Date(claim.job.resume_at ?? Date.now()),
     });
@@ -351,9 +351,7 @@ async function afterRequeue(deps: WorkerDeps, r: RequeueResult): Promise<WorkerR
     // If this publish fails we answer 503: QStash retries this delivery, whose claim then finds
     // the job not_ready and publishes a message for the resume time itself.
     await deps.queue.publishJob({
-      jobId: r.job.id,
-      seq: r.job.publish_seq,
-      dedupId: dedupId(r.job),
+      ...messageOf(r.job),
       notBefore: new Date(r.job.resume_at ?? Date.now()),
     });
     log.info("job_waiting_for_provider", {
