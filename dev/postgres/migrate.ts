@@ -19,10 +19,36 @@ export interface MigrationResult {
   skipped: string[];
 }
 
-/** Runs the Supabase compatibility layer (roles, auth schema). Idempotent. Never in production. */
-export async function applyCompat(client: pg.ClientBase): Promise<void> {
-  const sql = await readFile(join(root, "dev", "postgres", "supabase-compat.sql"), "utf8");
-  await client.query(sql);
+/** What `applyCompat` leaves on the `auth` schema: this database has had its platform bootstrap. */
+export const BOOTSTRAP_MARK = "quota-jobs local platform bootstrap";
+
+/**
+ * Runs the Supabase compatibility layer (roles, auth schema, the platform's default privileges)
+ * once per database, as a hosted project runs its bootstrap once, before any migration. Never
+ * in production.
+ *
+ * Why once: the layer ends with Supabase's `alter default privileges ... grant all ... to anon,
+ * authenticated`, and our closed-by-default migration revokes exactly that. Running the layer
+ * again on a kept database (every `npm run dev`) would reopen, for every object created after
+ * it, what the migration closed: a function a later migration adds to `public` would be
+ * executable by `anon` on a developer's kept database and not on a fresh one or in production.
+ * A database whose migrations ran before this mark existed had its layer applied already (it
+ * was applied on every start): it is only marked.
+ */
+export async function applyCompat(client: pg.ClientBase): Promise<"applied" | "kept"> {
+  const { rows } = await client.query<{ mark: string | null; migrated: string | null }>(
+    `select (select obj_description(n.oid, 'pg_namespace') from pg_namespace n
+              where n.nspname = 'auth') as mark,
+            to_regclass('supabase_migrations.schema_migrations')::text as migrated`,
+  );
+  const state = rows[0];
+  if (state?.mark === BOOTSTRAP_MARK) return "kept";
+  if (!state?.migrated) {
+    const sql = await readFile(join(root, "dev", "postgres", "supabase-compat.sql"), "utf8");
+    await client.query(sql);
+  }
+  await client.query(`comment on schema auth is '${BOOTSTRAP_MARK}'`);
+  return state?.migrated ? "kept" : "applied";
 }
 
 /**
