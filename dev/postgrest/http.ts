@@ -1,6 +1,7 @@
 /** Writing PostgREST-shaped HTTP responses for the RPC stand-in (dev/postgrest/index.ts). */
 import type { IncomingHttpHeaders } from "node:http";
 import { pgrstError } from "./errors.ts";
+import type { Answer, Preferences } from "./negotiate.ts";
 import type { Routine } from "./routines.ts";
 
 export interface Reply {
@@ -18,11 +19,15 @@ export function shape(
   headers: IncomingHttpHeaders,
   body: string | null,
   n: number,
+  answer: Answer = "json",
+  prefs: Pick<Preferences, "applied"> = { applied: [] },
 ): Reply {
   // PostgREST answers every call with a Content-Range; a function that returns one value (or
   // void) is one row: 0-0/*, or 0-0/1 when a count was asked for.
   const counted = /count=(exact|planned|estimated)/.exec(String(headers.prefer ?? ""))?.[0];
-  const applied: Record<string, string> = counted ? { "Preference-Applied": counted } : {};
+  const parts = [...(counted ? [counted] : []), ...prefs.applied];
+  const applied: Record<string, string> =
+    parts.length > 0 ? { "Preference-Applied": parts.join(", ") } : {};
   if (routine.returns === "void")
     return { status: 204, headers: { "Content-Range": `0-0/${counted ? 1 : "*"}`, ...applied } };
   const out: Record<string, string> = { "Content-Type": JSON_TYPE, ...applied };
@@ -32,7 +37,7 @@ export function shape(
       body: body ?? "null",
       headers: { ...out, "Content-Range": `0-0/${counted ? 1 : "*"}` },
     };
-  if ((headers.accept ?? "").includes("application/vnd.pgrst.object+json")) {
+  if (answer === "object") {
     if (n !== 1)
       throw pgrstError(
         406,

@@ -13,6 +13,13 @@ import { type AuthConfig, authenticate, type RequestAuth } from "./auth.ts";
 import { createCatalog } from "./catalog.ts";
 import { fromDatabaseError, PgrstError, pgrstError } from "./errors.ts";
 import { applyResponseGucs, JSON_TYPE, type Reply, shape, toResponse } from "./http.ts";
+import {
+  type Answer,
+  checkMaxAffected,
+  negotiate,
+  type Preferences,
+  preferences,
+} from "./negotiate.ts";
 import { buildCall, pickRoutine } from "./routines.ts";
 
 export { mintAnonKey, mintServiceRoleKey } from "./auth.ts";
@@ -109,6 +116,8 @@ export async function startPostgrest(options: PostgrestOptions): Promise<Running
     who: RequestAuth,
     picked: ReturnType<typeof pickRoutine>,
     args: unknown,
+    answer: Answer,
+    prefs: Preferences,
   ): Promise<Reply> {
     const authed = who.role !== auth.anonRole;
     const readOnly = req.method !== "POST";
@@ -149,7 +158,15 @@ export async function startPostgrest(options: PostgrestOptions): Promise<Running
         headers: string | null;
       }>(call.text, call.values);
       const row = rows[0];
-      const reply = shape(picked.routine, req.headers, row?.body ?? null, row?.n ?? 0);
+      checkMaxAffected(prefs, row?.n ?? 0);
+      const reply = shape(
+        picked.routine,
+        req.headers,
+        row?.body ?? null,
+        row?.n ?? 0,
+        answer,
+        prefs,
+      );
       applyResponseGucs(reply, row?.status ?? null, row?.headers ?? null);
       await client.query("commit");
       return reply;
@@ -209,7 +226,10 @@ export async function startPostgrest(options: PostgrestOptions): Promise<Running
       .catch((e: unknown) =>
         Promise.reject(fromDatabaseError(e, who.role !== auth.anonRole, "connect")),
       );
-    return run(req, who, pickRoutine(schema, name, found, keys, method === "POST"), args);
+    const picked = pickRoutine(schema, name, found, keys, method === "POST");
+    // PostgREST's order: the function, then the media type, then the preferences.
+    const answer = negotiate(req.headers);
+    return run(req, who, picked, args, answer, preferences(req.headers, picked.routine));
   }
 
   const server = await serve(
