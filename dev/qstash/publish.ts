@@ -110,6 +110,13 @@ export function parsePublish(input: PublishInput): ParsedPublish {
   );
   if (flow !== undefined)
     return { outcome: "unsupported", error: `${flow} is not supported by the qstash stand-in` };
+  // QStash reads a destination without a scheme as the name of a URL group (a topic), which
+  // the stand-in does not serve: say so, rather than that the URL has no scheme.
+  if (!/^[a-z][a-z0-9+.-]*:/i.test(input.destination))
+    return {
+      outcome: "unsupported",
+      error: `publishing to a URL group (${input.destination.slice(0, 100)}) is not supported by the qstash stand-in`,
+    };
   try {
     const url = checkUrl(input.destination);
     const forwarded = stripPrefixed(headers, "Upstash-Forward-");

@@ -21,6 +21,7 @@ const UNSERVED = [
   "/v2/schedules",
   "/v2/topics",
   "/v2/flowControl",
+  "/v2/globalParallelism",
   "/v2/logs",
   "/v2/events",
   "/v2/workflows",

@@ -2,7 +2,7 @@
  * A stand-in for Upstash Redis's REST API in front of a real `redis-server`, so
  * `new Redis({ url, token })` from @upstash/redis and @upstash/ratelimit run unchanged.
  *
- * Speaks what the SDK sends (reference platform.md §D): `POST /` with one command,
+ * Speaks what the SDK sends (as @upstash/redis and Upstash's REST API docs describe it): `POST /` with one command,
  * `POST /pipeline` (entries `{result}` / `{error}` in a 200 array), `POST /multi-exec` (MULTI …
  * EXEC on a connection of its own), bearer token, `Upstash-Encoding: base64`, and an
  * `upstash-sync-token` header. One Redis primary means every read sees every earlier write, so
@@ -74,9 +74,12 @@ export async function startUpstashRedis(
   /** One request's answer; every answer after the sync token is taken carries it. */
   async function handle(request: Request, headers: Record<string, string>): Promise<unknown> {
     if (request.method !== "POST") throw new RestError("Method not allowed", 405);
-    if (request.headers.get("authorization") !== `Bearer ${options.token}`)
-      throw new RestError("Unauthorized", 401);
-    const path = new URL(request.url).pathname.replace(/\/+$/, "") || "/";
+    // Upstash takes the token as a bearer or, as its REST docs show, as the `_token` parameter.
+    const url = new URL(request.url);
+    const bearer = request.headers.get("authorization");
+    const token = bearer === null ? url.searchParams.get("_token") : bearer.replace(/^Bearer /, "");
+    if (token !== options.token) throw new RestError("Unauthorized", 401);
+    const path = url.pathname.replace(/\/+$/, "") || "/";
     if (path !== "/" && path !== "/pipeline" && path !== "/multi-exec") {
       throw new RestError(
         `ERR unknown endpoint '${path}' (this stand-in only serves /, /pipeline, /multi-exec)`,

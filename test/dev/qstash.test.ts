@@ -624,7 +624,7 @@ test("Upstash-Timeout shortens the wait for an answer: a hung destination fails 
   expect(messages.map((m) => m.responseStatus)).toEqual([0]);
 });
 
-test("QStash APIs the stand-in does not serve (batch, queues, schedules, URL groups, flow control) answer 501", async () => {
+test("QStash APIs the stand-in does not serve (batch, queues, schedules, URL groups, flow control, global parallelism) answer 501", async () => {
   const { qstash, client } = await startStandIn();
   const receiver = await startReceiver();
   const notServed = async (call: Promise<unknown>) => {
@@ -649,6 +649,10 @@ test("QStash APIs the stand-in does not serve (batch, queues, schedules, URL gro
       flowControl: { key: "k", parallelism: 1 },
     }),
   );
+  await notServed(client.flowControl.getGlobalParallelism());
+  // A destination without a scheme is a URL group's name to QStash: not served, said as such.
+  await notServed(client.publishJSON({ urlGroup: "my-group", body: {} }));
+  await notServed(client.publishJSON({ url: "my-group", body: {} }));
   expect(qstash.stats().published).toBe(0);
   expect(receiver.deliveries).toHaveLength(0);
 });

@@ -164,6 +164,26 @@ describe("Upstash Redis REST stand-in, through @upstash/redis", () => {
     }
   });
 
+  test("the token as the `_token` parameter, as Upstash's REST docs show, is served; a wrong one is 401", async () => {
+    const key = keys();
+    const call = (token: string) =>
+      fetch(`${rest.url}/?_token=${encodeURIComponent(token)}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(["SET", key("t"), "v"]),
+      });
+    const right = await call(token);
+    expect({ status: right.status, body: await right.json() }).toEqual({
+      status: 200,
+      body: { result: "OK" },
+    });
+    const wrong = await call("wrong-token");
+    expect({ status: wrong.status, body: await wrong.json() }).toEqual({
+      status: 401,
+      body: { error: "Unauthorized" },
+    });
+  });
+
   test("a wrong token is refused as Unauthorized", async () => {
     const key = keys();
     for (const wrong of ["wrong-token", "local-upstash-token-but-not-quite"]) {
