@@ -1,0 +1,1327 @@
+-- The schema as supabase/migrations make it today, generated from the catalogue by
+-- `npm run db:schema` (dev/postgres/schema.ts). Do not edit: change a migration, then
+-- regenerate; test/db/schema-file.test.ts fails when the two differ.
+
+-- tables ------------------------------------------------------------------------------------------
+
+create table public.generation_jobs (
+  id uuid not null default gen_random_uuid(),
+  user_id uuid not null,
+  status text not null default 'queued'::text,
+  prompt text not null,
+  request_hash text not null,
+  idempotency_key text,
+  plan_id text not null,
+  period_start timestamp with time zone not null,
+  output text,
+  failure_reason text,
+  last_error text,
+  attempts integer not null default 0,
+  provider_quota_hits integer not null default 0,
+  publish_seq integer not null default 1,
+  republish_count integer not null default 0,
+  resume_at timestamp with time zone,
+  lease_expires_at timestamp with time zone,
+  created_at timestamp with time zone not null,
+  queued_at timestamp with time zone not null,
+  started_at timestamp with time zone,
+  finished_at timestamp with time zone,
+  refunded_at timestamp with time zone,
+  updated_at timestamp with time zone not null,
+  partial_output text,
+  partial_tokens integer not null default 0,
+  progress_at timestamp with time zone,
+  refund_withheld text,
+  meter text not null default 'jobs'::text,
+  prompt_tokens integer,
+  hold integer not null default 1,
+  captured integer,
+  consumed integer not null default 0,
+  constraint generation_jobs_attempts_check CHECK (attempts >= 0),
+  constraint generation_jobs_captured_check CHECK (captured >= 0),
+  constraint generation_jobs_captured_iff_final CHECK ((status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) = (captured IS NOT NULL)),
+  constraint generation_jobs_captured_within_hold CHECK (captured IS NULL OR captured <= hold),
+  constraint generation_jobs_consumed_check CHECK (consumed >= 0),
+  constraint generation_jobs_failure_reason_check CHECK (failure_reason = ANY (ARRAY['model_refused'::text, 'delivery_failed'::text, 'publish_failed'::text, 'provider_quota_exhausted'::text, 'lease_expired'::text, 'max_age_exceeded'::text, 'never_delivered'::text, 'attempt_budget_exhausted'::text])),
+  constraint generation_jobs_finished_iff_terminal CHECK ((status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) = (finished_at IS NOT NULL)),
+  constraint generation_jobs_hold_check CHECK (hold >= 1),
+  constraint generation_jobs_idempotency_key_check CHECK (char_length(idempotency_key) >= 1 AND char_length(idempotency_key) <= 255),
+  constraint generation_jobs_idempotency_key_per_user UNIQUE (user_id, idempotency_key),
+  constraint generation_jobs_job_meter_holds_one CHECK (meter = 'tokens'::text OR hold = 1),
+  constraint generation_jobs_lease_iff_running CHECK ((status = 'running'::text) = (lease_expires_at IS NOT NULL)),
+  constraint generation_jobs_meter_check CHECK (meter = ANY (ARRAY['jobs'::text, 'tokens'::text])),
+  constraint generation_jobs_output_only_when_succeeded CHECK (output IS NULL OR status = 'succeeded'::text),
+  constraint generation_jobs_partial_tokens_check CHECK (partial_tokens >= 0),
+  constraint generation_jobs_pkey PRIMARY KEY (id),
+  constraint generation_jobs_plan_id_fkey FOREIGN KEY (plan_id) REFERENCES public.plans(id),
+  constraint generation_jobs_prompt_check CHECK (char_length(prompt) >= 1 AND char_length(prompt) <= 8000),
+  constraint generation_jobs_prompt_tokens_check CHECK (prompt_tokens >= 0),
+  constraint generation_jobs_provider_quota_hits_check CHECK (provider_quota_hits >= 0),
+  constraint generation_jobs_publish_seq_check CHECK (publish_seq >= 1),
+  constraint generation_jobs_reason_iff_failed CHECK ((status = 'failed'::text) = (failure_reason IS NOT NULL)),
+  constraint generation_jobs_refund_withheld_check CHECK (refund_withheld = 'running_cancel_limit'::text),
+  constraint generation_jobs_refunded_iff_failed_or_canceled CHECK ((status = ANY (ARRAY['failed'::text, 'canceled'::text])) = ((refunded_at IS NOT NULL) <> (refund_withheld IS NOT NULL))),
+  constraint generation_jobs_republish_count_check CHECK (republish_count >= 0),
+  constraint generation_jobs_resume_only_when_queued CHECK (resume_at IS NULL OR status = 'queued'::text),
+  constraint generation_jobs_status_check CHECK (status = ANY (ARRAY['queued'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'canceled'::text])),
+  constraint generation_jobs_withheld_only_when_canceled CHECK (refund_withheld IS NULL OR status = 'canceled'::text)
+);
+alter table public.generation_jobs enable row level security;
+comment on table public.generation_jobs is 'One row per requested document: its state, the quota period it reserved from, and its refund. The row is also the outbox: a queued row whose message was lost is republished or ended by the sweeper.';
+comment on column public.generation_jobs.request_hash is 'sha256 of the prompt: an Idempotency-Key replay with another prompt is refused, not served the old job.';
+comment on column public.generation_jobs.attempts is 'How many times a worker claimed the job; the claim number guards complete/requeue/release/fail.';
+comment on column public.generation_jobs.publish_seq is 'Which QStash message currently stands for the job; the publish deduplication id is job id + this.';
+comment on column public.generation_jobs.refunded_at is 'When the reserved unit came back. Set by the same statement that ends the job failed or canceled.';
+comment on column public.generation_jobs.partial_output is 'The running attempt''s output so far, written by record_progress; the API shows it only while running.';
+comment on column public.generation_jobs.partial_tokens is 'Completion tokens the running attempt has streamed so far (as counted by the worker).';
+comment on column public.generation_jobs.progress_at is 'When the running attempt last recorded its progress.';
+comment on column public.generation_jobs.refund_withheld is 'Why a canceled job kept its unit spent: it was running and the user''s refunded running-cancels had reached the plan''s bound. Null on every other job.';
+comment on column public.generation_jobs.meter is 'The meter of the job''s plan when it was enqueued (a later plan change does not reprice it).';
+comment on column public.generation_jobs.prompt_tokens is 'The prompt''s tokens as counted at enqueue (chat framing included); null on jobs older than metering.';
+comment on column public.generation_jobs.hold is 'What enqueue added to the counter: 1 on a job plan; prompt_tokens + max_output_tokens on a token plan.';
+comment on column public.generation_jobs.captured is 'Null while active. On an ending, what the job kept of its hold (0 ≤ captured ≤ hold); the rest went back to the counter in the same transaction.';
+comment on column public.generation_jobs.consumed is 'Tokens the job''s attempts that did not end it consumed (released attempts'' usage, reclaimed attempts'' last progress). A token plan''s job never starts an attempt that could take it past 2 × hold.';
+
+create table public.job_events (
+  id bigint not null generated always as identity,
+  job_id uuid not null,
+  user_id uuid not null,
+  at timestamp with time zone not null,
+  event text not null,
+  from_status text,
+  to_status text not null,
+  detail jsonb not null default '{}'::jsonb,
+  constraint job_events_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.generation_jobs(id),
+  constraint job_events_pkey PRIMARY KEY (id)
+);
+alter table public.job_events enable row level security;
+comment on table public.job_events is 'Append-only log of every transition, written in the transition''s own transaction.';
+
+create table public.plans (
+  id text not null,
+  name text not null,
+  period text not null,
+  units_per_period integer not null,
+  max_active_jobs integer not null,
+  for_anonymous_users boolean not null default false,
+  max_output_tokens integer not null default 512,
+  max_refunded_running_cancels integer,
+  meter text not null default 'jobs'::text,
+  constraint plans_max_active_jobs_check CHECK (max_active_jobs >= 1),
+  constraint plans_max_output_tokens_check CHECK (max_output_tokens >= 1),
+  constraint plans_max_refunded_running_cancels_check CHECK (max_refunded_running_cancels >= 0),
+  constraint plans_meter_check CHECK (meter = ANY (ARRAY['jobs'::text, 'tokens'::text])),
+  constraint plans_period_check CHECK (period = ANY (ARRAY['day'::text, 'month'::text])),
+  constraint plans_pkey PRIMARY KEY (id),
+  constraint plans_units_per_period_check CHECK (units_per_period >= 0)
+);
+alter table public.plans enable row level security;
+comment on table public.plans is 'Usage plans: how many units a user may reserve per UTC period and how many jobs may be active at once.';
+comment on column public.plans.for_anonymous_users is 'Anonymous sign-ins without a user_plans row are on this plan. At most one plan says so; when none does, they are on ''none'' (no units).';
+comment on column public.plans.max_output_tokens is 'The most completion tokens one model attempt may produce (sent as max_completion_tokens).';
+comment on column public.plans.max_refunded_running_cancels is 'How many canceled running jobs per period get their unit back. Null: as many as the plan''s units_per_period.';
+comment on column public.plans.meter is 'jobs: units_per_period counts jobs (a job holds 1). tokens: units_per_period counts tokens (a job holds its prompt tokens plus max_output_tokens and captures what it consumed).';
+
+create table public.quota_usage (
+  user_id uuid not null,
+  period_start timestamp with time zone not null,
+  units_used integer not null default 0,
+  updated_at timestamp with time zone not null default now(),
+  refunded_running_cancels integer not null default 0,
+  constraint quota_usage_pkey PRIMARY KEY (user_id, period_start),
+  constraint quota_usage_refunded_running_cancels_check CHECK (refunded_running_cancels >= 0),
+  constraint quota_usage_units_used_check CHECK (units_used >= 0)
+);
+alter table public.quota_usage enable row level security;
+comment on table public.quota_usage is 'Units reserved per user and UTC period, net of refunds. Changed only by the transition functions.';
+comment on column public.quota_usage.refunded_running_cancels is 'Running jobs of this period canceled with a refund. Changed only by cancel_job, with the refund, in the same statement.';
+
+create table public.user_plans (
+  user_id uuid not null,
+  plan_id text not null,
+  updated_at timestamp with time zone not null default now(),
+  constraint user_plans_pkey PRIMARY KEY (user_id),
+  constraint user_plans_plan_id_fkey FOREIGN KEY (plan_id) REFERENCES public.plans(id),
+  constraint user_plans_user_id_fkey FOREIGN KEY (user_id) REFERENCES auth.users(id) ON DELETE CASCADE
+);
+alter table public.user_plans enable row level security;
+comment on table public.user_plans is 'Which plan a user is on. A user without a row is on the free plan.';
+
+-- indexes (other than those of constraints) -------------------------------------------------------
+
+CREATE INDEX generation_jobs_active_created ON public.generation_jobs USING btree (created_at) WHERE (status = ANY (ARRAY['queued'::text, 'running'::text]));
+CREATE INDEX generation_jobs_queued_since ON public.generation_jobs USING btree (COALESCE(resume_at, queued_at)) WHERE (status = 'queued'::text);
+CREATE INDEX generation_jobs_running_lease ON public.generation_jobs USING btree (lease_expires_at) WHERE (status = 'running'::text);
+CREATE INDEX generation_jobs_user_active ON public.generation_jobs USING btree (user_id) WHERE (status = ANY (ARRAY['queued'::text, 'running'::text]));
+CREATE INDEX generation_jobs_user_created ON public.generation_jobs USING btree (user_id, created_at DESC, id DESC);
+CREATE INDEX job_events_job ON public.job_events USING btree (job_id, id);
+CREATE INDEX job_events_user ON public.job_events USING btree (user_id, id);
+CREATE UNIQUE INDEX plans_one_for_anonymous_users ON public.plans USING btree (for_anonymous_users) WHERE for_anonymous_users;
+
+-- views -------------------------------------------------------------------------------------------
+
+create view public.quota_drift with (security_invoker=true) as
+ WITH reserved AS (
+         SELECT generation_jobs.user_id,
+            generation_jobs.period_start,
+            sum(COALESCE(generation_jobs.captured, generation_jobs.hold)) AS units_expected
+           FROM public.generation_jobs
+          GROUP BY generation_jobs.user_id, generation_jobs.period_start
+        )
+ SELECT COALESCE(u.user_id, r.user_id) AS user_id,
+    COALESCE(u.period_start, r.period_start) AS period_start,
+    COALESCE(u.units_used, 0) AS units_used,
+    COALESCE(r.units_expected, 0::bigint) AS units_expected
+   FROM public.quota_usage u
+     FULL JOIN reserved r ON r.user_id = u.user_id AND r.period_start = u.period_start
+  WHERE COALESCE(u.units_used, 0) <> COALESCE(r.units_expected, 0::bigint);
+comment on view public.quota_drift is 'Users and periods whose counter differs from their open holds plus their captures (an active job counts its hold, a final one what it captured). Always empty.';
+
+-- functions ---------------------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION private.cancel_refunds(p_job public.generation_jobs)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select case
+    when p_job.status = 'queued' then true
+    when p_job.status = 'running' and p_job.meter = 'tokens' then true
+    when p_job.status = 'running' then coalesce((
+      select q.refunded_running_cancels < coalesce(p.max_refunded_running_cancels, p.units_per_period)
+      from public.quota_usage q, public.plans p
+      where q.user_id = p_job.user_id and q.period_start = p_job.period_start and p.id = p_job.plan_id
+    ), false)
+    else false
+  end
+$function$;
+comment on function private.cancel_refunds(p_job public.generation_jobs) is 'Whether canceling this job now would give back what it holds: always for a queued job; for a running job on a token plan (the rest beyond what it consumed); for a running job on a job plan while the refunded running-cancels of its period are under its plan''s bound.';
+
+CREATE OR REPLACE FUNCTION private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb DEFAULT '{}'::jsonb, p_capture integer DEFAULT 0)
+ RETURNS public.generation_jobs
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_capture integer := least(greatest(coalesce(p_capture, 0), 0), p_job.hold);
+  v_ended record;
+begin
+  with ended as (
+    update public.generation_jobs j
+    set status = p_status,
+        failure_reason = case when p_status = 'failed' then p_reason end,
+        last_error = coalesce(p_error, j.last_error),
+        -- The client was told "nothing was charged, retry": its retry with the same key must
+        -- start a job, not replay this one.
+        idempotency_key = case when p_reason = 'publish_failed' then null else j.idempotency_key end,
+        lease_expires_at = null,
+        resume_at = null,
+        finished_at = p_now,
+        refunded_at = p_now,
+        captured = v_capture,
+        updated_at = p_now
+    where j.id = p_job.id and j.status in ('queued', 'running')
+    returning j as job, j.id, j.user_id, j.period_start, j.status, j.hold
+  ), released as (
+    update public.quota_usage q
+    set units_used = q.units_used - (e.hold - v_capture), updated_at = p_now
+    from ended e
+    where q.user_id = e.user_id and q.period_start = e.period_start
+      and q.units_used >= e.hold - v_capture
+    returning 1
+  ), logged as (
+    insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
+    select e.id, e.user_id, p_now, p_event, p_job.status, e.status,
+      p_detail || jsonb_build_object('captured', v_capture, 'released', e.hold - v_capture)
+    from ended e
+  )
+  select e.job, exists (select from released) as released into v_ended
+  from ended e;
+  if not found then
+    raise exception 'job % is no longer active', p_job.id using errcode = 'P0001';
+  end if;
+  if not v_ended.released then
+    -- A hold with no counter to release it to is drift: refuse the whole transition (the
+    -- caller sees an error and retries) rather than end the job without its release.
+    raise exception 'no hold to release for job % (user %, period %)',
+      p_job.id, p_job.user_id, p_job.period_start using errcode = 'P0001';
+  end if;
+  return v_ended.job;
+end
+$function$;
+comment on function private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb, p_capture integer) is 'Ends an active job failed or canceled: keeps p_capture of its hold (default 0), gives the rest back to the counter, appends the event. One statement; raises if the job is no longer active.';
+
+CREATE OR REPLACE FUNCTION private.forbid_changing_events()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+begin
+  raise exception 'job_events is append-only' using errcode = 'P0001';
+end
+$function$;
+comment on function private.forbid_changing_events() is 'Keeps job_events append-only.';
+
+CREATE OR REPLACE FUNCTION private.forbid_changing_final_jobs()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+begin
+  if old.status in ('succeeded', 'failed', 'canceled') then
+    raise exception 'job % is % and final', old.id, old.status using errcode = 'P0001';
+  end if;
+  return new;
+end
+$function$;
+comment on function private.forbid_changing_final_jobs() is 'A final job never changes again: no second refund, no completion over a cancel, whatever the caller.';
+
+CREATE OR REPLACE FUNCTION private.job_json(j public.generation_jobs)
+ RETURNS jsonb
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO ''
+AS $function$
+  select to_jsonb(j) - 'request_hash'
+$function$;
+comment on function private.job_json(j public.generation_jobs) is 'A job as the functions return it (every column but the prompt hash).';
+
+CREATE OR REPLACE FUNCTION private.log_event(p_job public.generation_jobs, p_event text, p_from_status text, p_now timestamp with time zone, p_detail jsonb DEFAULT '{}'::jsonb)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+begin
+  insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
+  values (p_job.id, p_job.user_id, p_now, p_event, p_from_status, p_job.status, p_detail);
+end
+$function$;
+comment on function private.log_event(p_job public.generation_jobs, p_event text, p_from_status text, p_now timestamp with time zone, p_detail jsonb) is 'Appends one transition to job_events.';
+
+CREATE OR REPLACE FUNCTION private.period_end(p_period text, p_start timestamp with time zone)
+ RETURNS timestamp with time zone
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO ''
+AS $function$
+  select ((p_start at time zone 'UTC') + ('1 ' || p_period)::interval) at time zone 'UTC'
+$function$;
+comment on function private.period_end(p_period text, p_start timestamp with time zone) is 'When the period that starts at p_start resets.';
+
+CREATE OR REPLACE FUNCTION private.period_start(p_period text, p_now timestamp with time zone)
+ RETURNS timestamp with time zone
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO ''
+AS $function$
+  select date_trunc(p_period, p_now at time zone 'UTC') at time zone 'UTC'
+$function$;
+comment on function private.period_start(p_period text, p_now timestamp with time zone) is 'Start of the UTC day or month that contains p_now (independent of the session time zone).';
+
+CREATE OR REPLACE FUNCTION private.plan_for(p_user_id uuid)
+ RETURNS public.plans
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+declare
+  v_plan public.plans;
+  v_plan_id text;
+begin
+  select up.plan_id into v_plan_id from public.user_plans up where up.user_id = p_user_id;
+  if v_plan_id is null then
+    if exists (select 1 from auth.users u where u.id = p_user_id and u.is_anonymous) then
+      v_plan_id := coalesce(
+        (select p.id from public.plans p where p.for_anonymous_users),
+        'none'
+      );
+    else
+      v_plan_id := 'free';
+    end if;
+  end if;
+  select p.* into v_plan from public.plans p where p.id = v_plan_id;
+  return v_plan;
+end
+$function$;
+comment on function private.plan_for(p_user_id uuid) is 'The plan a user is on: their user_plans row; else, for an anonymous sign-in, the plan marked for_anonymous_users or ''none'' (no units); else free.';
+
+CREATE OR REPLACE FUNCTION private.queued_due_since(j public.generation_jobs)
+ RETURNS timestamp with time zone
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+  select coalesce(j.resume_at, j.queued_at)
+$function$;
+comment on function private.queued_due_since(j public.generation_jobs) is 'Since when a queued job should have been delivered: its resume time after a provider 429, else when it was (re)queued. The generation_jobs_queued_since index is on this expression. Inlined by the planner, hence no search_path setting (see its migration).';
+
+CREATE OR REPLACE FUNCTION private.refund(p_job public.generation_jobs, p_now timestamp with time zone)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+begin
+  update public.quota_usage q
+  set units_used = q.units_used - 1, updated_at = p_now
+  where q.user_id = p_job.user_id and q.period_start = p_job.period_start and q.units_used > 0;
+  if not found then
+    -- A reserved unit with no counter to return it to is drift: refuse the whole transition
+    -- (the caller sees an error and retries) rather than end the job without its refund.
+    raise exception 'no reserved unit to refund for job % (user %, period %)',
+      p_job.id, p_job.user_id, p_job.period_start using errcode = 'P0001';
+  end if;
+end
+$function$;
+comment on function private.refund(p_job public.generation_jobs, p_now timestamp with time zone) is 'Returns a job''s unit to the period it was reserved from. Called only by transitions that have just ended the job failed or canceled, in the same transaction.';
+
+CREATE OR REPLACE FUNCTION private.stale_lease_expired(j public.generation_jobs, p_now timestamp with time zone, p_lease_grace_seconds integer)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE PARALLEL SAFE
+AS $function$
+  select j.status = 'running'
+    and j.lease_expires_at < p_now - pg_catalog.make_interval(secs => p_lease_grace_seconds)
+$function$;
+comment on function private.stale_lease_expired(j public.generation_jobs, p_now timestamp with time zone, p_lease_grace_seconds integer) is 'Stale: a running job whose lease expired more than the grace before p_now, its worker dead (the sweeper fails it lease_expired; reconcile reports running_lease_expired). Index: generation_jobs_running_lease, walked by lease_expires_at. Inlined by the planner, hence no search_path setting (see its migration).';
+
+CREATE OR REPLACE FUNCTION private.stale_past_max_age(j public.generation_jobs, p_now timestamp with time zone, p_max_age_seconds integer)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE PARALLEL SAFE
+AS $function$
+  select j.status in ('queued', 'running')
+    and j.created_at < p_now - pg_catalog.make_interval(secs => p_max_age_seconds)
+$function$;
+comment on function private.stale_past_max_age(j public.generation_jobs, p_now timestamp with time zone, p_max_age_seconds integer) is 'Stale: an active job created more than the max age before p_now (the sweeper fails it max_age_exceeded; reconcile reports active_past_max_age). Index: generation_jobs_active_created, walked by created_at. Inlined by the planner, hence no search_path setting (see its migration).';
+
+CREATE OR REPLACE FUNCTION private.stale_undelivered(j public.generation_jobs, p_now timestamp with time zone, p_undelivered_after_seconds integer)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE PARALLEL SAFE
+AS $function$
+  select j.status = 'queued'
+    and private.queued_due_since(j)
+      < p_now - pg_catalog.make_interval(secs => p_undelivered_after_seconds)
+$function$;
+comment on function private.stale_undelivered(j public.generation_jobs, p_now timestamp with time zone, p_undelivered_after_seconds integer) is 'Stale: a queued job not delivered within the window after it was due, its message lost (the sweeper republishes it once, then fails it never_delivered; reconcile reports queued_never_delivered). Index: generation_jobs_queued_since, walked by private.queued_due_since. Inlined by the planner, hence no search_path setting (see its migration).';
+
+CREATE OR REPLACE FUNCTION private.sweep_one(p_old public.generation_jobs, p_reason text, p_now timestamp with time zone)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_job public.generation_jobs;
+begin
+  if p_reason = 'republish' then
+    update public.generation_jobs j
+    set republish_count = j.republish_count + 1,
+        publish_seq = j.publish_seq + 1,
+        queued_at = p_now,
+        resume_at = null,
+        updated_at = p_now
+    where j.id = p_old.id
+    returning * into v_job;
+    perform private.log_event(v_job, 'republished', 'queued', p_now,
+      jsonb_build_object('republish_count', v_job.republish_count));
+    return jsonb_build_object('republish', private.job_json(v_job));
+  end if;
+  v_job := private.end_with_refund(p_old, 'failed', p_reason, 'ended by the sweeper', 'swept', p_now,
+    jsonb_build_object('reason', p_reason));
+  return jsonb_build_object('failed', jsonb_build_object(
+    'id', v_job.id, 'user_id', v_job.user_id, 'reason', p_reason, 'from_status', p_old.status));
+end
+$function$;
+comment on function private.sweep_one(p_old public.generation_jobs, p_reason text, p_now timestamp with time zone) is 'One locked stale job: republished (queued, message lost) or failed with its refund.';
+
+CREATE OR REPLACE FUNCTION private.usage_json(p_user_id uuid, p_plan public.plans, p_now timestamp with time zone)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  with bounds as (
+    select private.period_start(p_plan.period, p_now) as period_start
+  ), counter as (
+    select q.units_used, q.refunded_running_cancels from public.quota_usage q, bounds b
+    where q.user_id = p_user_id and q.period_start = b.period_start
+  ), active as (
+    select count(*) as n, coalesce(sum(j.hold), 0) as held from public.generation_jobs j
+    where j.user_id = p_user_id and j.status in ('queued', 'running')
+  )
+  select private.usage_object(
+    p_plan,
+    b.period_start,
+    coalesce((select c.units_used from counter c), 0),
+    a.n
+  ) || jsonb_build_object(
+    'meter', p_plan.meter,
+    'held', a.held,
+    'refunded_running_cancels', coalesce((select c.refunded_running_cancels from counter c), 0),
+    'max_refunded_running_cancels',
+      coalesce(p_plan.max_refunded_running_cancels, p_plan.units_per_period)
+  )
+  from bounds b, active a
+$function$;
+comment on function private.usage_json(p_user_id uuid, p_plan public.plans, p_now timestamp with time zone) is 'A user''s usage in the period that contains p_now: the meter, units (jobs or tokens) used and the limit, what active jobs hold, active jobs, and the running-cancel refunds used and allowed.';
+
+CREATE OR REPLACE FUNCTION private.usage_object(p_plan public.plans, p_period_start timestamp with time zone, p_used integer, p_active bigint)
+ RETURNS jsonb
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO ''
+AS $function$
+  select jsonb_build_object(
+    'plan', p_plan.id,
+    'used', p_used,
+    'limit', p_plan.units_per_period,
+    'period_start', p_period_start,
+    'resets_at', private.period_end(p_plan.period, p_period_start),
+    'active', p_active,
+    'max_active', p_plan.max_active_jobs
+  )
+$function$;
+comment on function private.usage_object(p_plan public.plans, p_period_start timestamp with time zone, p_used integer, p_active bigint) is 'A usage report from values the caller already holds (enqueue knows them: no second read).';
+
+CREATE OR REPLACE FUNCTION private.usage_tokens(p_usage jsonb)
+ RETURNS integer
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO ''
+AS $function$
+  select case when p_usage is null then 0 else
+    greatest(coalesce((p_usage ->> 'prompt_tokens')::integer, 0), 0)
+    + greatest(coalesce((p_usage ->> 'completion_tokens')::integer, 0), 0) end
+$function$;
+comment on function private.usage_tokens(p_usage jsonb) is 'prompt_tokens + completion_tokens of an attempt''s usage (0 without one).';
+
+CREATE OR REPLACE FUNCTION private.with_usage(p_detail jsonb, p_usage jsonb)
+ RETURNS jsonb
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO ''
+AS $function$
+  select case when p_usage is null then p_detail else p_detail || jsonb_build_object('usage', p_usage) end
+$function$;
+comment on function private.with_usage(p_detail jsonb, p_usage jsonb) is 'An event detail with the attempt''s usage added under `usage` (unchanged without one).';
+
+CREATE OR REPLACE FUNCTION public.cancel_job(p_job_id uuid, p_user_id uuid, p_now timestamp with time zone DEFAULT now())
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_old public.generation_jobs;
+  v_capture integer;
+  v_result jsonb;
+begin
+  select * into v_old from public.generation_jobs j
+  where j.id = p_job_id and j.user_id = p_user_id
+  for update;
+  if not found then
+    return jsonb_build_object('outcome', 'not_found');
+  end if;
+  if v_old.status in ('succeeded', 'failed', 'canceled') then
+    return jsonb_build_object('outcome', 'already_finished', 'job', private.job_json(v_old));
+  end if;
+  if v_old.status = 'queued' then
+    return jsonb_build_object('outcome', 'canceled', 'refunded', true, 'job', to_jsonb(private.end_with_refund(
+      v_old, 'canceled', null, null, 'canceled', p_now,
+      jsonb_build_object('refunded', true)
+    )) - 'request_hash');
+  end if;
+
+  if v_old.meter = 'tokens' then
+    -- What the provider consumed that SQL knows now: the prompt and the tokens of the last
+    -- progress write. The worker learns of the cancel at its next write and cuts the stream,
+    -- so what streams in between (about one progress interval) is not captured.
+    v_capture := coalesce(v_old.prompt_tokens, 0) + v_old.partial_tokens;
+    return jsonb_build_object('outcome', 'canceled', 'refunded', true, 'job', to_jsonb(private.end_with_refund(
+      v_old, 'canceled', null, null, 'canceled', p_now,
+      jsonb_build_object('refunded', true), v_capture
+    )) - 'request_hash');
+  end if;
+
+  -- A job plan's running cancel: the rule and the single statement of
+  -- 20261201030000_running_cancel_limit.sql, plus captured (0 refunded, 1 withheld).
+  with counted as (
+    update public.quota_usage q
+    set units_used = q.units_used - 1,
+        refunded_running_cancels = q.refunded_running_cancels + 1,
+        updated_at = p_now
+    where q.user_id = v_old.user_id and q.period_start = v_old.period_start
+      and q.refunded_running_cancels < (
+        select coalesce(p.max_refunded_running_cancels, p.units_per_period)
+        from public.plans p where p.id = v_old.plan_id
+      )
+    returning 1
+  ), ended as (
+    update public.generation_jobs j
+    set status = 'canceled',
+        lease_expires_at = null,
+        finished_at = p_now,
+        refunded_at = case when exists (select from counted) then p_now end,
+        refund_withheld = case when exists (select from counted) then null else 'running_cancel_limit' end,
+        captured = case when exists (select from counted) then 0 else j.hold end,
+        updated_at = p_now
+    where j.id = v_old.id and j.status = 'running'
+    returning j.*
+  ), logged as (
+    insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
+    select e.id, e.user_id, p_now, 'canceled', 'running', 'canceled',
+      case when e.refund_withheld is null
+           then jsonb_build_object('refunded', true, 'captured', e.captured, 'released', e.hold - e.captured)
+           else jsonb_build_object('refunded', false, 'reason', e.refund_withheld,
+             'captured', e.captured, 'released', e.hold - e.captured) end
+    from ended e
+  )
+  select jsonb_build_object('outcome', 'canceled', 'refunded', e.refund_withheld is null,
+    'job', to_jsonb(e) - 'request_hash')
+  into v_result
+  from ended e;
+  if v_result is null then
+    raise exception 'job % is no longer active', v_old.id using errcode = 'P0001';
+  end if;
+  if not (v_result ->> 'refunded')::boolean and not exists (
+    select from public.quota_usage q
+    where q.user_id = v_old.user_id and q.period_start = v_old.period_start
+  ) then
+    raise exception 'no reserved unit for job % (user %, period %)',
+      v_old.id, v_old.user_id, v_old.period_start using errcode = 'P0001';
+  end if;
+  return v_result;
+end
+$function$;
+comment on function public.cancel_job(p_job_id uuid, p_user_id uuid, p_now timestamp with time zone) is 'The owner cancels a queued or running job. Queued: captures nothing. Running on a job plan: refunded under the plan''s bound of refunded running-cancels, else the unit is kept (refund_withheld). Running on a token plan: captures the prompt and the streamed tokens last recorded, up to the hold, and releases the rest.';
+
+CREATE OR REPLACE FUNCTION public.complete_job(p_job_id uuid, p_attempt integer, p_output text, p_now timestamp with time zone DEFAULT now(), p_usage jsonb DEFAULT NULL::jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_job public.generation_jobs;
+  v_result jsonb;
+  v_consumed integer := case when p_usage is null then null else
+    greatest(coalesce((p_usage ->> 'prompt_tokens')::integer, 0), 0)
+    + greatest(coalesce((p_usage ->> 'completion_tokens')::integer, 0), 0) end;
+begin
+  with completed as (
+    update public.generation_jobs j
+    set status = 'succeeded',
+        output = p_output,
+        partial_output = null,
+        lease_expires_at = null,
+        finished_at = p_now,
+        captured = case when j.meter = 'tokens' then least(coalesce(v_consumed, j.hold), j.hold)
+                        else j.hold end,
+        updated_at = p_now
+    where j.id = p_job_id and j.status = 'running' and j.attempts = p_attempt
+    returning j.*
+  ), released as (
+    update public.quota_usage q
+    set units_used = q.units_used - (c.hold - c.captured), updated_at = p_now
+    from completed c
+    where c.hold > c.captured
+      and q.user_id = c.user_id and q.period_start = c.period_start
+      and q.units_used >= c.hold - c.captured
+    returning 1
+  ), logged as (
+    insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
+    select c.id, c.user_id, p_now, 'completed', 'running', c.status,
+      private.with_usage(jsonb_build_object('attempt', p_attempt, 'captured', c.captured,
+        'released', c.hold - c.captured), p_usage)
+    from completed c
+  )
+  select jsonb_build_object('outcome', 'completed', 'job', to_jsonb(c) - 'request_hash',
+    'released', c.hold = c.captured or exists (select from released)) into v_result
+  from completed c;
+  if v_result is not null then
+    if not (v_result ->> 'released')::boolean then
+      raise exception 'no hold to release for job %', p_job_id using errcode = 'P0001';
+    end if;
+    return v_result - 'released';
+  end if;
+  select * into v_job from public.generation_jobs j where j.id = p_job_id;
+  if not found then
+    return jsonb_build_object('outcome', 'not_found');
+  end if;
+  return jsonb_build_object('outcome', 'not_running', 'job', private.job_json(v_job));
+end
+$function$;
+comment on function public.complete_job(p_job_id uuid, p_attempt integer, p_output text, p_now timestamp with time zone, p_usage jsonb) is 'running under this claim → succeeded with the output; captures 1 (job plan) or the usage''s tokens up to the hold (token plan) and releases the rest; the attempt''s usage goes in the event.';
+
+CREATE OR REPLACE FUNCTION public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT now(), p_prompt_tokens integer DEFAULT NULL::integer)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_plan public.plans;
+  v_period_start timestamptz;
+  v_hash text;
+  v_job public.generation_jobs;
+  v_used integer;
+  v_active integer;
+  v_prompt_tokens integer;
+  v_hold integer;
+  v_result jsonb;
+begin
+  if p_prompt is null or p_prompt !~ '[^[:space:]]' or char_length(p_prompt) > 8000
+     or p_prompt_tokens < 0 then
+    return jsonb_build_object('outcome', 'invalid_prompt');
+  end if;
+  if p_idempotency_key is not null and char_length(p_idempotency_key) not between 1 and 255 then
+    return jsonb_build_object('outcome', 'invalid_idempotency_key');
+  end if;
+  v_hash := encode(sha256(convert_to(p_prompt, 'UTF8')), 'hex');
+  -- Without a count, the prompt's UTF-8 bytes: a byte-level BPE token is at least one byte, so
+  -- this never holds less than the prompt costs (plus 8 for the chat framing, as the caller adds).
+  v_prompt_tokens := coalesce(p_prompt_tokens, octet_length(convert_to(p_prompt, 'UTF8')) + 8);
+
+  perform pg_advisory_xact_lock(hashtextextended('quota_jobs.enqueue:' || p_user_id::text, 0));
+
+  select p.id, p.name, p.period, p.units_per_period, p.max_active_jobs, p.max_output_tokens,
+    p.max_refunded_running_cancels, p.meter, b.period_start,
+    (select q.units_used from public.quota_usage q
+     where q.user_id = p_user_id and q.period_start = b.period_start),
+    (select count(*) from public.generation_jobs j
+     where j.user_id = p_user_id and j.status in ('queued', 'running'))
+  into v_plan.id, v_plan.name, v_plan.period, v_plan.units_per_period, v_plan.max_active_jobs,
+    v_plan.max_output_tokens, v_plan.max_refunded_running_cancels, v_plan.meter,
+    v_period_start, v_used, v_active
+  from public.plans p
+  cross join lateral (
+    select date_trunc(p.period, p_now at time zone 'UTC') at time zone 'UTC' as period_start
+  ) b
+  where p.id = (select (private.plan_for(p_user_id)).id);
+
+  if p_idempotency_key is not null then
+    select * into v_job from public.generation_jobs j
+    where j.user_id = p_user_id and j.idempotency_key = p_idempotency_key;
+    if found then
+      if v_job.request_hash <> v_hash then
+        return jsonb_build_object('outcome', 'idempotency_key_reused', 'job_id', v_job.id);
+      end if;
+      return jsonb_build_object(
+        'outcome', 'replayed',
+        'job', private.job_json(v_job),
+        'usage', private.usage_json(p_user_id, v_plan, p_now)
+      );
+    end if;
+  end if;
+
+  v_hold := case when v_plan.meter = 'tokens' then v_prompt_tokens + v_plan.max_output_tokens else 1 end;
+
+  if coalesce(v_used, 0) + v_hold > v_plan.units_per_period then
+    return jsonb_build_object(
+      'outcome', 'quota_exceeded',
+      'hold', v_hold,
+      'resets_at', private.period_end(v_plan.period, v_period_start),
+      'usage', private.usage_json(p_user_id, v_plan, p_now)
+    );
+  end if;
+  if v_active >= v_plan.max_active_jobs then
+    return jsonb_build_object(
+      'outcome', 'too_many_active_jobs',
+      'usage', private.usage_json(p_user_id, v_plan, p_now)
+    );
+  end if;
+
+  -- Hold, insert and log in one statement; the job and its event exist only if the guarded
+  -- hold fitted under the limit.
+  with reserved as (
+    insert into public.quota_usage as q (user_id, period_start, units_used, updated_at)
+    values (p_user_id, v_period_start, v_hold, p_now)
+    on conflict (user_id, period_start) do update
+      set units_used = q.units_used + v_hold, updated_at = p_now
+      where q.units_used + v_hold <= v_plan.units_per_period
+    returning q.units_used
+  ), inserted as (
+    insert into public.generation_jobs (
+      user_id, status, prompt, request_hash, idempotency_key, plan_id, period_start,
+      meter, prompt_tokens, hold, created_at, queued_at, updated_at
+    )
+    select p_user_id, 'queued', p_prompt, v_hash, p_idempotency_key, v_plan.id, v_period_start,
+      v_plan.meter, v_prompt_tokens, v_hold, p_now, p_now, p_now
+    from reserved
+    returning *
+  ), logged as (
+    insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
+    select i.id, i.user_id, p_now, 'enqueued', null, i.status,
+      jsonb_build_object('plan', v_plan.id, 'hold', v_hold)
+    from inserted i
+  )
+  select jsonb_build_object(
+    'outcome', 'enqueued',
+    'job', to_jsonb(i) - 'request_hash',
+    'usage', jsonb_build_object(
+      'plan', v_plan.id,
+      'meter', v_plan.meter,
+      'used', r.units_used,
+      'limit', v_plan.units_per_period,
+      'period_start', v_period_start,
+      'resets_at', ((v_period_start at time zone 'UTC') + ('1 ' || v_plan.period)::interval) at time zone 'UTC',
+      'active', v_active + 1,
+      'max_active', v_plan.max_active_jobs
+    )
+  ) into v_result
+  from inserted i, reserved r;
+  if v_result is null then
+    -- Unreachable while the lock above is held; kept so the limit holds even without it.
+    return jsonb_build_object(
+      'outcome', 'quota_exceeded',
+      'hold', v_hold,
+      'resets_at', private.period_end(v_plan.period, v_period_start),
+      'usage', private.usage_json(p_user_id, v_plan, p_now)
+    );
+  end if;
+  return v_result;
+end
+$function$;
+comment on function public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text, p_now timestamp with time zone, p_prompt_tokens integer) is 'Starts a job: holds 1 (job plan) or p_prompt_tokens + max_output_tokens (token plan) under the limit, checks the active-job limit and the idempotency key, inserts, in one transaction. A refusal holds nothing.';
+
+CREATE OR REPLACE FUNCTION public.fail_job(p_job_id uuid, p_reason text, p_error text DEFAULT NULL::text, p_attempt integer DEFAULT NULL::integer, p_now timestamp with time zone DEFAULT now(), p_usage jsonb DEFAULT NULL::jsonb, p_seq integer DEFAULT NULL::integer)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_old public.generation_jobs;
+begin
+  select * into v_old from public.generation_jobs j where j.id = p_job_id for update;
+  if not found then
+    return jsonb_build_object('outcome', 'not_found');
+  end if;
+  if v_old.status in ('succeeded', 'failed', 'canceled') then
+    return jsonb_build_object('outcome', 'already_final', 'job', private.job_json(v_old));
+  end if;
+  if p_seq is not null and p_seq < v_old.publish_seq then
+    return jsonb_build_object('outcome', 'superseded', 'job', private.job_json(v_old));
+  end if;
+  if p_attempt is not null and (v_old.status <> 'running' or v_old.attempts <> p_attempt) then
+    return jsonb_build_object('outcome', 'not_running', 'job', private.job_json(v_old));
+  end if;
+  return jsonb_build_object('outcome', 'failed', 'job', to_jsonb(private.end_with_refund(
+    v_old, 'failed', p_reason, p_error, 'failed', p_now,
+    private.with_usage(jsonb_build_object('attempt', p_attempt, 'reason', p_reason), p_usage)
+  )) - 'request_hash');
+end
+$function$;
+comment on function public.fail_job(p_job_id uuid, p_reason text, p_error text, p_attempt integer, p_now timestamp with time zone, p_usage jsonb, p_seq integer) is 'queued or running (with p_attempt: only that claim) → failed + refund; the attempt''s usage goes in the event. With p_seq (the failure callback''s message) older than the job''s publish_seq: superseded, nothing changes.';
+
+CREATE OR REPLACE FUNCTION public.get_job(p_job_id uuid, p_user_id uuid)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select coalesce(
+    (select jsonb_build_object('outcome', 'found',
+       'job', private.job_json(j) || jsonb_build_object('cancel_refunds', private.cancel_refunds(j)))
+     from public.generation_jobs j where j.id = p_job_id and j.user_id = p_user_id),
+    jsonb_build_object('outcome', 'not_found')
+  )
+$function$;
+comment on function public.get_job(p_job_id uuid, p_user_id uuid) is 'A job for its owner; another user''s job is not_found, exactly like a missing one.';
+
+CREATE OR REPLACE FUNCTION public.get_usage(p_user_id uuid, p_now timestamp with time zone DEFAULT now())
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select jsonb_build_object('outcome', 'usage', 'usage', private.usage_json(p_user_id, private.plan_for(p_user_id), p_now))
+$function$;
+comment on function public.get_usage(p_user_id uuid, p_now timestamp with time zone) is 'A user''s plan, units used and limit in the current period, when it resets, active jobs.';
+
+CREATE OR REPLACE FUNCTION public.list_jobs(p_user_id uuid, p_limit integer DEFAULT 20, p_before_created_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_before_id uuid DEFAULT NULL::uuid)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  with lim as (
+    select least(greatest(coalesce(p_limit, 20), 1), 100) as n
+  ), page as (
+    select j as job, row_number() over (order by j.created_at desc, j.id desc) as rn
+    from public.generation_jobs j
+    where j.user_id = p_user_id
+      and (p_before_created_at is null or (j.created_at, j.id) < (p_before_created_at, p_before_id))
+    order by j.created_at desc, j.id desc
+    limit (select n + 1 from lim)
+  )
+  select jsonb_build_object(
+    'outcome', 'listed',
+    'jobs', coalesce(
+      (select jsonb_agg(
+         private.job_json(p.job) || jsonb_build_object('cancel_refunds', private.cancel_refunds(p.job))
+         order by p.rn)
+       from page p, lim where p.rn <= lim.n),
+      '[]'::jsonb
+    ),
+    'has_more', (select count(*) from page) > (select n from lim)
+  )
+$function$;
+comment on function public.list_jobs(p_user_id uuid, p_limit integer, p_before_created_at timestamp with time zone, p_before_id uuid) is 'A user''s jobs, newest first, keyset-paginated on (created_at, id); at most 100 a page.';
+
+CREATE OR REPLACE FUNCTION public.record_attempt_usage(p_job_id uuid, p_attempt integer, p_usage jsonb, p_now timestamp with time zone DEFAULT now())
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_job public.generation_jobs;
+begin
+  -- Only appends: the job may be final (the trigger forbids touching it) and job_events is
+  -- append-only. At most one usage record per attempt, whoever wrote it, so a retried call
+  -- cannot count an attempt twice. The row lock orders concurrent calls for one job.
+  select * into v_job from public.generation_jobs j where j.id = p_job_id for share;
+  if not found then
+    return jsonb_build_object('outcome', 'not_found');
+  end if;
+  if p_attempt is null or p_attempt < 1 or p_attempt > v_job.attempts then
+    return jsonb_build_object('outcome', 'no_such_attempt');
+  end if;
+  if exists (
+    select from public.job_events e
+    where e.job_id = p_job_id and e.detail ? 'usage' and (e.detail ->> 'attempt')::integer = p_attempt
+  ) then
+    return jsonb_build_object('outcome', 'already_recorded');
+  end if;
+  insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
+  values (v_job.id, v_job.user_id, p_now, 'attempt_usage', v_job.status, v_job.status,
+    jsonb_build_object('attempt', p_attempt, 'usage', p_usage));
+  return jsonb_build_object('outcome', 'recorded');
+end
+$function$;
+comment on function public.record_attempt_usage(p_job_id uuid, p_attempt integer, p_usage jsonb, p_now timestamp with time zone) is 'What an attempt consumed when its own transition was refused (someone else ended or reclaimed the job): one attempt_usage event, insert only. recorded, already_recorded, no_such_attempt, not_found.';
+
+CREATE OR REPLACE FUNCTION public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone DEFAULT now())
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_status text;
+begin
+  -- Guarded like complete_job: only the claim that is still running may write. Not a
+  -- transition (the status does not change), so no event row: one a second would bury the
+  -- history. What the attempt consumed is recorded when it ends.
+  update public.generation_jobs j
+  set partial_output = p_partial_output,
+      partial_tokens = greatest(coalesce(p_completion_tokens, 0), 0),
+      progress_at = p_now,
+      updated_at = p_now
+  where j.id = p_job_id and j.status = 'running' and j.attempts = p_attempt;
+  if found then
+    return jsonb_build_object('outcome', 'recorded');
+  end if;
+  select j.status into v_status from public.generation_jobs j where j.id = p_job_id;
+  if not found then
+    return jsonb_build_object('outcome', 'not_found');
+  end if;
+  -- Canceled, failed, succeeded, requeued or reclaimed: this attempt is no longer the job's.
+  return jsonb_build_object('outcome', 'not_running', 'status', v_status);
+end
+$function$;
+comment on function public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone) is 'The running attempt''s output so far. recorded, or not_running (with the job''s status): the worker then cuts the model''s stream at once.';
+
+CREATE OR REPLACE FUNCTION public.release_job(p_job_id uuid, p_attempt integer, p_error text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT now(), p_usage jsonb DEFAULT NULL::jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_old public.generation_jobs;
+  v_tokens integer := private.usage_tokens(p_usage);
+  v_result jsonb;
+begin
+  select * into v_old from public.generation_jobs j where j.id = p_job_id for update;
+  if not found then
+    return jsonb_build_object('outcome', 'not_found');
+  end if;
+  if v_old.status <> 'running' or v_old.attempts <> p_attempt then
+    return jsonb_build_object('outcome', 'not_running', 'job', private.job_json(v_old));
+  end if;
+
+  if v_old.meter = 'tokens' and v_old.consumed + v_tokens + v_old.hold > 2 * v_old.hold then
+    update public.generation_jobs j set consumed = j.consumed + v_tokens where j.id = p_job_id
+    returning * into v_old;
+    return jsonb_build_object('outcome', 'budget_exhausted', 'job', private.job_json(
+      private.end_with_refund(v_old, 'failed', 'attempt_budget_exhausted', p_error, 'failed', p_now,
+        private.with_usage(jsonb_build_object('attempt', p_attempt,
+          'reason', 'attempt_budget_exhausted', 'consumed', v_old.consumed), p_usage),
+        v_tokens)));
+  end if;
+
+  with released as (
+    update public.generation_jobs j
+    set status = 'queued',
+        lease_expires_at = null,
+        queued_at = p_now,
+        partial_output = null,
+        consumed = j.consumed + v_tokens,
+        last_error = coalesce(p_error, j.last_error),
+        updated_at = p_now
+    where j.id = p_job_id
+    returning j.*
+  ), logged as (
+    insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
+    select r.id, r.user_id, p_now, 'released', 'running', r.status,
+      private.with_usage(jsonb_build_object('attempt', p_attempt), p_usage)
+    from released r
+  )
+  select jsonb_build_object('outcome', 'released', 'job', to_jsonb(r) - 'request_hash') into v_result
+  from released r;
+  return v_result;
+end
+$function$;
+comment on function public.release_job(p_job_id uuid, p_attempt integer, p_error text, p_now timestamp with time zone, p_usage jsonb) is 'running under this claim → queued after a transient error, the attempt''s tokens added to consumed; on a token plan, when no further attempt fits under 2 × hold, → failed (attempt_budget_exhausted) capturing this attempt''s tokens up to the hold: budget_exhausted.';
+
+CREATE OR REPLACE FUNCTION public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text DEFAULT NULL::text, p_max_hits integer DEFAULT 3, p_max_age_seconds integer DEFAULT 10800, p_now timestamp with time zone DEFAULT now(), p_count_hit boolean DEFAULT true, p_usage jsonb DEFAULT NULL::jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_old public.generation_jobs;
+  v_job public.generation_jobs;
+  v_hits integer;
+  v_deadline timestamptz;
+  v_give_up text;
+  v_result jsonb;
+begin
+  select * into v_old from public.generation_jobs j where j.id = p_job_id for update;
+  if not found then
+    return jsonb_build_object('outcome', 'not_found');
+  end if;
+  if v_old.status <> 'running' or v_old.attempts <> p_attempt then
+    return jsonb_build_object('outcome', 'not_running', 'job', private.job_json(v_old));
+  end if;
+
+  -- The give-up rule of 20261130040100_transitions.sql, unchanged.
+  v_hits := v_old.provider_quota_hits + case when p_count_hit then 1 else 0 end;
+  v_deadline := v_old.created_at + make_interval(secs => p_max_age_seconds);
+  v_give_up := case
+    when p_count_hit and v_hits >= p_max_hits then 'hits'
+    when p_now >= v_deadline then 'age'
+    when p_resume_at > v_deadline then 'age'
+  end;
+
+  if v_give_up is not null then
+    update public.generation_jobs j set provider_quota_hits = v_hits where j.id = p_job_id
+    returning * into v_old;
+    v_job := private.end_with_refund(
+      v_old, 'failed', 'provider_quota_exhausted', p_error, 'gave_up', p_now,
+      private.with_usage(
+        jsonb_build_object('attempt', p_attempt, 'hits', v_hits, 'by', v_give_up), p_usage
+      )
+    );
+    return jsonb_build_object('outcome', 'gave_up', 'by', v_give_up, 'job', private.job_json(v_job));
+  end if;
+
+  with requeued as (
+    update public.generation_jobs j
+    set status = 'queued',
+        provider_quota_hits = v_hits,
+        resume_at = greatest(p_resume_at, p_now),
+        queued_at = p_now,
+        lease_expires_at = null,
+        partial_output = null,
+        publish_seq = j.publish_seq + 1,
+        last_error = coalesce(p_error, j.last_error),
+        updated_at = p_now
+    where j.id = p_job_id
+    returning j.*
+  ), logged as (
+    insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
+    select r.id, r.user_id, p_now, 'requeued', 'running', r.status,
+      private.with_usage(
+        jsonb_build_object('attempt', p_attempt, 'hits', v_hits, 'resume_at', r.resume_at), p_usage
+      )
+    from requeued r
+  )
+  select jsonb_build_object('outcome', 'requeued', 'job', to_jsonb(r) - 'request_hash') into v_result
+  from requeued r;
+  return v_result;
+end
+$function$;
+comment on function public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text, p_max_hits integer, p_max_age_seconds integer, p_now timestamp with time zone, p_count_hit boolean, p_usage jsonb) is 'running under this claim → queued until p_resume_at after a provider quota hit, or failed + refund when it gives up (hits or age); the attempt''s usage goes in the event.';
+
+CREATE OR REPLACE FUNCTION public.start_job(p_job_id uuid, p_lease_seconds integer DEFAULT 90, p_now timestamp with time zone DEFAULT now())
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_old public.generation_jobs;
+  v_consumed integer;
+  v_result jsonb;
+begin
+  select * into v_old from public.generation_jobs j where j.id = p_job_id for update;
+  if not found then
+    return jsonb_build_object('outcome', 'not_found');
+  end if;
+  if v_old.status in ('succeeded', 'failed', 'canceled') then
+    return jsonb_build_object('outcome', 'already_final', 'job', private.job_json(v_old));
+  end if;
+  if v_old.status = 'queued' and v_old.resume_at > p_now then
+    return jsonb_build_object('outcome', 'not_ready', 'job', private.job_json(v_old));
+  end if;
+  if v_old.status = 'running' and v_old.lease_expires_at > p_now then
+    return jsonb_build_object('outcome', 'already_running', 'job', private.job_json(v_old));
+  end if;
+
+  -- A reclaim: the dead attempt consumed at least its prompt and what it last recorded.
+  v_consumed := v_old.consumed + case when v_old.status = 'running'
+    then coalesce(v_old.prompt_tokens, 0) + v_old.partial_tokens else 0 end;
+  if v_old.meter = 'tokens' and v_consumed + v_old.hold > 2 * v_old.hold then
+    update public.generation_jobs j set consumed = v_consumed where j.id = p_job_id
+    returning * into v_old;
+    return jsonb_build_object('outcome', 'budget_exhausted', 'job', private.job_json(
+      private.end_with_refund(v_old, 'failed', 'attempt_budget_exhausted', null, 'failed', p_now,
+        jsonb_build_object('reason', 'attempt_budget_exhausted', 'consumed', v_consumed), 0)));
+  end if;
+
+  with started as (
+    update public.generation_jobs j
+    set status = 'running',
+        attempts = j.attempts + 1,
+        lease_expires_at = p_now + make_interval(secs => p_lease_seconds),
+        resume_at = null,
+        started_at = p_now,
+        partial_output = null,
+        partial_tokens = 0,
+        progress_at = null,
+        consumed = v_consumed,
+        updated_at = p_now
+    where j.id = p_job_id
+      and ((j.status = 'queued' and (j.resume_at is null or j.resume_at <= p_now))
+        or (j.status = 'running' and j.lease_expires_at <= p_now))
+    returning j.*
+  ), logged as (
+    insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
+    select s.id, s.user_id, p_now,
+      case when v_old.status = 'running' then 'reclaimed' else 'started' end,
+      v_old.status, s.status, jsonb_build_object('attempt', s.attempts)
+    from started s
+  )
+  select jsonb_build_object(
+    'outcome', 'started',
+    'job', to_jsonb(s) - 'request_hash',
+    'max_output_tokens', p.max_output_tokens
+  ) into v_result
+  from started s join public.plans p on p.id = s.plan_id;
+  if v_result is null then
+    raise exception 'job % could not be claimed', p_job_id using errcode = 'P0001';
+  end if;
+  return v_result;
+end
+$function$;
+comment on function public.start_job(p_job_id uuid, p_lease_seconds integer, p_now timestamp with time zone) is 'Claim: queued (past resume_at) or running with an expired lease → running, attempts + 1. A token plan''s job whose next attempt could take it past 2 × hold ends failed (attempt_budget_exhausted, nothing captured) instead: budget_exhausted.';
+
+CREATE OR REPLACE FUNCTION public.sweep_jobs(p_now timestamp with time zone DEFAULT now(), p_batch_size integer DEFAULT 100, p_lease_grace_seconds integer DEFAULT 300, p_undelivered_after_seconds integer DEFAULT 900, p_max_age_seconds integer DEFAULT 10800, p_max_republish integer DEFAULT 1)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_old public.generation_jobs;
+  v_seen integer := 0;
+  v_done jsonb;
+  v_failed jsonb := '[]'::jsonb;
+  v_republish jsonb := '[]'::jsonb;
+begin
+  -- Each reason walks its own partial index in order and stops at the batch size, so a batch
+  -- costs the same with a hundred stale jobs or a hundred thousand. A job that matches two
+  -- reasons is ended by the first; the later walks no longer see it as active.
+
+  for v_old in
+    select j.* from public.generation_jobs j
+    where private.stale_past_max_age(j, p_now, p_max_age_seconds)
+    order by j.created_at
+    limit p_batch_size
+    for update skip locked
+  loop
+    v_seen := v_seen + 1;
+    v_failed := v_failed || (private.sweep_one(v_old, 'max_age_exceeded', p_now) -> 'failed');
+  end loop;
+
+  for v_old in
+    select j.* from public.generation_jobs j
+    where private.stale_lease_expired(j, p_now, p_lease_grace_seconds)
+    order by j.lease_expires_at
+    limit greatest(p_batch_size - v_seen, 0)
+    for update skip locked
+  loop
+    v_seen := v_seen + 1;
+    v_failed := v_failed || (private.sweep_one(v_old, 'lease_expired', p_now) -> 'failed');
+  end loop;
+
+  for v_old in
+    select j.* from public.generation_jobs j
+    where private.stale_undelivered(j, p_now, p_undelivered_after_seconds)
+    order by private.queued_due_since(j)
+    limit greatest(p_batch_size - v_seen, 0)
+    for update skip locked
+  loop
+    v_seen := v_seen + 1;
+    v_done := private.sweep_one(
+      v_old,
+      case when v_old.republish_count < p_max_republish then 'republish' else 'never_delivered' end,
+      p_now
+    );
+    if v_done ? 'republish' then
+      v_republish := v_republish || jsonb_build_array(v_done -> 'republish');
+    else
+      v_failed := v_failed || (v_done -> 'failed');
+    end if;
+  end loop;
+
+  return jsonb_build_object(
+    'outcome', 'swept',
+    'failed', v_failed,
+    'republish', v_republish,
+    'more', v_seen >= p_batch_size
+  );
+end
+$function$;
+comment on function public.sweep_jobs(p_now timestamp with time zone, p_batch_size integer, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer, p_max_republish integer) is 'Ends what nobody else will, one batch (rows locked with skip locked, so two sweepers share the work): jobs older than the max age, running jobs whose lease expired more than the grace ago, and queued jobs never delivered (republished once, then failed). Every failure refunds. Returns the failed jobs, the jobs to republish (publish_seq grew) and whether more may remain.';
+
+-- triggers ----------------------------------------------------------------------------------------
+
+CREATE TRIGGER generation_jobs_final_is_final BEFORE UPDATE ON public.generation_jobs FOR EACH ROW WHEN (old.status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) EXECUTE FUNCTION private.forbid_changing_final_jobs();
+CREATE TRIGGER job_events_append_only BEFORE DELETE OR UPDATE ON public.job_events FOR EACH ROW EXECUTE FUNCTION private.forbid_changing_events();
+
+-- row level security policies ---------------------------------------------------------------------
+
+create policy "users read their own jobs" on public.generation_jobs as permissive for select to authenticated using ((user_id = ( SELECT auth.uid() AS uid)));
+create policy "users read their own job events" on public.job_events as permissive for select to authenticated using ((user_id = ( SELECT auth.uid() AS uid)));
+create policy "plans are readable by signed-in users" on public.plans as permissive for select to authenticated using (true);
+create policy "users read their own usage" on public.quota_usage as permissive for select to authenticated using ((user_id = ( SELECT auth.uid() AS uid)));
+create policy "users read their own plan" on public.user_plans as permissive for select to authenticated using ((user_id = ( SELECT auth.uid() AS uid)));
+
+-- privileges (what each role holds on our objects, beside their owner) ----------------------------
+
+grant delete on table public.generation_jobs to service_role;
+grant delete on table public.job_events to service_role;
+grant delete on table public.plans to service_role;
+grant delete on table public.quota_drift to service_role;
+grant delete on table public.quota_usage to service_role;
+grant delete on table public.user_plans to service_role;
+grant execute on function private.cancel_refunds(p_job public.generation_jobs) to service_role;
+grant execute on function private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb, p_capture integer) to service_role;
+grant execute on function private.forbid_changing_events() to service_role;
+grant execute on function private.forbid_changing_final_jobs() to service_role;
+grant execute on function private.job_json(j public.generation_jobs) to service_role;
+grant execute on function private.log_event(p_job public.generation_jobs, p_event text, p_from_status text, p_now timestamp with time zone, p_detail jsonb) to service_role;
+grant execute on function private.period_end(p_period text, p_start timestamp with time zone) to service_role;
+grant execute on function private.period_start(p_period text, p_now timestamp with time zone) to service_role;
+grant execute on function private.plan_for(p_user_id uuid) to service_role;
+grant execute on function private.queued_due_since(j public.generation_jobs) to service_role;
+grant execute on function private.refund(p_job public.generation_jobs, p_now timestamp with time zone) to service_role;
+grant execute on function private.stale_lease_expired(j public.generation_jobs, p_now timestamp with time zone, p_lease_grace_seconds integer) to service_role;
+grant execute on function private.stale_past_max_age(j public.generation_jobs, p_now timestamp with time zone, p_max_age_seconds integer) to service_role;
+grant execute on function private.stale_undelivered(j public.generation_jobs, p_now timestamp with time zone, p_undelivered_after_seconds integer) to service_role;
+grant execute on function private.sweep_one(p_old public.generation_jobs, p_reason text, p_now timestamp with time zone) to service_role;
+grant execute on function private.usage_json(p_user_id uuid, p_plan public.plans, p_now timestamp with time zone) to service_role;
+grant execute on function private.usage_object(p_plan public.plans, p_period_start timestamp with time zone, p_used integer, p_active bigint) to service_role;
+grant execute on function private.usage_tokens(p_usage jsonb) to service_role;
+grant execute on function private.with_usage(p_detail jsonb, p_usage jsonb) to service_role;
+grant execute on function public.cancel_job(p_job_id uuid, p_user_id uuid, p_now timestamp with time zone) to service_role;
+grant execute on function public.complete_job(p_job_id uuid, p_attempt integer, p_output text, p_now timestamp with time zone, p_usage jsonb) to service_role;
+grant execute on function public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text, p_now timestamp with time zone, p_prompt_tokens integer) to service_role;
+grant execute on function public.fail_job(p_job_id uuid, p_reason text, p_error text, p_attempt integer, p_now timestamp with time zone, p_usage jsonb, p_seq integer) to service_role;
+grant execute on function public.get_job(p_job_id uuid, p_user_id uuid) to service_role;
+grant execute on function public.get_usage(p_user_id uuid, p_now timestamp with time zone) to service_role;
+grant execute on function public.list_jobs(p_user_id uuid, p_limit integer, p_before_created_at timestamp with time zone, p_before_id uuid) to service_role;
+grant execute on function public.record_attempt_usage(p_job_id uuid, p_attempt integer, p_usage jsonb, p_now timestamp with time zone) to service_role;
+grant execute on function public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone) to service_role;
+grant execute on function public.release_job(p_job_id uuid, p_attempt integer, p_error text, p_now timestamp with time zone, p_usage jsonb) to service_role;
+grant execute on function public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text, p_max_hits integer, p_max_age_seconds integer, p_now timestamp with time zone, p_count_hit boolean, p_usage jsonb) to service_role;
+grant execute on function public.start_job(p_job_id uuid, p_lease_seconds integer, p_now timestamp with time zone) to service_role;
+grant execute on function public.sweep_jobs(p_now timestamp with time zone, p_batch_size integer, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer, p_max_republish integer) to service_role;
+grant insert on table public.generation_jobs to service_role;
+grant insert on table public.job_events to service_role;
+grant insert on table public.plans to service_role;
+grant insert on table public.quota_drift to service_role;
+grant insert on table public.quota_usage to service_role;
+grant insert on table public.user_plans to service_role;
+grant maintain on table public.generation_jobs to service_role;
+grant maintain on table public.job_events to service_role;
+grant maintain on table public.plans to service_role;
+grant maintain on table public.quota_drift to service_role;
+grant maintain on table public.quota_usage to service_role;
+grant maintain on table public.user_plans to service_role;
+grant references on table public.generation_jobs to service_role;
+grant references on table public.job_events to service_role;
+grant references on table public.plans to service_role;
+grant references on table public.quota_drift to service_role;
+grant references on table public.quota_usage to service_role;
+grant references on table public.user_plans to service_role;
+grant select on sequence public.job_events_id_seq to service_role;
+grant select on table public.generation_jobs to authenticated;
+grant select on table public.generation_jobs to service_role;
+grant select on table public.job_events to authenticated;
+grant select on table public.job_events to service_role;
+grant select on table public.plans to authenticated;
+grant select on table public.plans to service_role;
+grant select on table public.quota_drift to service_role;
+grant select on table public.quota_usage to authenticated;
+grant select on table public.quota_usage to service_role;
+grant select on table public.user_plans to authenticated;
+grant select on table public.user_plans to service_role;
+grant trigger on table public.generation_jobs to service_role;
+grant trigger on table public.job_events to service_role;
+grant trigger on table public.plans to service_role;
+grant trigger on table public.quota_drift to service_role;
+grant trigger on table public.quota_usage to service_role;
+grant trigger on table public.user_plans to service_role;
+grant truncate on table public.generation_jobs to service_role;
+grant truncate on table public.job_events to service_role;
+grant truncate on table public.plans to service_role;
+grant truncate on table public.quota_drift to service_role;
+grant truncate on table public.quota_usage to service_role;
+grant truncate on table public.user_plans to service_role;
+grant update on sequence public.job_events_id_seq to service_role;
+grant update on table public.generation_jobs to service_role;
+grant update on table public.job_events to service_role;
+grant update on table public.plans to service_role;
+grant update on table public.quota_drift to service_role;
+grant update on table public.quota_usage to service_role;
+grant update on table public.user_plans to service_role;
+grant usage on schema private to service_role;
+grant usage on schema public to anon;
+grant usage on schema public to authenticated;
+grant usage on schema public to public;
+grant usage on schema public to service_role;
+grant usage on sequence public.job_events_id_seq to service_role;
+
+-- default privileges ------------------------------------------------------------------------------
+
+-- (all schemas) functions: postgres execute
+-- private functions: service_role execute
+-- private sequences: service_role select
+-- private sequences: service_role update
+-- private sequences: service_role usage
+-- private tables: service_role delete
+-- private tables: service_role insert
+-- private tables: service_role maintain
+-- private tables: service_role references
+-- private tables: service_role select
+-- private tables: service_role trigger
+-- private tables: service_role truncate
+-- private tables: service_role update
+-- public functions: service_role execute
+-- public sequences: service_role select
+-- public sequences: service_role update
+-- public sequences: service_role usage
+-- public tables: service_role delete
+-- public tables: service_role insert
+-- public tables: service_role maintain
+-- public tables: service_role references
+-- public tables: service_role select
+-- public tables: service_role trigger
+-- public tables: service_role truncate
+-- public tables: service_role update
