@@ -1204,12 +1204,12 @@ create policy "users read their own plan" on public.user_plans as permissive for
 
 -- privileges (what each role holds on our objects, beside their owner) ----------------------------
 
-grant delete on table public.generation_jobs to service_role;
-grant delete on table public.job_events to service_role;
-grant delete on table public.plans to service_role;
-grant delete on table public.quota_drift to service_role;
-grant delete on table public.quota_usage to service_role;
-grant delete on table public.user_plans to service_role;
+grant delete, insert, maintain, references, select, trigger, truncate, update on table public.generation_jobs to service_role;
+grant delete, insert, maintain, references, select, trigger, truncate, update on table public.job_events to service_role;
+grant delete, insert, maintain, references, select, trigger, truncate, update on table public.plans to service_role;
+grant delete, insert, maintain, references, select, trigger, truncate, update on table public.quota_drift to service_role;
+grant delete, insert, maintain, references, select, trigger, truncate, update on table public.quota_usage to service_role;
+grant delete, insert, maintain, references, select, trigger, truncate, update on table public.user_plans to service_role;
 grant execute on function private.cancel_refunds(p_job public.generation_jobs) to service_role;
 grant execute on function private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb, p_capture integer) to service_role;
 grant execute on function private.forbid_changing_events() to service_role;
@@ -1242,86 +1242,24 @@ grant execute on function public.release_job(p_job_id uuid, p_attempt integer, p
 grant execute on function public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text, p_max_hits integer, p_max_age_seconds integer, p_now timestamp with time zone, p_count_hit boolean, p_usage jsonb) to service_role;
 grant execute on function public.start_job(p_job_id uuid, p_lease_seconds integer, p_now timestamp with time zone) to service_role;
 grant execute on function public.sweep_jobs(p_now timestamp with time zone, p_batch_size integer, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer, p_max_republish integer) to service_role;
-grant insert on table public.generation_jobs to service_role;
-grant insert on table public.job_events to service_role;
-grant insert on table public.plans to service_role;
-grant insert on table public.quota_drift to service_role;
-grant insert on table public.quota_usage to service_role;
-grant insert on table public.user_plans to service_role;
-grant maintain on table public.generation_jobs to service_role;
-grant maintain on table public.job_events to service_role;
-grant maintain on table public.plans to service_role;
-grant maintain on table public.quota_drift to service_role;
-grant maintain on table public.quota_usage to service_role;
-grant maintain on table public.user_plans to service_role;
-grant references on table public.generation_jobs to service_role;
-grant references on table public.job_events to service_role;
-grant references on table public.plans to service_role;
-grant references on table public.quota_drift to service_role;
-grant references on table public.quota_usage to service_role;
-grant references on table public.user_plans to service_role;
-grant select on sequence public.job_events_id_seq to service_role;
 grant select on table public.generation_jobs to authenticated;
-grant select on table public.generation_jobs to service_role;
 grant select on table public.job_events to authenticated;
-grant select on table public.job_events to service_role;
 grant select on table public.plans to authenticated;
-grant select on table public.plans to service_role;
-grant select on table public.quota_drift to service_role;
 grant select on table public.quota_usage to authenticated;
-grant select on table public.quota_usage to service_role;
 grant select on table public.user_plans to authenticated;
-grant select on table public.user_plans to service_role;
-grant trigger on table public.generation_jobs to service_role;
-grant trigger on table public.job_events to service_role;
-grant trigger on table public.plans to service_role;
-grant trigger on table public.quota_drift to service_role;
-grant trigger on table public.quota_usage to service_role;
-grant trigger on table public.user_plans to service_role;
-grant truncate on table public.generation_jobs to service_role;
-grant truncate on table public.job_events to service_role;
-grant truncate on table public.plans to service_role;
-grant truncate on table public.quota_drift to service_role;
-grant truncate on table public.quota_usage to service_role;
-grant truncate on table public.user_plans to service_role;
-grant update on sequence public.job_events_id_seq to service_role;
-grant update on table public.generation_jobs to service_role;
-grant update on table public.job_events to service_role;
-grant update on table public.plans to service_role;
-grant update on table public.quota_drift to service_role;
-grant update on table public.quota_usage to service_role;
-grant update on table public.user_plans to service_role;
+grant select, update, usage on sequence public.job_events_id_seq to service_role;
 grant usage on schema private to service_role;
 grant usage on schema public to anon;
 grant usage on schema public to authenticated;
 grant usage on schema public to public;
 grant usage on schema public to service_role;
-grant usage on sequence public.job_events_id_seq to service_role;
 
 -- default privileges ------------------------------------------------------------------------------
 
 -- (all schemas) functions: postgres execute
 -- private functions: service_role execute
--- private sequences: service_role select
--- private sequences: service_role update
--- private sequences: service_role usage
--- private tables: service_role delete
--- private tables: service_role insert
--- private tables: service_role maintain
--- private tables: service_role references
--- private tables: service_role select
--- private tables: service_role trigger
--- private tables: service_role truncate
--- private tables: service_role update
+-- private sequences: service_role select, update, usage
+-- private tables: service_role delete, insert, maintain, references, select, trigger, truncate, update
 -- public functions: service_role execute
--- public sequences: service_role select
--- public sequences: service_role update
--- public sequences: service_role usage
--- public tables: service_role delete
--- public tables: service_role insert
--- public tables: service_role maintain
--- public tables: service_role references
--- public tables: service_role select
--- public tables: service_role trigger
--- public tables: service_role truncate
--- public tables: service_role update
+-- public sequences: service_role select, update, usage
+-- public tables: service_role delete, insert, maintain, references, select, trigger, truncate, update

@@ -187,16 +187,21 @@ async function dump(client: pg.ClientBase): Promise<string> {
          join pg_namespace n on n.oid = c.relnamespace
        where n.nspname = any($1) and a.attacl is not null and a.attnum > 0
      )
-     select format('grant %s on %s %s to %s;', lower(a.privilege_type), o.kind, o.name,
+     select format('grant %s on %s %s to %s;',
+              string_agg(lower(a.privilege_type), ', ' order by a.privilege_type), o.kind, o.name,
               case when a.grantee = 0 then 'public' else pg_get_userbyid(a.grantee)::text end)
               as line
      from objects o, aclexplode(o.acl) a
      where a.grantee <> o.owner
+     group by o.kind, o.name, a.grantee
      union all
-     select format('grant %s (%s) on table %s to %s;', lower(a.privilege_type), c.col, c.name,
+     select format('grant %s on table %s to %s;',
+              string_agg(lower(a.privilege_type) || ' (' || c.col || ')', ', '
+                order by a.privilege_type, c.col), c.name,
               case when a.grantee = 0 then 'public' else pg_get_userbyid(a.grantee)::text end)
      from columns c, aclexplode(c.acl) a
      where a.grantee <> c.owner
+     group by c.name, a.grantee
      order by 1`,
   ))
     out.push(g.line ?? "");
@@ -209,10 +214,11 @@ async function dump(client: pg.ClientBase): Promise<string> {
             case d.defaclobjtype when 'r' then 'tables' when 'S' then 'sequences'
               when 'f' then 'functions' when 'T' then 'types' when 'n' then 'schemas' end || ': ' ||
             case when a.grantee = 0 then 'public' else pg_get_userbyid(a.grantee) end ||
-            ' ' || lower(a.privilege_type) as line
+            ' ' || string_agg(lower(a.privilege_type), ', ' order by a.privilege_type) as line
      from pg_default_acl d left join pg_namespace n on n.oid = d.defaclnamespace,
        aclexplode(d.defaclacl) a
      where n.nspname is null or n.nspname = any($1)
+     group by n.nspname, d.defaclobjtype, a.grantee
      order by 1`,
   ))
     out.push(`-- ${d.line}`);
