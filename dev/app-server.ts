@@ -22,7 +22,7 @@ import pg from "pg";
 import { parseSignIn, signInDevUser } from "./dev-users.ts";
 import { foreignCaller } from "./http/own-origin.ts";
 import { serve } from "./http/serve.ts";
-import { loadVercelOutput } from "./vercel-output.ts";
+import { loadVercelOutput, refuseMethod } from "./vercel-output.ts";
 
 /** Vercel refuses larger request bodies before the function runs. */
 const MAX_REQUEST_BYTES = 4.5 * 1024 * 1024;
@@ -125,6 +125,10 @@ export async function startAppServer(options: {
     const { pathname, search } = new URL(incoming.url);
     const url = new URL(pathname + search, origin);
     const method = incoming.method;
+    // Vercel refuses a method no deployment serves before anything runs (TRACE cannot even
+    // become a `Request` for a function).
+    const refused = refuseMethod(method);
+    if (refused) return refused;
     const body = await readBody(incoming);
     if (body === "too_large") {
       return json(413, {
