@@ -121,9 +121,17 @@ export async function startAppServer(options: {
   let port = 0;
 
   async function invoke(incoming: Request, ip: string): Promise<Response> {
-    // The deployment's own origin, whatever Host the client sent.
-    const { pathname, search } = new URL(incoming.url);
-    const url = new URL(pathname + search, origin);
+    // The deployment's own origin, whatever Host the client sent; srvx makes the request's URL
+    // from that Host, so one that is no host[:port] (`x:99999`) cannot be read at all.
+    let asked: URL;
+    try {
+      asked = new URL(incoming.url);
+    } catch {
+      return json(400, {
+        error: { code: "invalid_host", message: "The Host header is not a host[:port]." },
+      });
+    }
+    const url = new URL(asked.pathname + asked.search, origin);
     const method = incoming.method;
     // Vercel refuses a method no deployment serves before anything runs (TRACE cannot even
     // become a `Request` for a function).

@@ -189,6 +189,12 @@ describe("the dev sign-in mints a token only for the server's own page", () => {
     expect(crossSite.json.error?.code).toBe("origin_not_allowed");
     const unknown = await send("GET", "/__dev/nothing", { host: `evil.example:${port}` });
     expect(unknown.status).toBe(403);
+    // A Host that is no host[:port] is the client's mistake: 400, not the 500 of a crash.
+    for (const path of ["/__dev/info", "/api/health", "/index.html"]) {
+      const unreadable = await send("GET", path, { host: "x:99999" });
+      expect(unreadable.status, `${path}: ${unreadable.text}`).toBe(400);
+      expect(unreadable.json.error?.code).toBe("invalid_host");
+    }
   });
 
   test("a dev route asked with the wrong method is 405 with Allow, as the app's routes answer", async () => {
