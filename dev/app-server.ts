@@ -6,8 +6,12 @@
  *
  * Two DEV-ONLY routes that no deployment has (they live here, not in `api/`):
  *   GET  /__dev/info     → {"mode":"dev"}  (the page shows its dev sign-in when it sees this)
- *   POST /__dev/sign-in  {"plan"?: "free"|"pro"|"team", "userId"?: uuid}
+ *   POST /__dev/sign-in  application/json {"plan"?: "free"|"pro"|"team", "userId"?: uuid}
  *                        → {"userId","accessToken","plan","expiresAt"}
+ * They answer only at this server's own loopback host:port and, when the request has an Origin,
+ * only this server's own page (dev/http/own-origin.ts): another site's page must not mint a
+ * token that spends the developer's OpenAI key. Otherwise 403 host_not_allowed or
+ * origin_not_allowed; a sign-in body that is not JSON is 415 unsupported_media_type.
  *
  * Run by plain Node 22 (no tsx: nothing may resolve an import the deployment could not):
  * `node dev/app-server.ts` serves on $PORT, DEV_DATABASE_URL for sign-in.
@@ -16,17 +20,28 @@ import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import pg from "pg";
 import { parseSignIn, signInDevUser } from "./dev-users.ts";
+import { foreignCaller } from "./http/own-origin.ts";
 import { serve } from "./http/serve.ts";
-import { loadVercelOutput } from "./vercel-output.ts";
+import { loadVercelOutput, refuseMethod } from "./vercel-output.ts";
 
 /** Vercel refuses larger request bodies before the function runs. */
 const MAX_REQUEST_BYTES = 4.5 * 1024 * 1024;
 export const OUTPUT_DIR = join(fileURLToPath(new URL("..", import.meta.url)), ".vercel", "output");
 
-function json(status: number, body: unknown): Response {
+/** Each dev route and the methods it answers. */
+const DEV_ROUTES: Record<string, string[]> = {
+  "/__dev/info": ["GET", "HEAD"],
+  "/__dev/sign-in": ["POST"],
+};
+
+function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
   return new Response(JSON.stringify(body), {
     status,
-    headers: { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" },
+    headers: {
+      "content-type": "application/json; charset=utf-8",
+      "cache-control": "no-store",
+      ...headers,
+    },
   });
 }
 
@@ -54,46 +69,81 @@ export async function startAppServer(options: {
     ? new pg.Pool({ connectionString: options.databaseUrl, max: 2 })
     : undefined;
   pool?.on("error", () => {});
-  async function serveDev(method: string, path: string, body: Uint8Array): Promise<Response> {
-    if (path === "/__dev/info" && method === "GET") return json(200, { mode: "dev" });
-    if (path === "/__dev/sign-in" && method === "POST") {
-      const secret = process.env.SUPABASE_JWT_SECRET;
-      if (!pool || !secret) {
-        return json(501, {
-          error: {
-            code: "not_available",
-            message: "Dev sign-in needs the local database and SUPABASE_JWT_SECRET.",
-          },
-        });
-      }
-      let parsed: unknown = {};
-      try {
-        parsed = body.length ? JSON.parse(new TextDecoder().decode(body)) : {};
-      } catch {
-        return json(400, { error: { code: "invalid_json", message: "Not JSON." } });
-      }
-      const input = parseSignIn(parsed);
-      if (typeof input === "string")
-        return json(400, { error: { code: "invalid_request", message: input } });
-      return json(200, await signInDevUser(pool, { ...input, jwtSecret: secret }));
+  /** The dev routes: only for this server's own page (or curl) at its own loopback address. */
+  async function serveDev(request: Request, path: string, body: Uint8Array): Promise<Response> {
+    const foreign = foreignCaller(request, port);
+    if (foreign)
+      return json(foreign.status, { error: { code: foreign.code, message: foreign.message } });
+    const route = DEV_ROUTES[path];
+    if (!route) return json(404, { error: { code: "not_found", message: "No dev route." } });
+    if (!route.includes(request.method)) {
+      const allow = route.join(", ");
+      return json(
+        405,
+        { error: { code: "method_not_allowed", message: `Use ${allow}.` } },
+        { allow },
+      );
     }
-    return json(404, { error: { code: "not_found", message: "No dev route." } });
+    if (path === "/__dev/info") return json(200, { mode: "dev" });
+    const secret = process.env.SUPABASE_JWT_SECRET;
+    if (!pool || !secret) {
+      return json(501, {
+        error: {
+          code: "not_available",
+          message: "Dev sign-in needs the local database and SUPABASE_JWT_SECRET.",
+        },
+      });
+    }
+    // Only JSON: a form or a text/plain body is what another site's page can send without
+    // asking (no CORS preflight); the page's own sign-in sends application/json.
+    const mediaType = request.headers.get("content-type")?.split(";")[0]?.trim().toLowerCase();
+    if (mediaType !== "application/json") {
+      return json(415, {
+        error: {
+          code: "unsupported_media_type",
+          message: "Content-Type must be application/json.",
+        },
+      });
+    }
+    let parsed: unknown = {};
+    try {
+      parsed = body.length ? JSON.parse(new TextDecoder().decode(body)) : {};
+    } catch {
+      return json(400, { error: { code: "invalid_json", message: "Not JSON." } });
+    }
+    const input = parseSignIn(parsed);
+    if (typeof input === "string")
+      return json(400, { error: { code: "invalid_request", message: input } });
+    return json(200, await signInDevUser(pool, { ...input, jwtSecret: secret }));
   }
 
   let origin = "";
+  let port = 0;
 
   async function invoke(incoming: Request, ip: string): Promise<Response> {
-    // The deployment's own origin, whatever Host the client sent.
-    const { pathname, search } = new URL(incoming.url);
-    const url = new URL(pathname + search, origin);
+    // The deployment's own origin, whatever Host the client sent; srvx makes the request's URL
+    // from that Host, so one that is no host[:port] (`x:99999`) cannot be read at all.
+    let asked: URL;
+    try {
+      asked = new URL(incoming.url);
+    } catch {
+      return json(400, {
+        error: { code: "invalid_host", message: "The Host header is not a host[:port]." },
+      });
+    }
+    const url = new URL(asked.pathname + asked.search, origin);
     const method = incoming.method;
+    // Vercel refuses a method no deployment serves before anything runs (TRACE cannot even
+    // become a `Request` for a function).
+    const refused = refuseMethod(method);
+    if (refused) return refused;
     const body = await readBody(incoming);
     if (body === "too_large") {
       return json(413, {
         error: { code: "FUNCTION_PAYLOAD_TOO_LARGE", message: "Request body over 4.5 MB." },
       });
     }
-    if (url.pathname.startsWith("/__dev/")) return serveDev(method, url.pathname, body);
+    if (url.pathname.startsWith("/__dev/")) return serveDev(incoming, url.pathname, body);
     const headers = new Headers(incoming.headers);
     headers.set("x-forwarded-for", ip || "127.0.0.1");
     headers.set("x-forwarded-proto", "http");
@@ -128,6 +178,7 @@ export async function startAppServer(options: {
     { port: options.port, host, name: "the app" },
   );
   origin = server.url;
+  port = server.port;
   return {
     url: origin,
     functions: output.functions.map((f) => f.path),

@@ -14,9 +14,11 @@
  *   DEV_PORTS=any         every part on a free port (the banner says which)
  *   DEV_DATA_DIR=<dir>    the database's folder instead of `<repo>/.data`
  */
+import { isAbsolute, relative, resolve } from "node:path";
 import { loadConfig, VARIABLES } from "../lib/config.ts";
 import { ConfigError } from "../lib/errors.ts";
 import { ANY_FREE_PORTS } from "./ports.ts";
+import { root } from "./postgres/migrate.ts";
 import { type Stack, StackStartError, startStack } from "./stack.ts";
 
 const SWEEP_EVERY_SECONDS = 60;
@@ -56,6 +58,12 @@ function pretty(line: string): string {
   }
 }
 
+/** The data folder as the banner names it: `.data/` in the repo, else its path as given. */
+function dataFolder(dataDir: string): string {
+  const inRepo = relative(root, resolve(dataDir));
+  return inRepo && !inRepo.startsWith("..") && !isAbsolute(inRepo) ? `${inRepo}/` : dataDir;
+}
+
 function banner(stack: Stack, reset: boolean): string {
   const u = stack.urls;
   const env = Object.entries(stack.env)
@@ -64,7 +72,7 @@ function banner(stack: Stack, reset: boolean): string {
   const where = (standIn: boolean, url: string) => (standIn ? url : `${url}  (REAL service)`);
   return `
 quota-jobs: the whole system is up in ${(stack.startupMs / 1000).toFixed(1)} s${reset ? " (database reset)" : ""}${stack.build.outcome === "built" ? `, of which ${(stack.build.ms / 1000).toFixed(1)} s building with Vercel's builder` : " (the build was up to date)"}
-  migrations (supabase db push): ${stack.migrations.applied.length} applied now${stack.migrations.applied.length ? ` (${stack.migrations.applied.join(", ")})` : ""}, ${stack.migrations.skipped.length} already in the kept database (.data/)
+  migrations (supabase db push): ${stack.migrations.applied.length} applied now${stack.migrations.applied.length ? ` (${stack.migrations.applied.join(", ")})` : ""}, ${stack.migrations.skipped.length} already in the kept database (${dataFolder(stack.dataDir)})
 
   app (.vercel/output)   ${u.app}            open it in a browser
   Postgres               ${u.postgres}

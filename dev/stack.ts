@@ -87,6 +87,8 @@ export interface Stack {
   build: { outcome: "fresh" | "built"; ms: number };
   /** Milliseconds from the call to everything answering, the build included. */
   startupMs: number;
+  /** The database's folder: `dataDir` as given, else `<repo>/.data`. */
+  dataDir: string;
   /** Stop / start the QStash stand-in (same port): "QStash is down". */
   stopQStash(): Promise<void>;
   startQStash(): Promise<void>;
@@ -147,7 +149,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       return stopped;
     };
     const stack = stackHandle({ services, standIns, env, appUrl, jwtSecret, sql, app, sweep });
-    return { ...stack, build, stop, startupMs: Date.now() - t0 };
+    return { ...stack, build, stop, dataDir, startupMs: Date.now() - t0 };
   } catch (error) {
     await teardown.run();
     throw error;
@@ -164,7 +166,7 @@ function stackHandle(s: {
   sql: pg.Pool;
   app: AppProcess;
   sweep: Sweep;
-}): Omit<Stack, "build" | "stop" | "startupMs"> {
+}): Omit<Stack, "build" | "stop" | "startupMs" | "dataDir"> {
   const { postgres, postgrest, redisRest, openai, alerts, qstash } = s.services;
   const { env } = s;
   const notStandIn = (what: string) => () => {

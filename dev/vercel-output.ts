@@ -62,6 +62,7 @@ const LAUNCHER_KEYS = new Set([
 ]);
 /** Vercel's Node launcher unwraps `default` this many times before looking for handlers. */
 const DEFAULT_UNWRAPS = 5;
+/** The methods Vercel's Node launcher routes to a handler (its `HTTP_METHODS`). */
 const HTTP_METHODS = ["GET", "HEAD", "OPTIONS", "POST", "PUT", "DELETE", "PATCH"];
 
 const CONTENT_TYPES: Record<string, string> = {
@@ -79,6 +80,22 @@ const CONTENT_TYPES: Record<string, string> = {
 export function runtimeMajor(runtime: string): number | undefined {
   const match = /^nodejs(\d+)\.x$/.exec(runtime);
   return match?.[1] ? Number(match[1]) : undefined;
+}
+
+/**
+ * A method no part of a deployment serves (TRACE, PROPFIND, ...: anything but the launcher's
+ * seven) is refused by Vercel itself before any route, file or function: 405 with its platform
+ * error `INVALID_REQUEST_METHOD`, in the plain-text form its errors take (`vercel dev` writes
+ * `<title>\n\n<CODE>\n`, as for `NOT_FOUND` below). No function ever sees such a request, and
+ * undici cannot even build one for TRACE (`new Request` throws), so the caller asks before it
+ * makes the function's `Request`.
+ */
+export function refuseMethod(method: string): Response | undefined {
+  if (HTTP_METHODS.includes(method)) return undefined;
+  return new Response("Method not allowed\n\nINVALID_REQUEST_METHOD\n", {
+    status: 405,
+    headers: { "content-type": "text/plain; charset=utf-8" },
+  });
 }
 
 async function findFunctions(dir: string, base = dir): Promise<string[]> {
@@ -242,6 +259,8 @@ export async function loadVercelOutput(outputDir: string): Promise<VercelOutput>
   }
 
   async function serve(request: Request): Promise<Response> {
+    const refused = refuseMethod(request.method);
+    if (refused) return refused;
     const url = new URL(request.url);
     const headers = new Headers();
     const method = request.method;

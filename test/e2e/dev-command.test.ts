@@ -83,6 +83,9 @@ async function runDev(
   const upInMs = Date.now() - started;
   expect(out).toContain("quota-jobs: the whole system is up in");
   expect(out).toMatch(/migrations \(supabase db push\): [1-9]\d* applied now/);
+  // It names the data folder it really uses (DEV_DATA_DIR here), not the default `.data/`.
+  expect(out).toContain(`already in the kept database (${dataDir})`);
+  expect(out).not.toContain(".data/");
   // Each variable set in front of the command is in the app's environment.
   for (const [, name, value = ""] of command.matchAll(/(?:^| )([A-Z][A-Z0-9_]*)=(\S*)/g))
     expect(out).toContain(`    ${name}=${value.length > 8 ? value.slice(0, 6) : value}`);
