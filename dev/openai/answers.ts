@@ -1,6 +1,7 @@
 /**
  * What the fake model answers: a short document derived only from the prompt (same prompt,
- * same text), in the minimal Chat Completions / Responses shapes of openai-node's types (src/resources/chat, src/resources/responses).
+ * same text), in the minimal Chat Completions / Responses shapes of openai-node's types
+ * (src/resources/chat, src/resources/responses).
  */
 import { createHash } from "node:crypto";
 import { type ErrorReply, openAIError } from "./errors.ts";
