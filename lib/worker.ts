@@ -390,7 +390,7 @@ async function onModelError(
   }
 }
 
-/** What on-call does about each operator fault (docs/RUNBOOK.md#provider-misconfigured). */
+/** What on-call does about each operator fault (docs/RUNBOOK.md, `provider_misconfigured`). */
 const FAULT_FIX: Record<OperatorFault, string> = {
   api_key: "rotate OPENAI_API_KEY (revoked, wrong, or not allowed from this IP) and redeploy",
   region:
