@@ -172,7 +172,7 @@ test("a job stuck queued with no message: the sweeper republishes it (it then su
   expect(again.body).toMatchObject({ republished: 0, failed: {} });
 });
 
-test("a revoked OpenAI key (401 invalid_api_key) under three jobs: each failed provider_misconfigured on its first try, refunded once, one page naming the fix, no user summary", async () => {
+test("a revoked OpenAI key (401 invalid_api_key) under three jobs: each failed provider_misconfigured on its first try, refunded once, one page naming the fix", async () => {
   const { stack } = fixture;
   const { api } = await newUser(stack);
   const calls = stack.model.calls();
