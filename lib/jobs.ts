@@ -16,7 +16,9 @@ export type FailureReason =
   | "max_age_exceeded"
   | "never_delivered"
   /** A token plan's attempts reached 2 × hold (docs/DESIGN.md#metering-hold-and-capture). */
-  | "attempt_budget_exhausted";
+  | "attempt_budget_exhausted"
+  /** The provider refused our configuration: key, region, permission, model (lib/model.ts). */
+  | "provider_misconfigured";
 
 /** A job row as the SQL functions return it (snake_case, ISO timestamps). Server side only. */
 export interface JobRow {

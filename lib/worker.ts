@@ -19,6 +19,7 @@ import {
   countOutputTokens,
   type Generation,
   type ModelUsage,
+  type OperatorFault,
   usageOfFailure,
 } from "./model.ts";
 import type { WorkerDeps } from "./ports.ts";
@@ -343,8 +344,64 @@ async function onModelError(
         await deps.alerts.record({ reason: "model_refused", userId: job.user_id });
       return { status: 200, outcome: r.outcome === "failed" ? "failed" : r.outcome };
     }
+    case "operator_fault": {
+      // Our configuration is wrong (a revoked key, an unknown model, a region or a parameter the
+      // provider refuses): no retry and no wait fixes it, and every job fails the same way until
+      // someone changes it. The job fails with a reason of its own (refunded, like every failure
+      // by us) and on-call is paged at once, once per window per status, not counted into the
+      // user roll-up: no user caused it. The shared provider gate stays open: it is one Redis key
+      // for every deployment, and the fault belongs to this deployment's configuration (an old
+      // deployment still running with the revoked key, or a function in an unsupported region,
+      // must not hold back a healthy one). Each job makes one unbilled call and ends; nothing
+      // loops, so the provider sees at most one request per job submitted.
+      log.error("model_operator_fault", {
+        jobId: job.id,
+        attempt,
+        fault: failure.fault,
+        status: failure.status,
+        code: failure.code,
+      });
+      const r = await settled(
+        await deps.jobs.fail(job.id, {
+          reason: "provider_misconfigured",
+          error: `${failure.status} ${failure.code ?? failure.fault}: ${failure.message}`.slice(
+            0,
+            500,
+          ),
+          attempt,
+          usage,
+        }),
+      );
+      // Paged whatever became of this job (a cancel may have ended it first): the fault is ours.
+      await deps.alerts.send({
+        kind: "provider_misconfigured",
+        dedupKey: `provider:misconfigured:${failure.status}`,
+        title: `AI provider refuses our configuration (${failure.status} ${failure.code ?? failure.fault}): ${FAULT_FIX[failure.fault]}`,
+        fields: {
+          fault: failure.fault,
+          status: failure.status,
+          code: failure.code,
+          provider_message: failure.message,
+          job: job.id,
+        },
+      });
+      return { status: 200, outcome: r.outcome === "failed" ? "failed" : r.outcome };
+    }
   }
 }
+
+/** What on-call does about each operator fault (docs/RUNBOOK.md, `provider_misconfigured`). */
+const FAULT_FIX: Record<OperatorFault, string> = {
+  api_key: "rotate OPENAI_API_KEY (revoked, wrong, or not allowed from this IP) and redeploy",
+  region:
+    "the functions run in a country, region or territory OpenAI does not serve: move the Vercel function region",
+  permission:
+    "the key's project lacks permission for OPENAI_MODEL or this endpoint: grant it, or use a key with access",
+  model:
+    "OPENAI_MODEL is unknown to this key's project (or OPENAI_BASE_URL is wrong): fix the variable and redeploy",
+  request:
+    "OPENAI_MODEL does not accept a parameter we send (streaming, max_completion_tokens): choose a chat model that does",
+};
 
 async function afterRequeue(deps: WorkerDeps, r: RequeueResult): Promise<WorkerResult> {
   if (r.outcome === "requeued") {

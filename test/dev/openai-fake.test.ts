@@ -3,6 +3,8 @@ import OpenAI, {
   AuthenticationError,
   BadRequestError,
   InternalServerError,
+  NotFoundError,
+  PermissionDeniedError,
   RateLimitError,
 } from "openai";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
@@ -170,6 +172,66 @@ describe("fake OpenAI model, through the openai SDK", () => {
     const error = (await failureOf(chat("hi", anonymous))) as AuthenticationError;
     expect(error).toBeInstanceOf(AuthenticationError);
     expect(error.type).toBe("invalid_request_error");
+  });
+
+  test("the operator's faults, as OpenAI answers them: 401 invalid_api_key (the key masked), 403 region, 404 model_not_found", async () => {
+    const keyed = new OpenAI({
+      apiKey: "sk-proj-abcdefghijklmnop1234",
+      baseURL: fake.url,
+      maxRetries: 0,
+    });
+    fake.failNext("invalid_api_key");
+    const auth = (await failureOf(chat("hi", keyed))) as AuthenticationError;
+    expect(auth).toBeInstanceOf(AuthenticationError);
+    expect(auth).toMatchObject({
+      status: 401,
+      type: "invalid_request_error",
+      code: "invalid_api_key",
+      param: null,
+    });
+    expect(auth.message).toBe(
+      "401 Incorrect API key provided: sk-proj-****************1234. You can find your API key at https://platform.openai.com/account/api-keys.",
+    );
+    expect(auth.requestID).toMatch(/^req_/);
+
+    const region = (await failureOf(
+      chat("hi [fake:unsupported_country_region_territory]"),
+    )) as PermissionDeniedError;
+    expect(region).toBeInstanceOf(PermissionDeniedError);
+    expect(region).toMatchObject({
+      status: 403,
+      type: "request_forbidden",
+      code: "unsupported_country_region_territory",
+      message: "403 Country, region, or territory not supported",
+    });
+
+    const model = (await failureOf(chat("hi [fake:model_not_found]"))) as NotFoundError;
+    expect(model).toBeInstanceOf(NotFoundError);
+    expect(model).toMatchObject({
+      status: 404,
+      type: "invalid_request_error",
+      code: "model_not_found",
+    });
+    expect(model.message).toBe(
+      "404 The model `gpt-4o-mini` does not exist or you do not have access to it.",
+    );
+  });
+
+  test("a revoked key gets 401 invalid_api_key on every request until reset; other keys are served", async () => {
+    const revoked = new OpenAI({
+      apiKey: "sk-revoked-0000000000",
+      baseURL: fake.url,
+      maxRetries: 0,
+    });
+    fake.revokeKey("sk-revoked-0000000000");
+    for (let i = 0; i < 2; i++) {
+      const error = (await failureOf(chat("hi", revoked))) as AuthenticationError;
+      expect(error).toBeInstanceOf(AuthenticationError);
+      expect(error.code).toBe("invalid_api_key");
+    }
+    expect((await chat("hi")).choices[0]?.message.content).toContain("hi");
+    fake.reset();
+    expect((await chat("hi", revoked)).choices[0]?.message.content).toContain("hi");
   });
 
   test("calls() counts model requests, failed ones included; reset() clears count and queue", async () => {
