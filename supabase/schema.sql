@@ -42,7 +42,7 @@ create table public.generation_jobs (
   constraint generation_jobs_captured_iff_final CHECK ((status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) = (captured IS NOT NULL)),
   constraint generation_jobs_captured_within_hold CHECK (captured IS NULL OR captured <= hold),
   constraint generation_jobs_consumed_check CHECK (consumed >= 0),
-  constraint generation_jobs_failure_reason_check CHECK (failure_reason = ANY (ARRAY['model_refused'::text, 'delivery_failed'::text, 'publish_failed'::text, 'provider_quota_exhausted'::text, 'lease_expired'::text, 'max_age_exceeded'::text, 'never_delivered'::text, 'attempt_budget_exhausted'::text])),
+  constraint generation_jobs_failure_reason_check CHECK (failure_reason = ANY (ARRAY['model_refused'::text, 'delivery_failed'::text, 'publish_failed'::text, 'provider_quota_exhausted'::text, 'lease_expired'::text, 'max_age_exceeded'::text, 'never_delivered'::text, 'attempt_budget_exhausted'::text, 'provider_misconfigured'::text])),
   constraint generation_jobs_finished_iff_terminal CHECK ((status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) = (finished_at IS NOT NULL)),
   constraint generation_jobs_hold_check CHECK (hold >= 1),
   constraint generation_jobs_idempotency_key_check CHECK (char_length(idempotency_key) >= 1 AND char_length(idempotency_key) <= 255),
