@@ -22,6 +22,8 @@
  *   as OpenAI's do. Prompt markers shape a stream:
  *        [fake:chunk_ms:200]              200 ms before each token's chunk (else the control API's)
  *        [fake:tokens:5000]               an answer of about 5000 tokens (still cut by the bound)
+ *        [fake:say:"<JSON string>"*N]     the answer is exactly that text, N times (*N optional):
+ *                                         special tokens, lone surrogates, huge words (answers.ts)
  * - Control API for other processes (no auth):
  *     POST /__fake/fail  {"kind","count","retryAfterSeconds","delayMs"} → {"queued": n}
  *     POST /__fake/stream {"chunkMs"} → {"chunkMs": n}: the pause before each streamed token

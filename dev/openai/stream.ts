@@ -5,13 +5,62 @@
  * `stream_options.include_usage` is set, a chunk with `choices: []` and the usage (every other
  * chunk then carries `usage: null`), then `data: [DONE]\n\n`.
  *
- * Tokens are o200k_base tokens (gpt-tokenizer), so the usage the fake reports and the tokens a
- * client counts on its side agree. `max_completion_tokens` (or `max_tokens`) stops the stream
- * with finish_reason "length". The stream stops the moment the client disconnects: what was
- * written until then is what a provider would bill, and `onToken` counts it.
+ * Tokens are the model's tokens as OpenAI's own tokenizer makes them: js-tiktoken (the JS port
+ * of tiktoken, the same ranks), not the app's tokenizer, so a bug in the app's counting shows up
+ * as a disagreement. Special-token strings in the text (`<|endoftext|>`, `<|im_start|>`, ...)
+ * are plain text, as OpenAI encodes them in message content; the prompt is billed as OpenAI
+ * bills chat messages (OpenAI cookbook, "How to count tokens with tiktoken": 3 per message, its
+ * role and content, plus 3 for the reply's priming). Any text streams, even text no tokenizer
+ * makes: a lone surrogate is a piece (and a token) of its own, sent JSON-escaped.
+ * `max_completion_tokens` (or `max_tokens`) stops the stream with finish_reason "length". The
+ * stream stops the moment the client disconnects: what was written until then is what a
+ * provider would bill, and `onToken` counts it.
  */
-import { countTokens, decode, encode } from "gpt-tokenizer/encoding/o200k_base";
+import { getEncodingNameForModel, Tiktoken, type TiktokenModel } from "js-tiktoken/lite";
 import type { Answer, Prompt } from "./answers.ts";
+
+type EncodingName = "o200k_base" | "cl100k_base";
+const encoders = new Map<EncodingName, Promise<Tiktoken>>();
+
+/**
+ * The encoding OpenAI uses for `model`, by js-tiktoken's model map (cl100k_base for gpt-4,
+ * gpt-4-turbo and gpt-3.5); o200k_base for a model it does not list (the current models).
+ */
+export function encodingFor(model: string): EncodingName {
+  try {
+    return getEncodingNameForModel(model as TiktokenModel) === "cl100k_base"
+      ? "cl100k_base"
+      : "o200k_base";
+  } catch {
+    return "o200k_base";
+  }
+}
+
+/** The tokenizer of `model` (js-tiktoken), loaded once per encoding. */
+export function tokenizer(model: string): Promise<Tiktoken> {
+  const name = encodingFor(model);
+  let encoder = encoders.get(name);
+  if (!encoder) {
+    encoder = (
+      name === "cl100k_base"
+        ? import("js-tiktoken/ranks/cl100k_base")
+        : import("js-tiktoken/ranks/o200k_base")
+    ).then((ranks) => new Tiktoken(ranks.default));
+    encoders.set(name, encoder);
+  }
+  return encoder;
+}
+
+/** Tokens of `text` as plain text: special-token strings are not special in message content. */
+export const plainTokens = (enc: Tiktoken, text: string): number[] => enc.encode(text, [], []);
+
+/** The prompt tokens OpenAI bills for these chat messages. */
+export function promptTokens(enc: Tiktoken, messages: { role: string; text: string }[]): number {
+  let n = 3; // the reply is primed with <|start|>assistant<|message|>
+  for (const m of messages)
+    n += 3 + plainTokens(enc, m.role).length + plainTokens(enc, m.text).length;
+  return n;
+}
 
 export interface StreamOptions {
   id: string;
@@ -30,18 +79,38 @@ export interface StreamOutcome {
   finishReason: "stop" | "length" | "client_closed";
 }
 
-/** Token-sized pieces of `text`: one per o200k_base token (merged where a token splits a character). */
-export function tokenPieces(text: string): string[] {
-  const pieces: string[] = [];
-  let pending: number[] = [];
-  for (const token of encode(text)) {
-    pending.push(token);
-    const piece = decode(pending);
-    if (piece.includes("\uFFFD")) continue;
-    pieces.push(piece);
-    pending = [];
+/** Text streamed in one chunk, and the tokens it is. */
+export interface Piece {
+  text: string;
+  tokens: number;
+}
+
+/**
+ * Token-sized pieces of `text`: one per token (merged where a token splits a character), and one
+ * per lone surrogate, which no tokenizer encodes (UTF-8 has no bytes for it).
+ */
+export function tokenPieces(enc: Tiktoken, text: string): Piece[] {
+  const pieces: Piece[] = [];
+  for (const part of text.split(/([\uD800-\uDFFF])/u)) {
+    if (part === "") continue;
+    if (/^[\uD800-\uDFFF]$/u.test(part)) {
+      pieces.push({ text: part, tokens: 1 });
+      continue;
+    }
+    // A token may end inside a character: it waits for the next until the decoded run is the
+    // text itself (never a replacement character the text does not have).
+    let pending: number[] = [];
+    let at = 0;
+    for (const token of plainTokens(enc, part)) {
+      pending.push(token);
+      const piece = enc.decode(pending);
+      if (!part.startsWith(piece, at)) continue;
+      pieces.push({ text: piece, tokens: pending.length });
+      at += piece.length;
+      pending = [];
+    }
+    if (pending.length > 0) pieces.push({ text: part.slice(at), tokens: pending.length });
   }
-  if (pending.length > 0) pieces.push(decode(pending));
   return pieces;
 }
 
@@ -108,27 +177,31 @@ async function writeEvents(
 
   chunk(choice({ role: "assistant", content: "", refusal: null }));
 
-  let pieces = tokenPieces(o.result.text);
+  const enc = await tokenizer(o.prompt.model);
+  const pieces = tokenPieces(enc, o.result.text);
   const max = o.prompt.maxTokens;
-  const truncated = max !== undefined && pieces.length > max;
-  if (truncated) pieces = pieces.slice(0, max);
   let sent = 0;
+  let truncated = false;
   for (const piece of pieces) {
+    if (max !== undefined && sent + piece.tokens > max) {
+      truncated = true;
+      break;
+    }
     if (o.chunkMs > 0) await sleep(o.chunkMs);
     if (closed()) return { completionTokens: sent, finishReason: "client_closed" };
-    chunk(choice({ content: piece }));
-    sent += 1;
-    o.onToken();
+    chunk(choice({ content: piece.text }));
+    sent += piece.tokens;
+    for (let i = 0; i < piece.tokens; i++) o.onToken();
   }
   if (closed()) return { completionTokens: sent, finishReason: "client_closed" };
   const finishReason = truncated ? "length" : "stop";
   chunk(choice({}, finishReason));
   if (o.includeUsage) {
-    const promptTokens = countTokens(o.prompt.all);
+    const prompt = promptTokens(enc, o.prompt.messages);
     chunk([], {
-      prompt_tokens: promptTokens,
+      prompt_tokens: prompt,
       completion_tokens: sent,
-      total_tokens: promptTokens + sent,
+      total_tokens: prompt + sent,
       prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
       completion_tokens_details: {
         reasoning_tokens: 0,
