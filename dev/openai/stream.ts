@@ -5,54 +5,47 @@
  * `stream_options.include_usage` is set, a chunk with `choices: []` and the usage (every other
  * chunk then carries `usage: null`), then `data: [DONE]\n\n`.
  *
- * Tokens are the model's tokens as OpenAI's own tokenizer makes them: js-tiktoken (the JS port
- * of tiktoken, the same ranks), not the app's tokenizer, so a bug in the app's counting shows up
+ * Tokens are the model's tokens as OpenAI's own tokenizer makes them: `tiktoken` (the WASM
+ * build of OpenAI's tiktoken), not the app's tokenizer, so a bug in the app's counting shows up
  * as a disagreement. Special-token strings in the text (`<|endoftext|>`, `<|im_start|>`, ...)
- * are plain text, as OpenAI encodes them in message content; the prompt is billed as OpenAI
- * bills chat messages (OpenAI cookbook, "How to count tokens with tiktoken": 3 per message, its
- * role and content, plus 3 for the reply's priming). Any text streams, even text no tokenizer
- * makes: a lone surrogate is a piece (and a token) of its own, sent JSON-escaped.
- * `max_completion_tokens` (or `max_tokens`) stops the stream with finish_reason "length". The
- * stream stops the moment the client disconnects: what was written until then is what a
- * provider would bill, and `onToken` counts it.
+ * are plain text (`encode_ordinary`), as OpenAI encodes them in message content; the prompt is
+ * billed as OpenAI bills chat messages (OpenAI cookbook, "How to count tokens with tiktoken": 3
+ * per message, its role and content, plus 3 for the reply's priming). Any text streams, even
+ * text no tokenizer makes: a lone surrogate is a piece (and a token) of its own, sent
+ * JSON-escaped. `max_completion_tokens` (or `max_tokens`) stops the stream with finish_reason
+ * "length". The stream stops the moment the client disconnects: what was written until then is
+ * what a provider would bill, and `onToken` counts it.
  */
-import { getEncodingNameForModel, Tiktoken, type TiktokenModel } from "js-tiktoken/lite";
+import type { Tiktoken, TiktokenModel } from "tiktoken";
 import type { Answer, Prompt } from "./answers.ts";
 
 type EncodingName = "o200k_base" | "cl100k_base";
 const encoders = new Map<EncodingName, Promise<Tiktoken>>();
 
 /**
- * The encoding OpenAI uses for `model`, by js-tiktoken's model map (cl100k_base for gpt-4,
+ * The tokenizer OpenAI uses for `model`, by tiktoken's model map (cl100k_base for gpt-4,
  * gpt-4-turbo and gpt-3.5); o200k_base for a model it does not list (the current models).
+ * Loaded once per encoding, on the first stream that needs it.
  */
-export function encodingFor(model: string): EncodingName {
+export async function tokenizer(model: string): Promise<Tiktoken> {
+  const tiktoken = await import("tiktoken");
+  let name: EncodingName = "o200k_base";
   try {
-    return getEncodingNameForModel(model as TiktokenModel) === "cl100k_base"
-      ? "cl100k_base"
-      : "o200k_base";
+    if (tiktoken.get_encoding_name_for_model(model as TiktokenModel) === "cl100k_base")
+      name = "cl100k_base";
   } catch {
-    return "o200k_base";
+    // not in tiktoken's map: a current model
   }
-}
-
-/** The tokenizer of `model` (js-tiktoken), loaded once per encoding. */
-export function tokenizer(model: string): Promise<Tiktoken> {
-  const name = encodingFor(model);
   let encoder = encoders.get(name);
   if (!encoder) {
-    encoder = (
-      name === "cl100k_base"
-        ? import("js-tiktoken/ranks/cl100k_base")
-        : import("js-tiktoken/ranks/o200k_base")
-    ).then((ranks) => new Tiktoken(ranks.default));
+    encoder = Promise.resolve(tiktoken.get_encoding(name));
     encoders.set(name, encoder);
   }
   return encoder;
 }
 
 /** Tokens of `text` as plain text: special-token strings are not special in message content. */
-export const plainTokens = (enc: Tiktoken, text: string): number[] => enc.encode(text, [], []);
+export const plainTokens = (enc: Tiktoken, text: string): Uint32Array => enc.encode_ordinary(text);
 
 /** The prompt tokens OpenAI bills for these chat messages. */
 export function promptTokens(enc: Tiktoken, messages: { role: string; text: string }[]): number {
@@ -79,6 +72,8 @@ export interface StreamOutcome {
   finishReason: "stop" | "length" | "client_closed";
 }
 
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
 /** Text streamed in one chunk, and the tokens it is. */
 export interface Piece {
   text: string;
@@ -97,19 +92,25 @@ export function tokenPieces(enc: Tiktoken, text: string): Piece[] {
       pieces.push({ text: part, tokens: 1 });
       continue;
     }
-    // A token may end inside a character: it waits for the next until the decoded run is the
-    // text itself (never a replacement character the text does not have).
+    // A token may end inside a character: its bytes wait for the next token's until they are
+    // whole UTF-8.
     let pending: number[] = [];
-    let at = 0;
+    let tokens = 0;
     for (const token of plainTokens(enc, part)) {
-      pending.push(token);
-      const piece = enc.decode(pending);
-      if (!part.startsWith(piece, at)) continue;
-      pieces.push({ text: piece, tokens: pending.length });
-      at += piece.length;
+      pending.push(...enc.decode_single_token_bytes(token));
+      tokens += 1;
+      let text: string;
+      try {
+        text = utf8.decode(new Uint8Array(pending));
+      } catch {
+        continue;
+      }
+      pieces.push({ text, tokens });
       pending = [];
+      tokens = 0;
     }
-    if (pending.length > 0) pieces.push({ text: part.slice(at), tokens: pending.length });
+    if (tokens > 0)
+      pieces.push({ text: new TextDecoder().decode(new Uint8Array(pending)), tokens });
   }
   return pieces;
 }
