@@ -101,7 +101,7 @@ export async function runJob(
   }
 
   const usage = toAttemptUsage(call.result.usage);
-  const done = await completeWithRetry(deps, job.id, attempt, call.result.text, usage);
+  const done = await completeWithRetry(deps, job.id, attempt, storable(call.result.text), usage);
   await alertIfAboveHold(deps, job, attempt, usage);
   if (done.outcome === "completed") {
     log.info("job_succeeded", {
@@ -172,6 +172,15 @@ const toAttemptUsage = (u: ModelUsage): AttemptUsage => ({
   source: u.source,
 });
 
+/**
+ * The text as Postgres can take it: a NUL or a lone surrogate (which a model can stream, or a
+ * proxy cut in half) makes the json of the call invalid, and a write that fails every time
+ * would never tell the worker of a cancel. Each becomes U+FFFD; the count is of what streamed.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is one of what Postgres refuses
+// biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is one of what Postgres refuses
+const storable = (text: string): string => text.replace(/[\u0000\uD800-\uDFFF]/gu, "\uFFFD");
+
 /*
  * Why the worker streams and writes its progress on a timer.
  *
@@ -201,11 +210,11 @@ async function streamModel(
     try {
       // The write is how the worker learns of a cancel: it is sent whatever the count does (a
       // count that fails is the bytes, an upper bound).
-      const partialOutput = text;
-      const completionTokens = await countOutputTokens(
-        partialOutput,
-        deps.config.openaiModel,
-      ).catch(() => utf8Bytes(partialOutput));
+      const streamed = text;
+      const completionTokens = await countOutputTokens(streamed, deps.config.openaiModel).catch(
+        () => utf8Bytes(streamed),
+      );
+      const partialOutput = storable(streamed);
       const r = await deps.jobs.progress(job.id, { attempt, partialOutput, completionTokens });
       if (r.outcome !== "recorded" && stoppedBy === null) {
         stoppedBy = r.outcome === "not_running" ? r.status : "gone";
