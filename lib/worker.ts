@@ -178,7 +178,6 @@ const toAttemptUsage = (u: ModelUsage): AttemptUsage => ({
  * would never tell the worker of a cancel. Each becomes U+FFFD; the count is of what streamed.
  */
 // biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is one of what Postgres refuses
-// biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is one of what Postgres refuses
 const storable = (text: string): string => text.replace(/[\u0000\uD800-\uDFFF]/gu, "\uFFFD");
 
 /*
