@@ -58,7 +58,7 @@ import {
   missingKey,
   unparsableBody,
 } from "./errors.ts";
-import { streamChatCompletion } from "./stream.ts";
+import { streamChatCompletion, tokenizer } from "./stream.ts";
 
 export type { FailKind, FailOptions } from "./errors.ts";
 
@@ -266,6 +266,9 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     return send(404, { error: `no control route ${method} ${path}` });
   }
 
+  // The tokenizer of the current models, loaded before the first request is served: its load
+  // (a second or more) must not count against a client's timeout.
+  await tokenizer("gpt-4o-mini");
   const server = await serve(handle, {
     port: options.port,
     host,

@@ -30,7 +30,9 @@ async function detailOf(id: string, event: string) {
 }
 
 /** `[fake:say:…]`: the fake model streams exactly `text`, `times` times. */
-const say = (text: string, times = 1) => `[fake:say:${JSON.stringify(text)}*${times}]`;
+// `<` is escaped: the special-token strings are in the model's output, not in the prompt.
+const say = (text: string, times = 1) =>
+  `[fake:say:${JSON.stringify(text).replaceAll("<", "\\u003c")}*${times}]`;
 
 /** What OpenAI bills for the prompt as one user message, by the fake's own tokenizer (js-tiktoken). */
 const billedPrompt = async (model: string, prompt: string) =>

@@ -26,7 +26,8 @@ const FREE_MAX_OUTPUT_TOKENS = 512;
 const PRO_MAX_OUTPUT_TOKENS = 2048;
 const TOKENS_IN_2_S = 2_000 / CHUNK_MS;
 /** A model output with a special-token string in it: it once made every progress write throw. */
-const SPECIAL_OUTPUT = `[fake:say:${JSON.stringify("Say <|im_start|> and go on. ")}*400]`;
+// (`<` escaped, so the prompt itself carries no special-token string.)
+const SPECIAL_OUTPUT = `[fake:say:${JSON.stringify("Say <|im_start|> and go on. ").replaceAll("<", "\\u003c")}*400]`;
 
 test("a free user's cancel loop ends after two calls a day: the second running cancel keeps the unit, the third enqueue is refused", async () => {
   const { stack } = fixture;

@@ -22,7 +22,8 @@ const PROGRESS_INTERVAL_MS = 1_000;
 const SLACK_PER_CANCEL = (2 * PROGRESS_INTERVAL_MS) / CHUNK_MS;
 
 /** A model output with a special-token string in it: it once made every progress write throw. */
-const SPECIAL_OUTPUT = `[fake:say:${JSON.stringify("Say <|im_start|> and go on. ")}*400]`;
+// (`<` escaped, so the prompt itself carries no special-token string.)
+const SPECIAL_OUTPUT = `[fake:say:${JSON.stringify("Say <|im_start|> and go on. ").replaceAll("<", "\\u003c")}*400]`;
 
 test.each([
   { output: "an endless essay", marker: "[fake:tokens:5000] An endless essay" },
