@@ -7,7 +7,7 @@
 import { type JobRow, messageOf, type UsageRow } from "./jobs.ts";
 import { log } from "./log.ts";
 import type { Deps } from "./ports.ts";
-import { countPromptTokens } from "./tokens.ts";
+import { promptHoldTokens } from "./tokens.ts";
 
 export type EnqueueOutcome =
   | { outcome: "enqueued" | "replayed"; job: JobRow; usage: UsageRow }
@@ -31,8 +31,10 @@ export async function enqueueJob(
     userId: input.userId,
     prompt: input.prompt,
     idempotencyKey: input.idempotencyKey,
-    // Counted for every plan (the plan is known inside the SQL call): a job plan ignores it.
-    promptTokens: await countPromptTokens(input.prompt),
+    // The prompt's bytes + framing, an upper bound on its tokens with no tokenizer loaded
+    // (lib/tokens.ts); passed for every plan (the plan is known inside the SQL call): a job plan
+    // ignores it.
+    promptTokens: promptHoldTokens(input.prompt),
   });
   switch (r.outcome) {
     case "quota_exceeded":

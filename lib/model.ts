@@ -1,7 +1,6 @@
 /**
  * The model call and the classification of its failures. Only the worker imports this.
  */
-import { countTokens } from "gpt-tokenizer/encoding/o200k_base";
 import OpenAI, {
   APIConnectionError,
   APIConnectionTimeoutError,
@@ -9,6 +8,7 @@ import OpenAI, {
   APIUserAbortError,
 } from "openai";
 import { redactSecrets } from "./redact.ts";
+import { tokenCounter, utf8Bytes } from "./tokens.ts";
 
 /** Options of {@link createModel}. */
 export type ModelOptions = {
@@ -56,9 +56,9 @@ export type OperatorFault = "api_key" | "region" | "permission" | "model" | "req
 /**
  * What one model call consumed. `provider`: the usage chunk the provider sent at the end of
  * the stream (what it bills). `counted`: the stream ended early (our abort, a timeout, a cut
- * connection), so the completion tokens are those streamed so far, counted with the o200k_base
- * tokenizer, and the prompt tokens are counted the same way once the provider accepted the
- * request (zero when it refused it).
+ * connection), so the completion tokens are those streamed so far, counted with the model's
+ * tokenizer by a counter that cannot throw (lib/tokens.ts), and the prompt tokens are counted the
+ * same way once the provider accepted the request (zero when it refused it).
  */
 export interface ModelUsage {
   promptTokens: number;
@@ -136,6 +136,9 @@ export function createModel(options: ModelOptions): Model {
   });
   return {
     async generate(prompt, o) {
+      // Loaded before the call (once per instance): `consumed` counts synchronously when the
+      // call fails, with a counter that cannot throw, so no failure loses the attempt's usage.
+      const countTokens = await tokenCounter(options.model);
       // The SDK's own timeout stops at the response headers; this deadline covers the stream.
       const deadline = AbortSignal.timeout(options.timeoutMs);
       const signal = o.signal ? AbortSignal.any([o.signal, deadline]) : deadline;
@@ -389,5 +392,14 @@ export function classifyModelError(failure: unknown, now: Date = new Date()): Mo
   return { kind: "transient", status: null, message: safeMessage(message) };
 }
 
-/** Completion tokens in `text` by the o200k_base tokenizer (what the worker reports as progress). */
-export const countOutputTokens = (text: string): number => (text ? countTokens(text) : 0);
+/**
+ * Completion tokens in `text` by `model`'s tokenizer (what the worker reports as progress).
+ * Never rejects: a count that fails is the text's UTF-8 bytes, an upper bound (lib/tokens.ts).
+ */
+export async function countOutputTokens(text: string, model: string): Promise<number> {
+  try {
+    return (await tokenCounter(model))(text);
+  } catch {
+    return utf8Bytes(text);
+  }
+}

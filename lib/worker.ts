@@ -23,6 +23,7 @@ import {
   usageOfFailure,
 } from "./model.ts";
 import type { WorkerDeps } from "./ports.ts";
+import { utf8Bytes } from "./tokens.ts";
 
 export type { WorkerDeps } from "./ports.ts";
 
@@ -101,7 +102,8 @@ export async function runJob(
   }
 
   const usage = toAttemptUsage(call.result.usage);
-  const done = await completeWithRetry(deps, job.id, attempt, call.result.text, usage);
+  const done = await completeWithRetry(deps, job.id, attempt, storable(call.result.text), usage);
+  await alertIfAboveHold(deps, job, attempt, usage);
   if (done.outcome === "completed") {
     log.info("job_succeeded", {
       jobId,
@@ -119,6 +121,35 @@ export async function runJob(
     status: "job" in done ? done.job.status : null,
   });
   return { status: 200, outcome: "late_output_dropped" };
+}
+
+/**
+ * A token plan's hold is the most the job can cost (docs/DESIGN.md#metering-hold-and-capture):
+ * a provider that reports more broke that proof (a tokenizer that is not byte-level, framing
+ * above the allowance, a bound not applied). complete_job still clamps the capture to the hold,
+ * so the operator pays the difference: page once per window, not once per job.
+ */
+async function alertIfAboveHold(
+  deps: WorkerDeps,
+  job: JobRow,
+  attempt: number,
+  usage: AttemptUsage,
+): Promise<void> {
+  const reported = usage.prompt_tokens + usage.completion_tokens;
+  if (job.meter !== "tokens" || usage.source !== "provider" || reported <= job.hold) return;
+  log.error("usage_above_hold", { jobId: job.id, attempt, hold: job.hold, ...usage });
+  await deps.alerts.send({
+    kind: "usage_above_hold",
+    dedupKey: "provider:usage_above_hold",
+    title: "The provider billed a job more tokens than its hold: the hold's bound is broken",
+    fields: {
+      job: job.id,
+      hold: job.hold,
+      prompt: usage.prompt_tokens,
+      completion: usage.completion_tokens,
+      model: deps.config.openaiModel,
+    },
+  });
 }
 
 /**
@@ -141,6 +172,14 @@ const toAttemptUsage = (u: ModelUsage): AttemptUsage => ({
   completion_tokens: u.completionTokens,
   source: u.source,
 });
+
+/**
+ * The text as Postgres can take it: a NUL or a lone surrogate (which a model can stream, or a
+ * proxy cut in half) makes the json of the call invalid, and a write that fails every time
+ * would never tell the worker of a cancel. Each becomes U+FFFD; the count is of what streamed.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is one of what Postgres refuses
+const storable = (text: string): string => text.replace(/[\u0000\uD800-\uDFFF]/gu, "\uFFFD");
 
 /*
  * Why the worker streams and writes its progress on a timer.
@@ -169,11 +208,14 @@ async function streamModel(
   let writing: Promise<void> | null = null;
   const write = async () => {
     try {
-      const r = await deps.jobs.progress(job.id, {
-        attempt,
-        partialOutput: text,
-        completionTokens: countOutputTokens(text),
-      });
+      // The write is how the worker learns of a cancel: it is sent whatever the count does (a
+      // count that fails is the bytes, an upper bound).
+      const streamed = text;
+      const completionTokens = await countOutputTokens(streamed, deps.config.openaiModel).catch(
+        () => utf8Bytes(streamed),
+      );
+      const partialOutput = storable(streamed);
+      const r = await deps.jobs.progress(job.id, { attempt, partialOutput, completionTokens });
       if (r.outcome !== "recorded" && stoppedBy === null) {
         stoppedBy = r.outcome === "not_running" ? r.status : "gone";
         controller.abort();

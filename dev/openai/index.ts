@@ -27,6 +27,8 @@
  *   as OpenAI's do. Prompt markers shape a stream:
  *        [fake:chunk_ms:200]              200 ms before each token's chunk (else the control API's)
  *        [fake:tokens:5000]               an answer of about 5000 tokens (still cut by the bound)
+ *        [fake:say:"<JSON string>"*N]     the answer is exactly that text, N times (*N optional):
+ *                                         special tokens, lone surrogates, huge words (answers.ts)
  * - Control API for other processes (no auth):
  *     POST /__fake/fail  {"kind","count","retryAfterSeconds","delayMs"} → {"queued": n}
  *     POST /__fake/stream {"chunkMs"} → {"chunkMs": n}: the pause before each streamed token
@@ -62,7 +64,7 @@ import {
   missingKey,
   unparsableBody,
 } from "./errors.ts";
-import { streamChatCompletion } from "./stream.ts";
+import { streamChatCompletion, tokenizer } from "./stream.ts";
 
 export type { FailKind, FailOptions } from "./errors.ts";
 
@@ -276,6 +278,9 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     return send(404, { error: `no control route ${method} ${path}` });
   }
 
+  // The tokenizer of the current models, loaded before the first request is served: its load
+  // (a second or more) must not count against a client's timeout.
+  await tokenizer("gpt-4o-mini");
   const server = await serve(handle, {
     port: options.port,
     host,

@@ -181,6 +181,24 @@ describe("POST /api/jobs", () => {
     expect(rows[0].n).toBe(8000);
   });
 
+  test.each(["free", "pro", "team"] as const)(
+    "a prompt with a special-token string is plain text: 202 on the %s plan, no error logged",
+    async (plan) => {
+      // OpenAI encodes `<|endoftext|>` in a user message as plain text; a tokenizer that
+      // refuses it once made this a 500.
+      const user = await app.newUser(plan);
+      const prompt = "Explain <|endoftext|> please";
+      const res = await app.enqueue(user, prompt);
+      expect(res.status).toBe(202);
+      const { job } = await res.json();
+      if (plan === "team") {
+        // The hold's prompt part: its UTF-8 bytes + 8 (docs/DESIGN.md#metering-hold-and-capture).
+        expect(job.hold).toBe(Buffer.byteLength(prompt) + 8 + 2048);
+      }
+      expect(app.logs.filter((l) => JSON.parse(l).level === "error")).toEqual([]);
+    },
+  );
+
   test("413 payload_too_large for a 10 MB body, refused without buffering it all", async () => {
     const user = await app.newUser();
     const res = await app.call("jobs", "/api/jobs", {

@@ -7,6 +7,7 @@ import OpenAI, {
   PermissionDeniedError,
   RateLimitError,
 } from "openai";
+import { get_encoding } from "tiktoken";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { type FakeOpenAI, startFakeOpenAI } from "../../dev/openai/index.ts";
 import { freePort } from "../support/ports.ts";
@@ -312,6 +313,30 @@ describe("fake OpenAI model, streaming through the openai SDK", () => {
       completionTokens: content.length,
       finishReason: "stop",
     });
+  });
+
+  test("[fake:say:…] streams exactly any text: special tokens as plain text, lone surrogates, a huge word; usage as OpenAI bills", async () => {
+    fake.reset();
+    const said = `<|im_start|>system<|im_end|> <|endoftext|> \ud800 \udfff x ${"😀".repeat(300)} தமிழ்`;
+    const prompt = `repeat [fake:say:${JSON.stringify(said)}*2]`;
+    const chunks = [];
+    for await (const c of await stream(prompt)) chunks.push(c);
+    const text = chunks.map((c) => c.choices[0]?.delta.content ?? "").join("");
+    expect(text).toBe(said.repeat(2));
+    const usage = chunks.at(-1)?.usage;
+    // OpenAI's tokenizer, special-token strings as plain text; a lone surrogate is one token.
+    const enc = get_encoding("o200k_base");
+    const billed = said
+      .repeat(2)
+      .split(/([\uD800-\uDFFF])/u)
+      .reduce(
+        (n, part) => n + (/^[\uD800-\uDFFF]$/u.test(part) ? 1 : enc.encode_ordinary(part).length),
+        0,
+      );
+    expect(usage?.completion_tokens).toBe(billed);
+    // The prompt: 3 per message + its role + its content, + 3 for the reply's priming.
+    expect(usage?.prompt_tokens).toBe(3 + 1 + enc.encode_ordinary(prompt).length + 3);
+    expect(fake.stats().streamedTokens).toBe(usage?.completion_tokens);
   });
 
   test("the wire format is SSE exactly: content type, data lines, [DONE]", async () => {
