@@ -168,7 +168,6 @@ describe("races on a real PostgreSQL", () => {
     );
     for (let round = 0; round < ROUNDS; round++) {
       const user = await newUser(admin, "free");
-      await admin.query("insert into auth.users (id) values ($1)", [user]);
       await admin.query(
         "insert into public.user_plans (user_id, plan_id) values ($1, 'race_cancels')",
         [user],

@@ -409,6 +409,7 @@ describe("the SQL does what the model's transition table says", () => {
     try {
       await client.query("begin");
       const user = randomUUID();
+      await client.query("insert into auth.users (id) values ($1)", [user]);
       const r = (
         await client.query("select public.enqueue_job($1, 'write it', null, $2) as r", [user, T])
       ).rows[0].r;
