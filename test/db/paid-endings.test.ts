@@ -53,7 +53,11 @@ async function timedOut(jobId: string, now: Date, usage: { prompt: number; compl
     p_attempt: s.job.attempts,
     p_error: "transient: timeout",
     p_now: addSeconds(now, 1),
-    p_usage: { prompt_tokens: usage.prompt, completion_tokens: usage.completion, source: "counted" },
+    p_usage: {
+      prompt_tokens: usage.prompt,
+      completion_tokens: usage.completion,
+      source: "counted",
+    },
   });
   expect(r.outcome).toBe("released");
   return r.job;
@@ -345,8 +349,9 @@ describe("the account and the meter", () => {
       p_now: addSeconds(T0, 12),
       p_usage: { prompt_tokens: 81, completion_tokens: 1400, source: "provider" },
     });
-    expect((await rpc(svc, "get_usage", { p_user_id: user, p_now: addSeconds(T0, 13) })).usage)
-      .toMatchObject({ meter: "tokens", used: 1481 });
+    expect(
+      (await rpc(svc, "get_usage", { p_user_id: user, p_now: addSeconds(T0, 13) })).usage,
+    ).toMatchObject({ meter: "tokens", used: 1481 });
     // Back on pro: 1,481 tokens are not 1,481 jobs.
     await admin.query("update public.user_plans set plan_id = 'pro' where user_id = $1", [user]);
     const back = await rpc(svc, "enqueue_job", {
