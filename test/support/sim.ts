@@ -456,8 +456,9 @@ export class Sim {
           `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_refunded_running_cancels)
            values ('tight', 'Tight', 'day', 3, 2, 0) on conflict (id) do nothing`,
         );
+      // Every user has an account: enqueue refuses a user Supabase Auth does not know.
+      await this.parts.admin.query("insert into auth.users (id) values ($1)", [id]);
       if (plan !== "free") {
-        await this.parts.admin.query("insert into auth.users (id) values ($1)", [id]);
         await this.parts.admin.query(
           "insert into public.user_plans (user_id, plan_id) values ($1, $2)",
           [id, plan],
