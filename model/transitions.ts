@@ -331,14 +331,17 @@ export const transitions: Record<FnName, Fn> = {
           [runningAttempt, consumedBefore],
         ),
       ),
-      ...outcome(
-        "failed",
-        refunding(
-          { status: ["running"], lease: ["past_grace"] },
-          { status: "failed", reason: "lease_expired" },
-          [runningAttempt],
-        ),
-      ),
+      // Always a running attempt someone else ends: always after spend.
+      {
+        when: { status: ["running"], lease: ["past_grace"], cancelRefundLeft: [false] },
+        outcome: "failed",
+        to: { status: "failed", reason: "lease_expired", withheld: true, counter: 0, captured: 1 },
+      },
+      {
+        when: { status: ["running"], lease: ["past_grace"] },
+        outcome: "failed",
+        to: { status: "failed", reason: "lease_expired", counted: true, counter: -1, captured: 0 },
+      },
       {
         when: { status: ["queued"], resume: ["ready"], undelivered: [true], republished: [false] },
         outcome: "republish",
