@@ -18,6 +18,8 @@ export type EnqueueOutcome =
   | { outcome: "idempotency_key_reused" }
   | { outcome: "invalid_prompt" }
   | { outcome: "invalid_idempotency_key" }
+  /** The token's user has no account (deleted, or never created): nothing held. */
+  | { outcome: "user_not_found" }
   | { outcome: "unavailable"; jobId: string; refunded: boolean };
 
 export async function enqueueJob(
@@ -48,6 +50,7 @@ export async function enqueueJob(
     case "idempotency_key_reused":
     case "invalid_prompt":
     case "invalid_idempotency_key":
+    case "user_not_found":
       return r.outcome === "too_many_active_jobs"
         ? { outcome: r.outcome, usage: r.usage }
         : { outcome: r.outcome };

@@ -279,6 +279,27 @@ describe("POST /api/jobs", () => {
     });
   });
 
+  test("403 user_not_found: a valid token for an account that does not exist (never created, or deleted) reserves nothing", async () => {
+    const never = randomUUID();
+    const deleted = await app.newUser("pro");
+    await app.admin.query("delete from auth.users where id = $1", [deleted.id]);
+    for (const userId of [never, deleted.id]) {
+      const token = await mintUserToken({ secret: JWT_SECRET, userId });
+      const res = await app.enqueue(
+        { id: userId, token, headers: { authorization: `Bearer ${token}` } },
+        "hello",
+      );
+      expect(res.status).toBe(403);
+      expect(await errorOf(res)).toEqual({
+        code: "user_not_found",
+        message:
+          "This account does not exist (it may have been deleted). Sign in with an existing account.",
+      });
+      expect(await jobsFor(userId)).toBe(0);
+    }
+    expect(app.qstash.messages).toHaveLength(0);
+  });
+
   test("409 too_many_active_jobs (pro: 3 active) reserves nothing", async () => {
     const user = await app.newUser("pro");
     for (let i = 0; i < 3; i++) await app.enqueueOk(user);
@@ -314,8 +335,8 @@ describe("POST /api/jobs", () => {
     const user = await app.newUser("team");
     // Leave 2,000 tokens: less than any hold (2,048 output tokens alone).
     await app.admin.query(
-      `insert into public.quota_usage (user_id, period_start, units_used)
-       values ($1, date_trunc('month', now() at time zone 'UTC') at time zone 'UTC', 1998000)`,
+      `insert into public.quota_usage (user_id, period_start, meter, units_used)
+       values ($1, date_trunc('month', now() at time zone 'UTC') at time zone 'UTC', 'tokens', 1998000)`,
       [user.id],
     );
     const res = await app.enqueue(user, "a short prompt");
