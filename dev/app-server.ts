@@ -15,6 +15,7 @@
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import pg from "pg";
+import { readProject } from "./auth/index.ts";
 import { parseSignIn, signInDevUser } from "./dev-users.ts";
 import { serve } from "./http/serve.ts";
 import { loadVercelOutput } from "./vercel-output.ts";
@@ -57,12 +58,16 @@ export async function startAppServer(options: {
   async function serveDev(method: string, path: string, body: Uint8Array): Promise<Response> {
     if (path === "/__dev/info" && method === "GET") return json(200, { mode: "dev" });
     if (path === "/__dev/sign-in" && method === "POST") {
-      const secret = process.env.SUPABASE_JWT_SECRET;
-      if (!pool || !secret) {
+      // The local Auth stand-in's project (dev/auth/): its key signs the token.
+      const projectFile = process.env.DEV_AUTH_PROJECT_FILE;
+      const project = projectFile
+        ? await readProject(projectFile).catch(() => undefined)
+        : undefined;
+      if (!pool || !project) {
         return json(501, {
           error: {
             code: "not_available",
-            message: "Dev sign-in needs the local database and SUPABASE_JWT_SECRET.",
+            message: "Dev sign-in needs the local database and the local Auth stand-in.",
           },
         });
       }
@@ -75,7 +80,7 @@ export async function startAppServer(options: {
       const input = parseSignIn(parsed);
       if (typeof input === "string")
         return json(400, { error: { code: "invalid_request", message: input } });
-      return json(200, await signInDevUser(pool, { ...input, jwtSecret: secret }));
+      return json(200, await signInDevUser(pool, { ...input, project }));
     }
     return json(404, { error: { code: "not_found", message: "No dev route." } });
   }
