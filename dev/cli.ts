@@ -77,6 +77,7 @@ quota-jobs: the whole system is up in ${(stack.startupMs / 1000).toFixed(1)} s${
   app (.vercel/output)   ${u.app}            open it in a browser
   Postgres               ${u.postgres}
   Supabase REST (RPC)    ${u.supabase}
+  Supabase Auth (JWKS)   ${u.supabase}/auth/v1/.well-known/jwks.json  ${stack.auth.project.shape === "new" ? "a project created today: ES256 user tokens, sb_ keys (DEV_SUPABASE_SHAPE=legacy: HS256)" : "legacy project: HS256 user tokens, JWT keys (DEV_SUPABASE_SHAPE=legacy)"}
   QStash                 ${where(stack.standIns.qstash, u.qstash)}
   Upstash Redis REST     ${where(stack.standIns.redis, u.redisRest)}
   OpenAI (model)         ${where(stack.standIns.openai, u.openai)}

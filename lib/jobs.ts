@@ -193,7 +193,7 @@ const usageArg = (usage?: AttemptUsage | null) => (usage ? { p_usage: usage } : 
 
 /**
  * @example
- * const jobs = createJobs(createRpc({ url, serviceRoleKey }));
+ * const jobs = createJobs(createRpc({ url, serverKey }));
  * const claim = await jobs.start(jobId, { leaseSeconds: 90 });
  * if (claim.outcome !== "started") return; // someone else owns this job's fate
  */

@@ -73,8 +73,10 @@ async function discover() {
       .catch(() => null),
   ]);
   const supabase =
-    config && typeof config.supabaseUrl === "string" && typeof config.supabaseAnonKey === "string"
-      ? { url: config.supabaseUrl.replace(/\/+$/, ""), anonKey: config.supabaseAnonKey }
+    config &&
+    typeof config.supabaseUrl === "string" &&
+    typeof config.supabasePublishableKey === "string"
+      ? { url: config.supabaseUrl.replace(/\/+$/, ""), anonKey: config.supabasePublishableKey }
       : null;
   // From here on the page may reach the app and this one Supabase project, nothing else.
   narrowConnectSrc(document, supabase?.url);

@@ -6,14 +6,10 @@
  */
 import { join } from "node:path";
 import { type AlertReceiver, startAlertReceiver } from "../alert-receiver.ts";
+import { createAuthStandIn, type ProjectFile } from "../auth/index.ts";
 import { type FakeOpenAI, startFakeOpenAI } from "../openai/index.ts";
 import { type RunningPostgres, startPostgres } from "../postgres/index.ts";
-import {
-  mintAnonKey,
-  mintServiceRoleKey,
-  type RunningPostgrest,
-  startPostgrest,
-} from "../postgrest/index.ts";
+import { type RunningPostgrest, startPostgrest } from "../postgrest/index.ts";
 import { DEV_SIGNING_KEYS, DEV_TOKEN, type QStashStandIn, startQStash } from "../qstash/index.ts";
 import { type RunningUpstashRedis, startUpstashRedis } from "../upstash-redis/index.ts";
 import { type RunningRedisServer, startRedisServer } from "../upstash-redis/redis-server.ts";
@@ -41,8 +37,8 @@ export interface Services {
   openai: FakeOpenAI | undefined;
   alerts: AlertReceiver | undefined;
   qstash: QStashSwitch;
-  serviceRoleKey: string;
-  anonKey: string;
+  /** The local project (dev/auth/): its shape, keys and signing key. */
+  project: ProjectFile;
 }
 
 export async function startServices(o: {
@@ -51,39 +47,37 @@ export async function startServices(o: {
   dataDir: string;
   reset: boolean;
   timeScale: number;
-  jwtSecret: string;
+  project: ProjectFile;
   log: (line: string) => void;
   teardown: Teardown;
 }): Promise<Services> {
   const { ports, standIns, teardown } = o;
   const launchQStash = () =>
     startQStash({ port: ports.qstash, timeScale: o.timeScale, scaleNotBefore: false, log: o.log });
-  const [postgres, redisServer, openai, alerts, firstQStash, serviceRoleKey, anonKey] =
-    await Promise.all([
-      teardown.track(
-        startPostgres({
-          dataDir: join(o.dataDir, "postgres"),
-          port: ports.postgres,
-          reset: o.reset,
-          persistent: true,
-        }),
-        (p) => p.stop(),
-      ),
-      standIns.redis
-        ? teardown.track(startRedisServer({ port: ports.redisServer }), (r: RunningRedisServer) =>
-            r.stop(),
-          )
-        : undefined,
-      standIns.openai
-        ? teardown.track(startFakeOpenAI({ port: ports.openai }), (f) => f.close())
-        : undefined,
-      standIns.alerts
-        ? teardown.track(startAlertReceiver({ port: ports.alerts, log: o.log }), (a) => a.close())
-        : undefined,
-      standIns.qstash ? launchQStash() : undefined,
-      mintServiceRoleKey(o.jwtSecret),
-      mintAnonKey(o.jwtSecret),
-    ]);
+  const { project } = o;
+  const [postgres, redisServer, openai, alerts, firstQStash] = await Promise.all([
+    teardown.track(
+      startPostgres({
+        dataDir: join(o.dataDir, "postgres"),
+        port: ports.postgres,
+        reset: o.reset,
+        persistent: true,
+      }),
+      (p) => p.stop(),
+    ),
+    standIns.redis
+      ? teardown.track(startRedisServer({ port: ports.redisServer }), (r: RunningRedisServer) =>
+          r.stop(),
+        )
+      : undefined,
+    standIns.openai
+      ? teardown.track(startFakeOpenAI({ port: ports.openai }), (f) => f.close())
+      : undefined,
+    standIns.alerts
+      ? teardown.track(startAlertReceiver({ port: ports.alerts, log: o.log }), (a) => a.close())
+      : undefined,
+    standIns.qstash ? launchQStash() : undefined,
+  ]);
   const qstash = qstashSwitch(firstQStash, standIns.qstash, launchQStash);
   teardown.add(() => qstash.stop().catch(() => undefined));
 
@@ -92,9 +86,10 @@ export async function startServices(o: {
       startPostgrest({
         port: ports.supabase,
         databaseUrl: postgres.url,
-        jwtSecret: o.jwtSecret,
-        serviceRoleKey,
-        anonKey,
+        jwtSecret: project.jwtSecret,
+        serviceRoleKey: project.secretKey,
+        anonKey: project.publishableKey,
+        auth: createAuthStandIn(project),
       }),
       (p) => p.close(),
     ),
@@ -109,7 +104,7 @@ export async function startServices(o: {
         )
       : undefined,
   ]);
-  return { postgres, postgrest, redisRest, openai, alerts, qstash, serviceRoleKey, anonKey };
+  return { postgres, postgrest, redisRest, openai, alerts, qstash, project };
 }
 
 function qstashSwitch(
@@ -139,14 +134,24 @@ function qstashSwitch(
 /** The app's environment: the stand-ins' URLs and keys, then the caller's `env` over them. */
 export function appEnv(
   s: Services,
-  o: { appUrl: string; jwtSecret: string; userEnv: Record<string, string> },
+  o: { appUrl: string; userEnv: Record<string, string> },
 ): Record<string, string> {
   const qstash = s.qstash.current();
+  const { project } = s;
   return {
     SUPABASE_URL: s.postgrest.url,
-    SUPABASE_SERVICE_ROLE_KEY: s.serviceRoleKey,
-    SUPABASE_JWT_SECRET: o.jwtSecret,
-    SUPABASE_ANON_KEY: s.anonKey,
+    // A project created today: the new API keys, and ES256 user tokens verified by the JWKS (no
+    // SUPABASE_JWT_SECRET). The legacy shape: the JWT keys and the shared secret.
+    ...(project.shape === "new"
+      ? {
+          SUPABASE_SECRET_KEY: project.secretKey,
+          SUPABASE_PUBLISHABLE_KEY: project.publishableKey,
+        }
+      : {
+          SUPABASE_SERVICE_ROLE_KEY: project.secretKey,
+          SUPABASE_JWT_SECRET: project.jwtSecret,
+          SUPABASE_ANON_KEY: project.publishableKey,
+        }),
     ...(qstash
       ? {
           QSTASH_URL: qstash.url,

@@ -13,7 +13,7 @@ const app = useApi();
 async function anonymousUser() {
   const id = randomUUID();
   await app.admin.query("insert into auth.users (id, is_anonymous) values ($1, true)", [id]);
-  const token = await mintUserToken({ secret: JWT_SECRET, userId: id });
+  const token = await mintUserToken({ secret: JWT_SECRET, userId: id, issuer: app.issuer });
   return { id, token, headers: { authorization: `Bearer ${token}` } };
 }
 

@@ -237,6 +237,7 @@ describe("POST /api/jobs", () => {
           `Bearer ${await mintUserToken({
             secret: JWT_SECRET,
             userId,
+            issuer: app.issuer,
             now: new Date(Date.now() - 7200_000),
             expiresInSeconds: 3600,
           })}`,
@@ -244,24 +245,28 @@ describe("POST /api/jobs", () => {
       [
         "a token signed with another secret",
         async (userId) =>
-          `Bearer ${await mintUserToken({ secret: "another-secret-that-is-also-32-chars-long!!", userId })}`,
+          `Bearer ${await mintUserToken({
+            secret: "another-secret-that-is-also-32-chars-long!!",
+            userId,
+            issuer: app.issuer,
+          })}`,
       ],
       ["the anon key", async () => `Bearer ${await mintAnonKey(JWT_SECRET)}`],
       ["the service_role key", async () => `Bearer ${await mintServiceRoleKey(JWT_SECRET)}`],
       [
         "a token with role anon",
         async (userId) =>
-          `Bearer ${await mintUserToken({ secret: JWT_SECRET, userId, role: "anon" })}`,
+          `Bearer ${await mintUserToken({ secret: JWT_SECRET, userId, issuer: app.issuer, role: "anon" })}`,
       ],
       [
         "a token with role service_role",
         async (userId) =>
-          `Bearer ${await mintUserToken({ secret: JWT_SECRET, userId, role: "service_role" })}`,
+          `Bearer ${await mintUserToken({ secret: JWT_SECRET, userId, issuer: app.issuer, role: "service_role" })}`,
       ],
       [
         "a token for another audience",
         async (userId) =>
-          `Bearer ${await mintUserToken({ secret: JWT_SECRET, userId, aud: "anon" })}`,
+          `Bearer ${await mintUserToken({ secret: JWT_SECRET, userId, issuer: app.issuer, aud: "anon" })}`,
       ],
     ];
     test.each(cases)("%s: nothing reserved", async (_what, authorization) => {

@@ -361,7 +361,7 @@ describe("POST /api/worker: model failures", () => {
       DEV_TOKEN,
       DEV_SIGNING_KEYS.current,
       DEV_SIGNING_KEYS.next,
-      app.env.SUPABASE_SERVICE_ROLE_KEY ?? "",
+      app.env.SUPABASE_SECRET_KEY ?? "",
       a.prompt,
       b.prompt,
     ]) {

@@ -433,7 +433,11 @@ export class Sim {
     if (!token) {
       const secret = this.config.supabaseJwtSecret;
       if (!secret) throw new Error("the simulator's edge needs SUPABASE_JWT_SECRET");
-      token = await mintUserToken({ secret, userId });
+      token = await mintUserToken({
+        secret,
+        userId,
+        issuer: `${this.config.supabaseUrl}/auth/v1`,
+      });
       this.tokens.set(userId, token);
     }
     return token;
