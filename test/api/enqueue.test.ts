@@ -289,7 +289,7 @@ describe("POST /api/jobs", () => {
     const deleted = await app.newUser("pro");
     await app.admin.query("delete from auth.users where id = $1", [deleted.id]);
     for (const userId of [never, deleted.id]) {
-      const token = await mintUserToken({ secret: JWT_SECRET, userId });
+      const token = await mintUserToken({ secret: JWT_SECRET, userId, issuer: app.issuer });
       const res = await app.enqueue(
         { id: userId, token, headers: { authorization: `Bearer ${token}` } },
         "hello",

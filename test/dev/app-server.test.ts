@@ -9,9 +9,13 @@
  * token that spends the developer's OpenAI key. The dev routes refuse both.
  */
 import { randomBytes, randomUUID } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
 import { request as httpRequest } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { prepareProject, projectFilePath } from "../../dev/auth/project.ts";
 import { freePort } from "../../dev/ports.ts";
 import { type AppProcess, startAppProcess } from "../../dev/stack/app-process.ts";
 import { databaseUrl } from "../support/db.ts";
@@ -22,23 +26,34 @@ const OPENAI_KEY = `sk-test-${randomBytes(24).toString("hex")}`;
 
 let app: AppProcess;
 let port = 0;
+let authDir = "";
 let sql: pg.Pool;
 const logs: string[] = [];
 
 beforeAll(async () => {
   port = await freePort();
   sql = new pg.Pool({ connectionString: databaseUrl(), max: 2 });
+  // The dev sign-in mints through the local Auth stand-in's project (its signing key).
+  authDir = await mkdtemp(join(tmpdir(), "quota-jobs-app-server-"));
+  await prepareProject({
+    dataDir: authDir,
+    shape: "new",
+    issuer: "http://127.0.0.1:54321/auth/v1",
+    jwtSecret: JWT_SECRET,
+  });
   app = await startAppProcess(
     port,
     { SUPABASE_JWT_SECRET: JWT_SECRET, OPENAI_API_KEY: OPENAI_KEY },
     databaseUrl(),
     (line) => logs.push(line),
+    projectFilePath(authDir),
   );
 }, 60_000);
 
 afterAll(async () => {
   await app?.stop("SIGTERM");
   await sql?.end();
+  if (authDir) await rm(authDir, { recursive: true, force: true });
 });
 
 interface Answer {
