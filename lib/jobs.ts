@@ -235,13 +235,21 @@ export function createJobs(rpc: Rpc) {
     /** The running attempt's output so far; `not_running` means: stop the model now. */
     progress: (
       jobId: string,
-      i: { attempt: number; partialOutput: string; completionTokens: number; now?: Date },
+      i: {
+        attempt: number;
+        partialOutput: string;
+        completionTokens: number;
+        /** The prompt as the worker counts it (+ framing): lowers what a running cancel charges. */
+        promptTokens?: number;
+        now?: Date;
+      },
     ) =>
       call<ProgressResult>("record_progress", {
         p_job_id: jobId,
         p_attempt: i.attempt,
         p_partial_output: i.partialOutput,
         p_completion_tokens: i.completionTokens,
+        ...(i.promptTokens === undefined ? {} : { p_prompt_tokens: i.promptTokens }),
         ...at(i.now),
       }),
     /** The usage of an attempt whose own transition was refused (someone else ended the job). */

@@ -23,7 +23,7 @@ import {
   usageOfFailure,
 } from "./model.ts";
 import type { WorkerDeps } from "./ports.ts";
-import { utf8Bytes } from "./tokens.ts";
+import { CHAT_FRAMING_TOKENS, utf8Bytes } from "./tokens.ts";
 
 export type { WorkerDeps } from "./ports.ts";
 
@@ -206,6 +206,7 @@ async function streamModel(
   let text = "";
   let stoppedBy: JobStatus | "gone" | null = null;
   let writing: Promise<void> | null = null;
+  let promptTokens: number | undefined;
   const write = async () => {
     try {
       // The write is how the worker learns of a cancel: it is sent whatever the count does (a
@@ -215,7 +216,18 @@ async function streamModel(
         () => utf8Bytes(streamed),
       );
       const partialOutput = storable(streamed);
-      const r = await deps.jobs.progress(job.id, { attempt, partialOutput, completionTokens });
+      // The prompt as the model's tokenizer counts it, with the chat framing: what a cancel or a
+      // sweep of this attempt charges for it (enqueue held the bound, the prompt's bytes + 8).
+      promptTokens ??=
+        (await countOutputTokens(job.prompt, deps.config.openaiModel).catch(() =>
+          utf8Bytes(job.prompt),
+        )) + CHAT_FRAMING_TOKENS;
+      const r = await deps.jobs.progress(job.id, {
+        attempt,
+        partialOutput,
+        completionTokens,
+        promptTokens,
+      });
       if (r.outcome !== "recorded" && stoppedBy === null) {
         stoppedBy = r.outcome === "not_running" ? r.status : "gone";
         controller.abort();

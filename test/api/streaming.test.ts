@@ -194,6 +194,43 @@ describe("a token plan holds the most and captures what the provider reported", 
   });
 });
 
+describe("a running cancel charges the prompt as counted", () => {
+  test("a team job canceled mid-stream pays the prompt's tokens and what streamed, not the byte bound", async () => {
+    app.model.setChunkMs(50);
+    const user = await app.newUser("team");
+    // English: about 4 bytes a token, so the hold's bound is ~4x what the prompt costs.
+    const prompt =
+      `Write a long report about queues, refunds and bounded spend ${randomUUID()}. `.repeat(20);
+    const id = await app.enqueueOk(user, `${prompt}[fake:tokens:5000]`);
+    const delivery = app.deliver(app.qstash.latestFor(id));
+    await eventually(async () => (await getJob(id, user.headers)).partialTokens > 0, {
+      what: "a progress write",
+      timeoutMs: 8_000,
+    });
+    const cancel = await app.call("job", `/api/jobs/${id}`, {
+      method: "DELETE",
+      headers: user.headers,
+    });
+    expect(cancel.status).toBe(200);
+    expect(await outcomeOf(await delivery)).toBe("aborted");
+    const { rows } = await app.admin.query(
+      "select captured, partial_tokens, hold from public.generation_jobs where id = $1",
+      [id],
+    );
+    const row = rows[0];
+    const billed = await billedPrompt("gpt-4o-mini", `${prompt}[fake:tokens:5000]`);
+    const bound = Buffer.byteLength(`${prompt}[fake:tokens:5000]`) + 8;
+    const chargedForPrompt = row.captured - row.partial_tokens;
+    // The worker's count + the 8 of framing: at least what the provider bills, far below the bound.
+    expect(chargedForPrompt).toBeGreaterThanOrEqual(billed);
+    expect(chargedForPrompt).toBeLessThanOrEqual(billed + 8);
+    expect(chargedForPrompt * 2).toBeLessThan(bound);
+    process.stdout.write(
+      `[streaming] running cancel charged the prompt ${chargedForPrompt} tokens (billed ${billed}, bound ${bound})\n`,
+    );
+  });
+});
+
 describe("counting cannot be beaten by the text", () => {
   test("a stream containing <|im_start|> is still cut by a cancel within 2 s (the progress write never throws)", async () => {
     app.model.setChunkMs(50);
