@@ -878,7 +878,7 @@ end
 $function$;
 comment on function public.record_attempt_usage(p_job_id uuid, p_attempt integer, p_usage jsonb, p_now timestamp with time zone) is 'What an attempt consumed when its own transition was refused (someone else ended or reclaimed the job): one attempt_usage event, insert only. recorded, already_recorded, no_such_attempt, not_found.';
 
-CREATE OR REPLACE FUNCTION public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone DEFAULT now())
+CREATE OR REPLACE FUNCTION public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone DEFAULT now(), p_prompt_tokens integer DEFAULT NULL::integer)
  RETURNS jsonb
  LANGUAGE plpgsql
  SET search_path TO ''
@@ -892,6 +892,8 @@ begin
   update public.generation_jobs j
   set partial_output = p_partial_output,
       partial_tokens = greatest(coalesce(p_completion_tokens, 0), 0),
+      prompt_tokens = case when p_prompt_tokens is null or p_prompt_tokens < 0 then j.prompt_tokens
+        else least(coalesce(j.prompt_tokens, p_prompt_tokens), p_prompt_tokens) end,
       progress_at = p_now,
       updated_at = p_now
   where j.id = p_job_id and j.status = 'running' and j.attempts = p_attempt;
@@ -906,7 +908,7 @@ begin
   return jsonb_build_object('outcome', 'not_running', 'status', v_status);
 end
 $function$;
-comment on function public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone) is 'The running attempt''s output so far. recorded, or not_running (with the job''s status): the worker then cuts the model''s stream at once.';
+comment on function public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone, p_prompt_tokens integer) is 'The running attempt''s output so far, and (p_prompt_tokens) its prompt as the worker counts it, which lowers prompt_tokens (never raises it). recorded, or not_running (with the job''s status): the worker then cuts the model''s stream at once.';
 
 CREATE OR REPLACE FUNCTION public.release_job(p_job_id uuid, p_attempt integer, p_error text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT now(), p_usage jsonb DEFAULT NULL::jsonb)
  RETURNS jsonb
@@ -1220,7 +1222,7 @@ grant execute on function public.get_job(p_job_id uuid, p_user_id uuid) to servi
 grant execute on function public.get_usage(p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.list_jobs(p_user_id uuid, p_limit integer, p_before_created_at timestamp with time zone, p_before_id uuid) to service_role;
 grant execute on function public.record_attempt_usage(p_job_id uuid, p_attempt integer, p_usage jsonb, p_now timestamp with time zone) to service_role;
-grant execute on function public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone) to service_role;
+grant execute on function public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone, p_prompt_tokens integer) to service_role;
 grant execute on function public.release_job(p_job_id uuid, p_attempt integer, p_error text, p_now timestamp with time zone, p_usage jsonb) to service_role;
 grant execute on function public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text, p_max_hits integer, p_max_age_seconds integer, p_now timestamp with time zone, p_count_hit boolean, p_usage jsonb) to service_role;
 grant execute on function public.start_job(p_job_id uuid, p_lease_seconds integer, p_now timestamp with time zone) to service_role;
