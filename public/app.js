@@ -45,7 +45,7 @@ const ui = {
   signInNotice: byId("sign-in-notice"),
   signInError: byId("sign-in-error"),
   passwordForm: /** @type {HTMLFormElement} */ (byId("password-form")),
-  newPasswordForm: /** @type {HTMLFormElement} */ (byId("new-password-form")),
+  newPasswordTemplate: /** @type {HTMLTemplateElement} */ (byId("new-password-template")),
   devForm: /** @type {HTMLFormElement} */ (byId("dev-form")),
   noSignIn: byId("no-sign-in"),
   app: byId("app"),
@@ -139,7 +139,7 @@ async function main() {
     ui.signIn.hidden = false;
     ui.signInNotice.textContent = notice;
     ui.signInError.textContent = "";
-    ui.newPasswordForm.hidden = true;
+    document.getElementById("new-password-form")?.remove();
     ui.passwordForm.hidden = !offer.supabase;
     ui.devForm.hidden = !offer.dev;
     ui.noSignIn.hidden = Boolean(offer.supabase || offer.dev);
@@ -229,11 +229,22 @@ async function main() {
       );
     else void trySignIn(() => auth.signInWithPassword(email, password), ui.passwordForm);
   });
-  ui.newPasswordForm.addEventListener("submit", (e) => {
-    e.preventDefault();
-    const password = String(new FormData(ui.newPasswordForm).get("password") ?? "");
-    void trySignIn(() => auth.updatePassword(password), ui.newPasswordForm);
-  });
+  /** After a reset link: the form for the new password, in place of the sign-in form. */
+  function askNewPassword() {
+    showSignIn("Choose a new password for your account.");
+    ui.passwordForm.hidden = true;
+    const form = /** @type {HTMLFormElement} */ (
+      /** @type {DocumentFragment} */ (ui.newPasswordTemplate.content.cloneNode(true))
+        .firstElementChild
+    );
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      const password = String(new FormData(form).get("password") ?? "");
+      void trySignIn(() => auth.updatePassword(password), form);
+    });
+    ui.passwordForm.after(form);
+    form.querySelector("input")?.focus();
+  }
   ui.devForm.addEventListener("submit", (e) => {
     e.preventDefault();
     const plan = devPlan(new FormData(ui.devForm).get("plan"));
@@ -474,10 +485,7 @@ async function main() {
 
   if (auth.session() && arrived.type === "recovery" && !arrived.failed) {
     // the reset link signed them in: ask for the new password before anything else
-    showSignIn("Choose a new password for your account.");
-    ui.passwordForm.hidden = true;
-    ui.newPasswordForm.hidden = false;
-    ui.newPasswordForm.querySelector("input")?.focus();
+    askNewPassword();
   } else if (auth.session()) await showApp();
   else {
     showSignIn();
