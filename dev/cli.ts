@@ -77,6 +77,8 @@ quota-jobs: the whole system is up in ${(stack.startupMs / 1000).toFixed(1)} s${
   app (.vercel/output)   ${u.app}            open it in a browser
   Postgres               ${u.postgres}
   Supabase REST (RPC)    ${u.supabase}
+  Auth (GoTrue)          ${u.app}/auth/v1 (passed to ${u.auth})   sign up from the page
+  mail it sends          ${u.mail}            the confirmation, sign-in and reset links
   QStash                 ${where(stack.standIns.qstash, u.qstash)}
   Upstash Redis REST     ${where(stack.standIns.redis, u.redisRest)}
   OpenAI (model)         ${where(stack.standIns.openai, u.openai)}

@@ -59,6 +59,10 @@ export interface Stack {
     openai: string;
     alerts: string;
     postgres: string;
+    /** The Auth (GoTrue) stand-in (the page reaches it at the app's `/auth/v1`). */
+    auth: string;
+    /** Its mailbox: `GET` it in a browser, or `/messages` for JSON. */
+    mail: string;
   };
   /** The app's full environment. */
   env: Record<string, string>;
@@ -167,7 +171,7 @@ function stackHandle(s: {
   app: AppProcess;
   sweep: Sweep;
 }): Omit<Stack, "build" | "stop" | "startupMs" | "dataDir"> {
-  const { postgres, postgrest, redisRest, openai, alerts, qstash } = s.services;
+  const { postgres, postgrest, redisRest, openai, alerts, qstash, auth } = s.services;
   const { env } = s;
   const notStandIn = (what: string) => () => {
     throw new Error(`${what} is the real service here (set by env), not the stand-in`);
@@ -190,6 +194,8 @@ function stackHandle(s: {
       openai: openai?.url ?? env.OPENAI_BASE_URL ?? "https://api.openai.com/v1",
       alerts: alerts?.url ?? env.ALERT_WEBHOOK_URL ?? "",
       postgres: postgres.url,
+      auth: auth.url,
+      mail: auth.mailUrl,
     },
     env,
     standIns: s.standIns,

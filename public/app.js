@@ -141,6 +141,8 @@ async function main() {
     ui.signInError.textContent = "";
     document.getElementById("new-password-form")?.remove();
     ui.passwordForm.hidden = !offer.supabase;
+    // `npm run dev`: its one-click local sign-in first, the local Auth stand-in's forms after it
+    if (offer.dev) ui.passwordForm.before(ui.devForm);
     ui.devForm.hidden = !offer.dev;
     ui.noSignIn.hidden = Boolean(offer.supabase || offer.dev);
     const first = /** @type {HTMLElement | null} */ (

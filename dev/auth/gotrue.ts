@@ -55,8 +55,10 @@ export interface GotrueClaims {
 export interface GotrueOptions {
   db: Db;
   mailbox: Mailbox;
-  /** The project URL the browser sees (`SUPABASE_URL`): the issuer and the mail links hang off it. */
+  /** The URL the browser reaches Auth at: the mail links hang off it. */
   publicUrl: string;
+  /** The tokens' `iss`. @default `${publicUrl}/auth/v1` (GoTrue's: `${SUPABASE_URL}/auth/v1`) */
+  issuer?: string;
   /** Where links land when `redirect_to` is missing or not allowed (config.toml `site_url`). */
   siteUrl: string;
   /** Further allowed redirect origins (`additional_redirect_urls`). */
@@ -288,7 +290,7 @@ export function createGotrue(o: GotrueOptions) {
     const iat = Math.floor(t.getTime() / 1000);
     const exp = iat + jwtExpiry;
     const accessToken = await o.sign({
-      iss: `${base}/auth/v1`,
+      iss: o.issuer ?? `${base}/auth/v1`,
       sub: a.id,
       aud: "authenticated",
       exp,

@@ -6,6 +6,7 @@
  */
 import { join } from "node:path";
 import { type AlertReceiver, startAlertReceiver } from "../alert-receiver.ts";
+import { type StackAuth, startStackAuth } from "../auth/gotrue-stack.ts";
 import { type FakeOpenAI, startFakeOpenAI } from "../openai/index.ts";
 import { type RunningPostgres, startPostgres } from "../postgres/index.ts";
 import {
@@ -43,6 +44,8 @@ export interface Services {
   qstash: QStashSwitch;
   serviceRoleKey: string;
   anonKey: string;
+  /** The Auth (GoTrue) stand-in and its mailbox (dev/auth/). */
+  auth: StackAuth;
 }
 
 export async function startServices(o: {
@@ -87,7 +90,7 @@ export async function startServices(o: {
   const qstash = qstashSwitch(firstQStash, standIns.qstash, launchQStash);
   teardown.add(() => qstash.stop().catch(() => undefined));
 
-  const [postgrest, redisRest] = await Promise.all([
+  const [postgrest, redisRest, auth] = await Promise.all([
     teardown.track(
       startPostgrest({
         port: ports.supabase,
@@ -108,8 +111,19 @@ export async function startServices(o: {
           (r) => r.close(),
         )
       : undefined,
+    teardown.track(
+      startStackAuth({
+        port: ports.auth,
+        databaseUrl: postgres.url,
+        appUrl: `http://127.0.0.1:${ports.app}`,
+        supabaseUrl: `http://127.0.0.1:${ports.supabase}`,
+        jwtSecret: o.jwtSecret,
+        apiKeys: [anonKey, serviceRoleKey],
+      }),
+      (a) => a.stop(),
+    ),
   ]);
-  return { postgres, postgrest, redisRest, openai, alerts, qstash, serviceRoleKey, anonKey };
+  return { postgres, postgrest, redisRest, openai, alerts, qstash, serviceRoleKey, anonKey, auth };
 }
 
 function qstashSwitch(
@@ -164,6 +178,8 @@ export function appEnv(
     ...(s.openai ? { OPENAI_API_KEY: LOCAL_VALUES.openaiKey, OPENAI_BASE_URL: s.openai.url } : {}),
     OPENAI_MODEL: "gpt-4o-mini",
     APP_URL: o.appUrl,
+    // dev only: the app server passes the page's /auth/v1 calls to the Auth stand-in
+    DEV_AUTH_URL: s.auth.url,
     CRON_SECRET: LOCAL_VALUES.cronSecret,
     ...(s.alerts ? { ALERT_WEBHOOK_URL: s.alerts.url } : {}),
     ...o.userEnv,
