@@ -19,6 +19,7 @@
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import pg from "pg";
+import { readProject } from "./auth/index.ts";
 import { parseSignIn, signInDevUser } from "./dev-users.ts";
 import { foreignCaller } from "./http/own-origin.ts";
 import { serve } from "./http/serve.ts";
@@ -107,12 +108,14 @@ export async function startAppServer(options: {
         mode: "dev",
         ...(process.env.DEV_AUTH_URL ? { auth: "same-origin" } : {}),
       });
-    const secret = process.env.SUPABASE_JWT_SECRET;
-    if (!pool || !secret) {
+    // The local Auth stand-in's project (dev/auth/): its key signs the token.
+    const projectFile = process.env.DEV_AUTH_PROJECT_FILE;
+    const project = projectFile ? await readProject(projectFile).catch(() => undefined) : undefined;
+    if (!pool || !project) {
       return json(501, {
         error: {
           code: "not_available",
-          message: "Dev sign-in needs the local database and SUPABASE_JWT_SECRET.",
+          message: "Dev sign-in needs the local database and the local Auth stand-in.",
         },
       });
     }
@@ -136,7 +139,7 @@ export async function startAppServer(options: {
     const input = parseSignIn(parsed);
     if (typeof input === "string")
       return json(400, { error: { code: "invalid_request", message: input } });
-    return json(200, await signInDevUser(pool, { ...input, jwtSecret: secret }));
+    return json(200, await signInDevUser(pool, { ...input, project }));
   }
 
   let origin = "";

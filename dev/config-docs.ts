@@ -34,7 +34,9 @@ export function renderEnvExample(): string {
       out.push("", `# --- ${GROUP_TITLES[group]} ---`);
     }
     const when = isRequired(name)
-      ? "required"
+      ? v.requiredUnless
+        ? `required, or ${v.requiredUnless}`
+        : "required"
       : v.shownDefault
         ? `default ${v.shownDefault.replace(/`/g, "")}`
         : "optional";
@@ -47,7 +49,11 @@ export function renderEnvExample(): string {
 export function configTableRows(): string[][] {
   return names.map((name) => [
     `\`${name}\``,
-    isRequired(name) ? "yes" : "no",
+    isRequired(name)
+      ? VARIABLES[name].requiredUnless
+        ? `yes, or \`${VARIABLES[name].requiredUnless}\``
+        : "yes"
+      : "no",
     VARIABLES[name].shownDefault ?? "",
     VARIABLES[name].about,
   ]);

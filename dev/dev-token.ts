@@ -2,12 +2,15 @@
  * `npm run dev:token -- [--plan free|pro|team] [--user <uuid>] [--expires <seconds>]`: a signed
  * access token for a local user, printed alone on stdout (so `TOKEN=$(npm run -s dev:token)`
  * works). Creates the user in the RUNNING dev stack's database (auth.users, and user_plans for
- * pro). A command, never an API route: nothing here can ship.
+ * pro), signed by the running local project's Auth stand-in (dev/auth/: ES256 on the default,
+ * new-shape project; HS256 with `DEV_SUPABASE_SHAPE=legacy`). A command, never an API route:
+ * nothing here can ship.
  */
+import { dirname } from "node:path";
 import pg from "pg";
+import { type ProjectFile, projectFilePath, readProject } from "./auth/index.ts";
 import { parseSignIn, signInDevUser } from "./dev-users.ts";
 import { DEFAULT_PORTS } from "./ports.ts";
-import { LOCAL_JWT_SECRET } from "./token.ts";
 
 function option(args: string[], name: string): string | undefined {
   const i = args.indexOf(name);
@@ -46,12 +49,20 @@ try {
     `no dev database at ${databaseUrl.replace(/:[^:@/]+@/, ":***@")}: start it with "npm run dev" first`,
   );
 }
+// The running stack's Auth stand-in wrote its project (shape, issuer, signing key) into its
+// data folder, the one its database lives in (`<data>/postgres`): ask the database where.
+let project: ProjectFile;
 try {
-  const session = await signInDevUser(db, {
-    ...input,
-    jwtSecret: process.env.SUPABASE_JWT_SECRET || LOCAL_JWT_SECRET,
-    expiresInSeconds: expires,
-  });
+  const { rows } = await db.query<{ dir: string }>(
+    "select current_setting('data_directory') as dir",
+  );
+  project = await readProject(projectFilePath(dirname(rows[0]?.dir ?? "")));
+} catch {
+  await db.end();
+  fail('the running database has no local Auth project beside it: start it with "npm run dev"');
+}
+try {
+  const session = await signInDevUser(db, { ...input, project, expiresInSeconds: expires });
   process.stderr.write(
     `user ${session.userId} (${session.plan}), token expires ${session.expiresAt}\n`,
   );

@@ -5,7 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
-import { mintUserToken } from "./token.ts";
+import { type ProjectFile, signAccessToken } from "./auth/index.ts";
 
 export type DevPlan = "free" | "pro" | "team";
 
@@ -37,7 +37,13 @@ export function parseSignIn(body: unknown): { plan: DevPlan; userId: string } | 
 /** Creates (or updates) the user and their plan, then mints a token for them. */
 export async function signInDevUser(
   db: Pick<pg.Pool, "query">,
-  input: { userId?: string; plan?: DevPlan; jwtSecret: string; expiresInSeconds?: number },
+  input: {
+    userId?: string;
+    plan?: DevPlan;
+    /** The local project whose Auth signs the token (dev/auth/). */
+    project: Pick<ProjectFile, "shape" | "issuer" | "jwtSecret" | "signingKey">;
+    expiresInSeconds?: number;
+  },
 ): Promise<DevSession> {
   const userId = input.userId ?? randomUUID();
   const plan = input.plan ?? "free";
@@ -57,12 +63,7 @@ export async function signInDevUser(
   }
   const expiresInSeconds = input.expiresInSeconds ?? 8 * 3600;
   const now = new Date();
-  const accessToken = await mintUserToken({
-    secret: input.jwtSecret,
-    userId,
-    expiresInSeconds,
-    now,
-  });
+  const accessToken = await signAccessToken(input.project, { userId, expiresInSeconds, now });
   const expiresAt = new Date(Math.floor(now.getTime() / 1000) * 1000 + expiresInSeconds * 1000);
   return { userId, accessToken, plan, expiresAt: expiresAt.toISOString() };
 }

@@ -10,7 +10,7 @@ export type StackPart =
   | "redisServer"
   | "openai"
   | "alerts"
-  | "auth";
+  | "mail";
 
 /** The design's ports (docs/DESIGN.md#local-stack); redis-server and the alert receiver are ours to pick. */
 export const DEFAULT_PORTS: Record<StackPart, number> = {
@@ -22,7 +22,7 @@ export const DEFAULT_PORTS: Record<StackPart, number> = {
   redisServer: 6390,
   openai: 8787,
   alerts: 8790,
-  auth: 9999,
+  mail: 54324,
 };
 
 /** Every part on a port the OS picks (tests and benchmarks run beside a running `npm run dev`). */
@@ -35,7 +35,7 @@ export const ANY_FREE_PORTS: Record<StackPart, number> = {
   redisServer: 0,
   openai: 0,
   alerts: 0,
-  auth: 0,
+  mail: 0,
 };
 
 /** A TCP port on loopback that nothing listens on right now. */

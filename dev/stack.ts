@@ -12,6 +12,15 @@
  */
 import { rm } from "node:fs/promises";
 import pg from "pg";
+import {
+  type AccessTokenInput,
+  type ProjectFile,
+  type ProjectShape,
+  prepareProject,
+  projectFilePath,
+  shapeFrom,
+  signAccessToken,
+} from "./auth/index.ts";
 import { ensureBuild } from "./build.ts";
 import { type DevSession, signInDevUser } from "./dev-users.ts";
 import type { FailKind, FailOptions, FakeStats } from "./openai/index.ts";
@@ -28,7 +37,6 @@ import {
 import { appEnv, type Services, startServices } from "./stack/services.ts";
 import { type Sweep, sweepEvery, sweeper } from "./stack/sweeper.ts";
 import { Teardown } from "./stack/teardown.ts";
-import { LOCAL_JWT_SECRET } from "./token.ts";
 
 export { DEFAULT_PORTS, type StackPart } from "./ports.ts";
 export { StackStartError } from "./stack/preflight.ts";
@@ -43,6 +51,11 @@ export interface StackOptions {
   reset?: boolean;
   /** QStash retry/backoff scale (notBefore stays real time: the app compares it with its clock). @default 1 */
   timeScale?: number;
+  /**
+   * The local Supabase project's shape: `new` (ES256 user tokens, `sb_` keys: a project created
+   * today) or `legacy` (HS256 and the JWT keys). @default `DEV_SUPABASE_SHAPE`, else "new"
+   */
+  shape?: ProjectShape;
   /** App env overrides: tunables, or a real service's variables. */
   env?: Record<string, string>;
   /** Call GET /api/cron/sweep this often, as Vercel cron would (dev only). @default off */
@@ -59,7 +72,7 @@ export interface Stack {
     openai: string;
     alerts: string;
     postgres: string;
-    /** The Auth (GoTrue) stand-in (the page reaches it at the app's `/auth/v1`). */
+    /** Supabase Auth (GoTrue stand-in) on the project's origin; the page reaches it at the app's `/auth/v1`. */
     auth: string;
     /** Its mailbox: `GET` it in a browser, or `/messages` for JSON. */
     mail: string;
@@ -77,6 +90,8 @@ export interface Stack {
   };
   qstash: QStashStandIn;
   alerts: { received(): unknown[]; clear(): void };
+  /** The local project's Auth stand-in: its shape and keys, and user tokens it would issue. */
+  auth: { project: ProjectFile; mint(input: AccessTokenInput): Promise<string> };
   signIn(opts?: {
     userId?: string;
     plan?: "free" | "pro" | "team";
@@ -124,24 +139,36 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
 
   const teardown = new Teardown();
   try {
-    const jwtSecret = userEnv.SUPABASE_JWT_SECRET ?? LOCAL_JWT_SECRET;
+    // The project's auth side (dev/auth/): made before the REST stand-in, which serves it.
+    const project = await prepareProject({
+      dataDir,
+      shape: options.shape ?? shapeFrom(process.env.DEV_SUPABASE_SHAPE),
+      issuer: `http://127.0.0.1:${ports.supabase}/auth/v1`,
+      ...(userEnv.SUPABASE_JWT_SECRET ? { jwtSecret: userEnv.SUPABASE_JWT_SECRET } : {}),
+    });
     const services = await startServices({
       ports,
       standIns,
       dataDir,
       reset: options.reset ?? false,
       timeScale: options.timeScale ?? 1,
-      jwtSecret,
+      project,
       log,
       teardown,
     });
     const appUrl = `http://127.0.0.1:${ports.app}`;
-    const env = appEnv(services, { appUrl, jwtSecret, userEnv });
+    const env = appEnv(services, { appUrl, userEnv });
     const sql = new pg.Pool({ connectionString: services.postgres.url, max: 4 });
     sql.on("error", () => {});
     teardown.add(() => sql.end());
     // The app: the built artifact, in a process of its own with the app's environment.
-    const app = await startAppProcess(ports.app, env, services.postgres.url, log);
+    const app = await startAppProcess(
+      ports.app,
+      env,
+      services.postgres.url,
+      log,
+      projectFilePath(dataDir),
+    );
     teardown.add(() => app.stop("SIGTERM"));
     const sweep = sweeper(appUrl, env.CRON_SECRET);
     if (options.sweepEverySeconds && options.sweepEverySeconds > 0)
@@ -152,7 +179,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       stopped ??= teardown.run();
       return stopped;
     };
-    const stack = stackHandle({ services, standIns, env, appUrl, jwtSecret, sql, app, sweep });
+    const stack = stackHandle({ services, standIns, env, appUrl, sql, app, sweep });
     return { ...stack, build, stop, dataDir, startupMs: Date.now() - t0 };
   } catch (error) {
     await teardown.run();
@@ -166,7 +193,6 @@ function stackHandle(s: {
   standIns: StandIns;
   env: Record<string, string>;
   appUrl: string;
-  jwtSecret: string;
   sql: pg.Pool;
   app: AppProcess;
   sweep: Sweep;
@@ -194,7 +220,7 @@ function stackHandle(s: {
       openai: openai?.url ?? env.OPENAI_BASE_URL ?? "https://api.openai.com/v1",
       alerts: alerts?.url ?? env.ALERT_WEBHOOK_URL ?? "",
       postgres: postgres.url,
-      auth: auth.url,
+      auth: `${postgrest.url}/auth/v1`,
       mail: auth.mailUrl,
     },
     env,
@@ -216,6 +242,10 @@ function stackHandle(s: {
           reset: notStandIn("OpenAI"),
         },
     qstash: qstashStandIn,
+    auth: {
+      project: s.services.project,
+      mint: (input) => signAccessToken(s.services.project, input),
+    },
     alerts: alerts
       ? { received: alerts.received, clear: alerts.clear }
       : { received: () => [], clear: () => {} },
@@ -223,7 +253,7 @@ function stackHandle(s: {
       const session: DevSession = await signInDevUser(s.sql, {
         ...(opts.userId ? { userId: opts.userId } : {}),
         plan: opts.plan ?? "free",
-        jwtSecret: s.jwtSecret,
+        project: s.services.project,
       });
       return { userId: session.userId, accessToken: session.accessToken };
     },

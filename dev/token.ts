@@ -1,23 +1,26 @@
 /**
  * Mint a Supabase-shaped user access token for tests and local development. Never imported by
- * `api/` or `lib/`: a route that mints tokens must never ship.
+ * `api/` or `lib/`: a route that mints tokens must never ship. The signing is the Auth
+ * stand-in's (dev/auth/tokens.ts); this file keeps the legacy HS256 form tests use directly.
  *
- * CLI: `npx tsx dev/token.ts [userId] [expiresInSeconds]` prints a token signed with
- * `SUPABASE_JWT_SECRET` (or the Supabase CLI's well-known local secret).
+ * CLI: `npx tsx dev/token.ts [userId] [expiresInSeconds]` prints an HS256 token signed with
+ * `SUPABASE_JWT_SECRET` (or the Supabase CLI's well-known local secret). For the running local
+ * project (ES256 by default) use `npm run dev:token`.
  */
 import { randomUUID } from "node:crypto";
 import { pathToFileURL } from "node:url";
-import { SignJWT } from "jose";
+import { LOCAL_JWT_SECRET, signAccessToken } from "./auth/index.ts";
 
-/** The HS256 secret `supabase start` uses by default (public, local only). */
-export const LOCAL_JWT_SECRET = "super-secret-jwt-token-with-at-least-32-characters-long";
-/** The issuer of the local Supabase stack. */
+export { LOCAL_JWT_SECRET };
+/** The issuer of the local Supabase stack on its default port. */
 export const LOCAL_ISSUER = "http://127.0.0.1:54321/auth/v1";
 
 /** Options of {@link mintUserToken}. */
 export type MintOptions = {
   secret: string;
   userId: string;
+  /** `iss`: `<SUPABASE_URL>/auth/v1` of the project the app is configured with. @default LOCAL_ISSUER */
+  issuer?: string;
   /** @default 3600 */
   expiresInSeconds?: number;
   /** @default "authenticated" */
@@ -29,29 +32,23 @@ export type MintOptions = {
 };
 
 /**
- * An HS256 access token with the claims Supabase Auth puts in one (iss, aud, role, sub, exp,
- * iat, session_id, aal, is_anonymous).
+ * An HS256 access token (a legacy-secret project's) with the claims Supabase Auth puts in one.
  *
  * @example const token = await mintUserToken({ secret: LOCAL_JWT_SECRET, userId: randomUUID() });
  */
-export async function mintUserToken(options: MintOptions): Promise<string> {
-  const iat = Math.floor((options.now ?? new Date()).getTime() / 1000);
-  return new SignJWT({
-    role: options.role ?? "authenticated",
-    aal: "aal1",
-    session_id: randomUUID(),
-    is_anonymous: false,
-    email: `${options.userId.slice(0, 8)}@example.test`,
-    app_metadata: { provider: "email", providers: ["email"] },
-    user_metadata: {},
-  })
-    .setProtectedHeader({ alg: "HS256", typ: "JWT" })
-    .setIssuer(LOCAL_ISSUER)
-    .setAudience(options.aud ?? "authenticated")
-    .setSubject(options.userId)
-    .setIssuedAt(iat)
-    .setExpirationTime(iat + (options.expiresInSeconds ?? 3600))
-    .sign(new TextEncoder().encode(options.secret));
+export function mintUserToken(options: MintOptions): Promise<string> {
+  return signAccessToken(
+    { shape: "legacy", issuer: options.issuer ?? LOCAL_ISSUER, jwtSecret: options.secret },
+    {
+      userId: options.userId,
+      ...(options.expiresInSeconds !== undefined
+        ? { expiresInSeconds: options.expiresInSeconds }
+        : {}),
+      ...(options.role ? { role: options.role } : {}),
+      ...(options.aud ? { aud: options.aud } : {}),
+      ...(options.now ? { now: options.now } : {}),
+    },
+  );
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

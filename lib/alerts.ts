@@ -2,7 +2,8 @@
  * On-call alerts: Slack-compatible JSON to a webhook, deduplicated and throttled in Redis so an
  * incident sends a handful of messages, not thousands. Two ways in:
  * - `send` pages now (deduplicated, at most `maxPerWindow` per kind per window): for what only
- *   the operator can cause or fix (provider quota, stuck jobs).
+ *   the operator can cause or fix (provider quota, a provider refusing our configuration, stuck
+ *   jobs).
  * - `record` counts a failure a user can cause at will and never pages for it alone; `flush`
  *   (the sweeper's tick, and every `send`/`record` after a window closed) sends one summary per
  *   window (lib/alert-rollup.ts).
@@ -21,7 +22,12 @@ export type AlertOutcome = "sent" | "deduplicated" | "throttled" | "logged" | "f
 
 /** One alert. `fields` are shown as a table; never put prompts, outputs or secrets in them. */
 export type Alert = {
-  kind: "dlq_failure" | "provider_quota_exhausted" | "stuck_jobs" | (string & {});
+  kind:
+    | "dlq_failure"
+    | "provider_quota_exhausted"
+    | "provider_misconfigured"
+    | "stuck_jobs"
+    | (string & {});
   /** Alerts with the same key within `dedupSeconds` are sent once (e.g. the job id). */
   dedupKey: string;
   title: string;

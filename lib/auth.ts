@@ -3,6 +3,8 @@
  * request). The user id comes from the token's `sub`, never from the request body.
  */
 // jose's subpath entries: the three pieces used load 12 files, the package's index loads 46.
+
+import { decodeProtectedHeader } from "jose/decode/protected_header";
 import * as errors from "jose/errors";
 import { createRemoteJWKSet, customFetch } from "jose/jwks/remote";
 import { type JWTVerifyGetKey, jwtVerify } from "jose/jwt/verify";
@@ -14,20 +16,31 @@ export type AuthUser = { userId: string };
 
 /** Options of {@link createAuth}. */
 export type AuthOptions = {
-  /** `SUPABASE_JWT_SECRET`: when set, tokens are HS256-verified with it (and nothing else). */
+  /**
+   * `SUPABASE_JWT_SECRET`, the project's legacy shared secret: HS256 tokens are verified with
+   * it when it is set, and refused when it is not. Asymmetric tokens never use it.
+   */
   jwtSecret?: string | undefined;
-  /** `SUPABASE_URL`: the JWKS is read from `${supabaseUrl}/auth/v1/.well-known/jwks.json`. */
+  /**
+   * `SUPABASE_URL`: tokens must be issued by `${supabaseUrl}/auth/v1`, and ES256/RS256/EdDSA
+   * keys are read from `${supabaseUrl}/auth/v1/.well-known/jwks.json`.
+   */
   supabaseUrl: string;
   /** Fetch used for the JWKS (tests). @default globalThis.fetch */
   fetch?: typeof fetch;
 };
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-// Supabase's asymmetric signing keys are ES256 (default) or RS256.
-const ASYMMETRIC = ["ES256", "RS256"];
+// Supabase's asymmetric signing keys: ES256 (the default for new projects), RS256, and EdDSA
+// (Ed25519; listed as coming). jose names Ed25519 both "EdDSA" and "Ed25519".
+const ASYMMETRIC = ["ES256", "RS256", "EdDSA", "Ed25519"];
 
-// One key set per URL for the life of the instance (Fluid compute shares it between
-// invocations). jose caches the keys for 10 minutes, what Supabase's edge cache allows.
+// The key cache: jose's remote key set, one per URL for the life of the instance (Fluid compute
+// shares it between invocations). Supabase serves the JWKS with a 10-minute edge cache and asks
+// clients not to cache it longer, so keys are kept 10 minutes; a kid the cache does not know
+// makes jose fetch again at once, at most once per 30 s (its cooldown), so a key published as
+// "standby" and then made current is found, and tokens with made-up kids cannot flood Supabase.
+const JWKS_CACHE = { cacheMaxAge: 10 * 60_000, cooldownDuration: 30_000 };
 const jwksByUrl = new Map<string, JWTVerifyGetKey>();
 const jwksByFetch = new WeakMap<typeof fetch, Map<string, JWTVerifyGetKey>>();
 
@@ -38,7 +51,10 @@ function remoteJwks(url: string, fetchImpl?: typeof fetch): JWTVerifyGetKey {
   if (fetchImpl) jwksByFetch.set(fetchImpl, cache);
   let jwks = cache.get(url);
   if (!jwks) {
-    jwks = createRemoteJWKSet(new URL(url), fetchImpl ? { [customFetch]: fetchImpl } : {});
+    jwks = createRemoteJWKSet(new URL(url), {
+      ...JWKS_CACHE,
+      ...(fetchImpl ? { [customFetch]: fetchImpl } : {}),
+    });
     cache.set(url, jwks);
   }
   return jwks;
@@ -46,6 +62,8 @@ function remoteJwks(url: string, fetchImpl?: typeof fetch): JWTVerifyGetKey {
 
 /** The key set could not be fetched: not the caller's fault, so not a 401. */
 class JwksUnavailable extends Error {}
+/** The token's algorithm has no key configured here (e.g. HS256 after the secret was removed). */
+class NoKeyForAlgorithm extends Error {}
 
 function unauthorized(): HttpError {
   return new HttpError(401, "unauthorized", "A valid access token is required.", {
@@ -56,8 +74,10 @@ function unauthorized(): HttpError {
 /**
  * Build the request authenticator.
  *
- * `userFromRequest` reads `Authorization: Bearer <jwt>` and checks signature, `exp`,
- * `aud` = "authenticated", `role` = "authenticated" and a UUID `sub`. Any failure throws
+ * `userFromRequest` reads `Authorization: Bearer <jwt>` and checks the signature by the token's
+ * algorithm (HS256 with `jwtSecret` when set; ES256, RS256 and EdDSA with the project's JWKS by
+ * `kid`), `iss` = `${supabaseUrl}/auth/v1`, `exp`, `aud` = "authenticated",
+ * `role` = "authenticated" and a UUID `sub`. An algorithm with no key configured is a 401. Any failure throws
  * `HttpError` 401 `unauthorized` with `WWW-Authenticate: Bearer` and no detail; a JWKS that
  * cannot be fetched throws 503 `unavailable` instead (signing every user out because
  * Supabase's key endpoint blipped would be wrong).
@@ -69,9 +89,10 @@ function unauthorized(): HttpError {
 export function createAuth(options: AuthOptions): {
   userFromRequest(req: Request): Promise<AuthUser>;
 } {
-  const { jwtSecret, supabaseUrl } = options;
+  const { jwtSecret } = options;
   const hmacKey = jwtSecret ? new TextEncoder().encode(jwtSecret) : undefined;
-  const jwksUrl = `${supabaseUrl.replace(/\/+$/, "")}/auth/v1/.well-known/jwks.json`;
+  const issuer = `${options.supabaseUrl.replace(/\/+$/, "")}/auth/v1`;
+  const jwksUrl = `${issuer}/.well-known/jwks.json`;
 
   const getKey: JWTVerifyGetKey = async (header, token) => {
     try {
@@ -86,11 +107,19 @@ export function createAuth(options: AuthOptions): {
     }
   };
 
+  // The token's own header picks the key: during a rotation the project issues both kinds, and
+  // the legacy secret keeps verifying old HS256 tokens until it is revoked. Each branch allows
+  // only its own algorithms, so a token cannot pick a key of the other kind (alg confusion).
   async function verify(token: string) {
-    const common = { audience: "authenticated", requiredClaims: ["exp", "sub"] };
-    return hmacKey
-      ? jwtVerify(token, hmacKey, { ...common, algorithms: ["HS256"] })
-      : jwtVerify(token, getKey, { ...common, algorithms: ASYMMETRIC });
+    const common = { issuer, audience: "authenticated", requiredClaims: ["exp", "sub"] };
+    const { alg } = decodeProtectedHeader(token);
+    if (alg === "HS256") {
+      if (!hmacKey) throw new NoKeyForAlgorithm("HS256 without SUPABASE_JWT_SECRET");
+      return jwtVerify(token, hmacKey, { ...common, algorithms: ["HS256"] });
+    }
+    if (typeof alg === "string" && ASYMMETRIC.includes(alg))
+      return jwtVerify(token, getKey, { ...common, algorithms: ASYMMETRIC });
+    throw new NoKeyForAlgorithm("an algorithm Supabase does not sign with");
   }
 
   return {
@@ -117,7 +146,12 @@ export function createAuth(options: AuthOptions): {
           );
         }
         log.debug("token_rejected", {
-          reason: err instanceof errors.JOSEError ? err.code : "invalid",
+          reason:
+            err instanceof errors.JOSEError
+              ? err.code
+              : err instanceof NoKeyForAlgorithm
+                ? "no_key_for_alg"
+                : "invalid",
         });
         throw unauthorized();
       }

@@ -35,6 +35,8 @@ export interface Variable<S extends z.ZodType = z.ZodType> {
   /** The value `.env.example` shows (the local stack's, or the default). @default "" */
   example?: string;
   dev: DevPassThrough;
+  /** Required, unless this (legacy) variable is set instead; checked by `loadConfig`. */
+  requiredUnless?: string;
 }
 
 const httpUrl = z.url({ protocol: /^https?$/, error: "must be an http(s) URL" });
@@ -73,24 +75,42 @@ export const VARIABLES = {
     example: "http://127.0.0.1:54321",
     dev: "never",
   }),
-  SUPABASE_SERVICE_ROLE_KEY: variable({
+  SUPABASE_SECRET_KEY: variable({
     group: "supabase",
-    schema: secret,
-    about: "service role key for the RPC calls (server side only)",
+    schema: z.string().min(1).optional(),
+    about:
+      "secret API key (`sb_secret_…`) for the RPC calls, server side only, sent as `apikey` alone; or set the legacy `SUPABASE_SERVICE_ROLE_KEY` instead",
+    requiredUnless: "SUPABASE_SERVICE_ROLE_KEY",
+    dev: "never",
+  }),
+  SUPABASE_PUBLISHABLE_KEY: variable({
+    group: "supabase",
+    schema: z.string().min(1).optional(),
+    about:
+      "publishable API key (`sb_publishable_…`) the page signs in with (Supabase Auth; not a secret)",
+    shownDefault: "`SUPABASE_ANON_KEY`",
     dev: "never",
   }),
   SUPABASE_JWT_SECRET: variable({
     group: "supabase",
     schema: z.string().min(32, "must be at least 32 characters").optional(),
     about:
-      "when set (≥ 32 chars), user tokens are HS256-verified with it; else with the project's JWKS (`$SUPABASE_URL/auth/v1/.well-known/jwks.json`)",
-    shownDefault: "JWKS",
+      "the legacy JWT secret (≥ 32 chars): HS256 user tokens are verified with it while it is set, and refused when it is not; ES256/RS256/EdDSA tokens always use the project's JWKS (`$SUPABASE_URL/auth/v1/.well-known/jwks.json`). Keep it during a rotation, remove it once the legacy key is revoked",
+    shownDefault: "HS256 refused",
+    dev: "never",
+  }),
+  SUPABASE_SERVICE_ROLE_KEY: variable({
+    group: "supabase",
+    schema: z.string().min(1).optional(),
+    about:
+      "legacy name: the `service_role` JWT key (sent as `apikey` and Bearer), used when `SUPABASE_SECRET_KEY` is unset",
     dev: "never",
   }),
   SUPABASE_ANON_KEY: variable({
     group: "supabase",
     schema: z.string().min(1).optional(),
-    about: "public anon key the page signs in with (Supabase Auth; not a secret)",
+    about:
+      "legacy name: the `anon` JWT key for the page, used when `SUPABASE_PUBLISHABLE_KEY` is unset",
     dev: "never",
   }),
   QSTASH_URL: variable({
@@ -226,9 +246,10 @@ export function fieldOf(name: string): string {
   return name.toLowerCase().replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
 }
 
-/** Whether a deployment must set it (no default, not optional). */
+/** Whether a deployment must set it (no default, not optional, or only a legacy name instead). */
 export function isRequired(name: VariableName): boolean {
-  return !VARIABLES[name].schema.safeParse(undefined).success;
+  const v: Variable = VARIABLES[name];
+  return v.requiredUnless !== undefined || !v.schema.safeParse(undefined).success;
 }
 
 const names = Object.keys(VARIABLES) as VariableName[];
@@ -283,10 +304,71 @@ export function loadConfig(env: Env = process.env): Config {
       problems.push(`JOB_LEASE_SECONDS must exceed WORKER_MAX_DURATION_SECONDS (${maxDuration})`);
     }
   }
+  problems.push(...keyProblems(input));
   if (problems.length > 0 || !result.success) throw new ConfigError(problems);
 
   const values = result.data as Record<VariableName, unknown>;
   return Object.fromEntries(names.map((name) => [fieldOf(name), values[name]])) as Config;
+}
+
+/** The `role` claim of a legacy JWT key, read without verifying it (the key is ours to check). */
+function legacyKeyRole(value: string): string | undefined {
+  const payload = value.split(".")[1];
+  if (value.split(".").length !== 3 || !payload) return undefined;
+  try {
+    const claims: unknown = JSON.parse(Buffer.from(payload, "base64url").toString("utf8"));
+    return typeof claims === "object" && claims !== null && "role" in claims
+      ? String(claims.role)
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A key in the wrong slot, named by variable and kind, never by value: a secret key where the
+ * page would receive it (`/api/public-config`), or a browser key where the server needs one
+ * that passes Row Level Security.
+ */
+function keyProblems(input: Env): string[] {
+  const problems: string[] = [];
+  const secret = input.SUPABASE_SECRET_KEY;
+  const legacySecret = input.SUPABASE_SERVICE_ROLE_KEY;
+  if (secret === undefined && legacySecret === undefined)
+    problems.push("SUPABASE_SECRET_KEY is required (or the legacy SUPABASE_SERVICE_ROLE_KEY)");
+  for (const name of ["SUPABASE_SECRET_KEY", "SUPABASE_SERVICE_ROLE_KEY"] as const) {
+    const value = input[name];
+    if (value === undefined) continue;
+    if (value.startsWith("sb_publishable_"))
+      problems.push(`${name} holds a publishable key (sb_publishable_…): it needs the secret key`);
+    else if (legacyKeyRole(value) === "anon")
+      problems.push(`${name} holds the anon key: it needs the service_role or secret key`);
+    else if (name === "SUPABASE_SECRET_KEY" && !value.startsWith("sb_secret_"))
+      problems.push(
+        `${name} must be a secret key (sb_secret_…); a legacy service_role JWT goes in SUPABASE_SERVICE_ROLE_KEY`,
+      );
+  }
+  for (const name of ["SUPABASE_PUBLISHABLE_KEY", "SUPABASE_ANON_KEY"] as const) {
+    const value = input[name];
+    if (value === undefined) continue;
+    if (value.startsWith("sb_secret_") || legacyKeyRole(value) === "service_role")
+      problems.push(
+        `${name} holds a secret key: the page would receive it from /api/public-config; use the publishable (or anon) key`,
+      );
+    else if (name === "SUPABASE_PUBLISHABLE_KEY" && !value.startsWith("sb_publishable_"))
+      problems.push(
+        `${name} must be a publishable key (sb_publishable_…); a legacy anon JWT goes in SUPABASE_ANON_KEY`,
+      );
+  }
+  return problems;
+}
+
+/** The keys the app uses, new names first (docs/DESIGN.md#configuration). */
+export function supabaseKeys(config: Config): { server: string; publishable: string | undefined } {
+  const server = config.supabaseSecretKey ?? config.supabaseServiceRoleKey;
+  // loadConfig refuses a configuration with neither.
+  if (server === undefined) throw new Error("no Supabase server key in the configuration");
+  return { server, publishable: config.supabasePublishableKey ?? config.supabaseAnonKey };
 }
 
 let cached: Config | undefined;

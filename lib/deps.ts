@@ -6,7 +6,7 @@
 
 import { createAlerter } from "./alerts.ts";
 import { createAuth } from "./auth.ts";
-import { type Config, getConfig } from "./config.ts";
+import { type Config, getConfig, supabaseKeys } from "./config.ts";
 import { createRpc } from "./db.ts";
 import { createJobs } from "./jobs.ts";
 import type { Deps } from "./ports.ts";
@@ -18,7 +18,7 @@ import { createRedis } from "./redis.ts";
 export type { Deps } from "./ports.ts";
 
 export function createDeps(config: Config): Deps {
-  const rpc = createRpc({ url: config.supabaseUrl, serviceRoleKey: config.supabaseServiceRoleKey });
+  const rpc = createRpc({ url: config.supabaseUrl, serverKey: supabaseKeys(config).server });
   const redis = createRedis({
     url: config.upstashRedisRestUrl,
     token: config.upstashRedisRestToken,

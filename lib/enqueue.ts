@@ -7,7 +7,7 @@
 import { type JobRow, messageOf, type UsageRow } from "./jobs.ts";
 import { log } from "./log.ts";
 import type { Deps } from "./ports.ts";
-import { countPromptTokens } from "./tokens.ts";
+import { promptHoldTokens } from "./tokens.ts";
 
 export type EnqueueOutcome =
   | { outcome: "enqueued" | "replayed"; job: JobRow; usage: UsageRow }
@@ -18,6 +18,8 @@ export type EnqueueOutcome =
   | { outcome: "idempotency_key_reused" }
   | { outcome: "invalid_prompt" }
   | { outcome: "invalid_idempotency_key" }
+  /** The token's user has no account (deleted, or never created): nothing held. */
+  | { outcome: "user_not_found" }
   | { outcome: "unavailable"; jobId: string; refunded: boolean };
 
 export async function enqueueJob(
@@ -31,8 +33,10 @@ export async function enqueueJob(
     userId: input.userId,
     prompt: input.prompt,
     idempotencyKey: input.idempotencyKey,
-    // Counted for every plan (the plan is known inside the SQL call): a job plan ignores it.
-    promptTokens: await countPromptTokens(input.prompt),
+    // The prompt's bytes + framing, an upper bound on its tokens with no tokenizer loaded
+    // (lib/tokens.ts); passed for every plan (the plan is known inside the SQL call): a job plan
+    // ignores it.
+    promptTokens: promptHoldTokens(input.prompt),
   });
   switch (r.outcome) {
     case "quota_exceeded":
@@ -46,6 +50,7 @@ export async function enqueueJob(
     case "idempotency_key_reused":
     case "invalid_prompt":
     case "invalid_idempotency_key":
+    case "user_not_found":
       return r.outcome === "too_many_active_jobs"
         ? { outcome: r.outcome, usage: r.usage }
         : { outcome: r.outcome };

@@ -16,7 +16,19 @@ export type FailureReason =
   | "max_age_exceeded"
   | "never_delivered"
   /** A token plan's attempts reached 2 × hold (docs/DESIGN.md#metering-hold-and-capture). */
-  | "attempt_budget_exhausted";
+  | "attempt_budget_exhausted"
+  /**
+   * The provider refused our configuration (key, region, permission, model: lib/model.ts): the
+   * operator's fault, so it captures nothing and is always refunded.
+   */
+  | "provider_misconfigured";
+
+/**
+ * Why a job plan's failed or canceled job kept its unit (docs/DESIGN.md#cancel): a running cancel
+ * (`running_cancel_limit`), or a failure or queued cancel after its attempts consumed provider
+ * tokens (`paid_refund_limit`), past the plan's bound of refunds after spend.
+ */
+export type RefundWithheld = "running_cancel_limit" | "paid_refund_limit";
 
 /** A job row as the SQL functions return it (snake_case, ISO timestamps). Server side only. */
 export interface JobRow {
@@ -41,8 +53,8 @@ export interface JobRow {
   started_at: string | null;
   finished_at: string | null;
   refunded_at: string | null;
-  /** Why a canceled job kept its unit spent (docs/DESIGN.md#cancel); null on every other job. */
-  refund_withheld: "running_cancel_limit" | null;
+  /** Why a failed or canceled job kept its unit spent (docs/DESIGN.md#cancel); else null. */
+  refund_withheld: RefundWithheld | null;
   updated_at: string;
   /** The running attempt's output so far (record_progress). */
   partial_output: string | null;
@@ -77,9 +89,12 @@ export interface UsageRow {
   resets_at: string;
   active: number;
   max_active: number;
-  /** get_usage (not the enqueue's report): the period's refunded running-cancels and their bound. */
-  refunded_running_cancels?: number;
-  max_refunded_running_cancels?: number;
+  /**
+   * get_usage (not the enqueue's report): the period's refunds after provider spend (running
+   * cancels among them) and their bound; null on a token plan, which has no such bound.
+   */
+  refunded_running_cancels?: number | null;
+  max_refunded_running_cancels?: number | null;
 }
 
 /** The QStash deduplication id of the message that currently stands for a job. */
@@ -100,7 +115,9 @@ export type EnqueueResult =
   | { outcome: "quota_exceeded"; resets_at: string; usage: UsageRow; hold?: number }
   | { outcome: "too_many_active_jobs"; usage: UsageRow }
   | { outcome: "invalid_prompt" }
-  | { outcome: "invalid_idempotency_key" };
+  | { outcome: "invalid_idempotency_key" }
+  /** No auth.users row for the token's user (deleted, or never created): nothing held. */
+  | { outcome: "user_not_found" };
 export type StartResult =
   | { outcome: "started"; job: JobRow; max_output_tokens: number }
   | { outcome: "already_running" | "not_ready" | "already_final"; job: JobRow }
@@ -176,7 +193,7 @@ const usageArg = (usage?: AttemptUsage | null) => (usage ? { p_usage: usage } : 
 
 /**
  * @example
- * const jobs = createJobs(createRpc({ url, serviceRoleKey }));
+ * const jobs = createJobs(createRpc({ url, serverKey }));
  * const claim = await jobs.start(jobId, { leaseSeconds: 90 });
  * if (claim.outcome !== "started") return; // someone else owns this job's fate
  */

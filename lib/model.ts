@@ -1,7 +1,6 @@
 /**
  * The model call and the classification of its failures. Only the worker imports this.
  */
-import { countTokens } from "gpt-tokenizer/encoding/o200k_base";
 import OpenAI, {
   APIConnectionError,
   APIConnectionTimeoutError,
@@ -9,6 +8,7 @@ import OpenAI, {
   APIUserAbortError,
 } from "openai";
 import { redactSecrets } from "./redact.ts";
+import { tokenCounter, utf8Bytes } from "./tokens.ts";
 
 /** Options of {@link createModel}. */
 export type ModelOptions = {
@@ -32,14 +32,33 @@ export type ModelFailure =
       retryAfterSeconds: number | null;
     }
   | { kind: "transient"; message: string; status: number | null }
-  | { kind: "refused"; status: number; message: string };
+  | { kind: "refused"; status: number; message: string }
+  | {
+      kind: "operator_fault";
+      /** What of OUR configuration the provider refused; see {@link OperatorFault}. */
+      fault: OperatorFault;
+      status: number;
+      code: string | null;
+      message: string;
+    };
+
+/**
+ * The part of our configuration a provider refusal points at (never the prompt's fault):
+ * - `api_key`: 401, the key is revoked, wrong, or not a member of an organization or allowed IP;
+ * - `region`: 403 `unsupported_country_region_territory`, the function runs where OpenAI does not serve;
+ * - `permission`: any other 403, the key's project may not use this model or endpoint;
+ * - `model`: 404, or `model_not_found` under any status: OPENAI_MODEL (or OPENAI_BASE_URL) is wrong;
+ * - `request`: a 400 about a parameter we set (`unsupported_parameter`, `unsupported_value`,
+ *   `param` naming `max_completion_tokens`, `stream`, ...): our request does not fit OPENAI_MODEL.
+ */
+export type OperatorFault = "api_key" | "region" | "permission" | "model" | "request";
 
 /**
  * What one model call consumed. `provider`: the usage chunk the provider sent at the end of
  * the stream (what it bills). `counted`: the stream ended early (our abort, a timeout, a cut
- * connection), so the completion tokens are those streamed so far, counted with the o200k_base
- * tokenizer, and the prompt tokens are counted the same way once the provider accepted the
- * request (zero when it refused it).
+ * connection), so the completion tokens are those streamed so far, counted with the model's
+ * tokenizer by a counter that cannot throw (lib/tokens.ts), and the prompt tokens are counted the
+ * same way once the provider accepted the request (zero when it refused it).
  */
 export interface ModelUsage {
   promptTokens: number;
@@ -117,6 +136,9 @@ export function createModel(options: ModelOptions): Model {
   });
   return {
     async generate(prompt, o) {
+      // Loaded before the call (once per instance): `consumed` counts synchronously when the
+      // call fails, with a counter that cannot throw, so no failure loses the attempt's usage.
+      const countTokens = await tokenCounter(options.model);
       // The SDK's own timeout stops at the response headers; this deadline covers the stream.
       const deadline = AbortSignal.timeout(options.timeoutMs);
       const signal = o.signal ? AbortSignal.any([o.signal, deadline]) : deadline;
@@ -245,6 +267,74 @@ export function retryAfterSeconds(
   return Math.max(0, Math.ceil((at - now.getTime()) / 1000));
 }
 
+/*
+ * Why some 4xx are the operator's fault, not the user's.
+ *
+ * A user controls one thing in the request: the prompt (`messages`). What depends on it — a
+ * prompt too long for the model (`context_length_exceeded`), a content-policy refusal
+ * (`content_policy_violation`, `invalid_prompt`), a 200 that refuses — is theirs: the job fails
+ * as `refused` and is counted into the user roll-up, never paged. Everything else in the request
+ * is ours: the key (401 AuthenticationError), the project's permissions and the region the
+ * function runs in (403 PermissionDeniedError), the model name and the endpoint (404
+ * NotFoundError; a 404 also answers a wrong OPENAI_BASE_URL path), and the parameters we send
+ * with it (a 400 naming `max_completion_tokens`, `stream`, `stream_options` or `model`, or the
+ * codes `unsupported_parameter` / `unsupported_value`: a model that takes no streaming or no
+ * `max_completion_tokens`). No prompt can cause these, and no prompt can fix them: every job
+ * fails the same way until someone changes the configuration, so they page at once. A 400 with
+ * no code and no param we recognise stays `refused`: paging on a refusal a prompt might cause
+ * would let any user page on-call.
+ */
+const PROMPT_CODES = new Set([
+  "context_length_exceeded",
+  "content_policy_violation",
+  "content_filter",
+  "invalid_prompt",
+]);
+const REQUEST_CODES = new Set(["unsupported_parameter", "unsupported_value"]);
+/** The request parameters lib/model.ts sets from configuration (never from the prompt). */
+const OUR_PARAMS = new Set([
+  "model",
+  "max_completion_tokens",
+  "max_tokens",
+  "stream",
+  "stream_options",
+  "stream_options.include_usage",
+]);
+
+/** `code` or `param` of the error body (the SDK copies both from `body.error`), if a string. */
+const word = (value: unknown): string | null => (typeof value === "string" ? value : null);
+
+function operatorFault(err: APIError, status: number): OperatorFault | null {
+  const code = word(err.code);
+  const param = word(err.param);
+  if (code !== null && PROMPT_CODES.has(code)) return null;
+  if (status === 401) return "api_key";
+  if (status === 403)
+    return code === "unsupported_country_region_territory"
+      ? "region"
+      : code === "model_not_found"
+        ? "model"
+        : "permission";
+  if (status === 404 || code === "model_not_found") return "model";
+  if (
+    status === 400 &&
+    ((code !== null && REQUEST_CODES.has(code)) || (param !== null && OUR_PARAMS.has(param)))
+  )
+    return "request";
+  return null;
+}
+
+/**
+ * The message an operator fault carries. A 401's provider message echoes the key, masked
+ * ("Incorrect API key provided: sk-abcd****wxyz"), so it is replaced by a fixed sentence: the
+ * masked part is still part of a secret, and a key that is not `sk-`-shaped would escape the
+ * redaction.
+ */
+function faultMessage(fault: OperatorFault, code: string | null, message: string): string {
+  if (fault === "api_key") return `the provider refused the API key${code ? ` (${code})` : ""}`;
+  return safeMessage(message);
+}
+
 function safeMessage(message: string): string {
   // Provider messages are short and prompt-free, but never echo anything key-shaped.
   return redactSecrets(message).slice(0, 300);
@@ -255,7 +345,13 @@ function safeMessage(message: string): string {
  * - 429 → `provider_quota` (`insufficient_quota` or `rate_limit_exceeded`), with the wait the
  *   provider asked for (`retry-after-ms`, `retry-after` seconds or date) or `null`;
  * - timeout, connection error, 408, 409, 5xx, an unknown throw → `transient` (retry);
+ * - 401, 403, 404, `model_not_found`, a 400 about a parameter we set → `operator_fault` (our
+ *   configuration is wrong: fail, refund and page now);
  * - any other 4xx, or a 200 without usable output → `refused` (fail and refund now).
+ *
+ * @example
+ * classifyModelError(new AuthenticationError(401, { code: "invalid_api_key" }, undefined, headers));
+ * // → { kind: "operator_fault", fault: "api_key", status: 401, code: "invalid_api_key", message: "the provider refused the API key (invalid_api_key)" }
  */
 export function classifyModelError(failure: unknown, now: Date = new Date()): ModelFailure {
   const err = failure instanceof ModelCallError ? failure.cause : failure;
@@ -277,11 +373,33 @@ export function classifyModelError(failure: unknown, now: Date = new Date()): Mo
     if (status === 408 || status === 409 || status >= 500) {
       return { kind: "transient", status, message: safeMessage(err.message) };
     }
-    if (status >= 400) return { kind: "refused", status, message: safeMessage(err.message) };
+    if (status >= 400) {
+      const fault = operatorFault(err, status);
+      if (fault !== null) {
+        const code = word(err.code);
+        return {
+          kind: "operator_fault",
+          fault,
+          status,
+          code,
+          message: faultMessage(fault, code, err.message),
+        };
+      }
+      return { kind: "refused", status, message: safeMessage(err.message) };
+    }
   }
   const message = err instanceof Error ? err.message : String(err);
   return { kind: "transient", status: null, message: safeMessage(message) };
 }
 
-/** Completion tokens in `text` by the o200k_base tokenizer (what the worker reports as progress). */
-export const countOutputTokens = (text: string): number => (text ? countTokens(text) : 0);
+/**
+ * Completion tokens in `text` by `model`'s tokenizer (what the worker reports as progress).
+ * Never rejects: a count that fails is the text's UTF-8 bytes, an upper bound (lib/tokens.ts).
+ */
+export async function countOutputTokens(text: string, model: string): Promise<number> {
+  try {
+    return (await tokenCounter(model))(text);
+  } catch {
+    return utf8Bytes(text);
+  }
+}

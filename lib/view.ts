@@ -2,7 +2,7 @@
  * The API's view of a job and of a user's usage (docs/DESIGN.md#http-api): what the edges answer
  * and the page reads, made from the rows the SQL functions return (lib/jobs.ts). No I/O.
  */
-import type { FailureReason, JobRow, JobStatus, Meter, UsageRow } from "./jobs.ts";
+import type { FailureReason, JobRow, JobStatus, Meter, RefundWithheld, UsageRow } from "./jobs.ts";
 
 /** The honest word for the UI: `waiting_for_provider` is a queued job with a resume time ahead. */
 export type Phase =
@@ -28,8 +28,11 @@ export interface Job {
   resumeAt: string | null;
   failureReason: FailureReason | null;
   quotaRefunded: boolean;
-  /** `running_cancel_limit`: canceled while running past the plan's refunded running-cancels. */
-  refundWithheld: "running_cancel_limit" | null;
+  /**
+   * Past the plan's bound of refunds after provider spend: `running_cancel_limit` (canceled while
+   * running) or `paid_refund_limit` (failed, or canceled while queued, after a consumed attempt).
+   */
+  refundWithheld: RefundWithheld | null;
   /** Whether a cancel now would give the unit back (always false for a final job). */
   cancelRefunds: boolean;
   output: string | null;
@@ -59,7 +62,10 @@ export interface Usage {
   resetsAt: string;
   active: number;
   maxActive: number;
-  /** Running jobs canceled with a refund this period, and how many may be (GET /api/usage). */
+  /**
+   * Jobs refunded this period after provider spend (running cancels, failures after a consumed
+   * attempt), and how many may be (GET /api/usage, job plans only: a token plan has no such bound).
+   */
   runningCancelRefunds?: { used: number; limit: number };
 }
 
@@ -95,7 +101,7 @@ export function toJob(row: JobRow, now: Date = new Date()): Job {
 
 export function toUsage(row: UsageRow): Usage {
   const cancels =
-    row.refunded_running_cancels === undefined || row.max_refunded_running_cancels === undefined
+    row.refunded_running_cancels == null || row.max_refunded_running_cancels == null
       ? {}
       : {
           runningCancelRefunds: {

@@ -19,9 +19,11 @@ import {
   countOutputTokens,
   type Generation,
   type ModelUsage,
+  type OperatorFault,
   usageOfFailure,
 } from "./model.ts";
 import type { WorkerDeps } from "./ports.ts";
+import { utf8Bytes } from "./tokens.ts";
 
 export type { WorkerDeps } from "./ports.ts";
 
@@ -100,7 +102,8 @@ export async function runJob(
   }
 
   const usage = toAttemptUsage(call.result.usage);
-  const done = await completeWithRetry(deps, job.id, attempt, call.result.text, usage);
+  const done = await completeWithRetry(deps, job.id, attempt, storable(call.result.text), usage);
+  await alertIfAboveHold(deps, job, attempt, usage);
   if (done.outcome === "completed") {
     log.info("job_succeeded", {
       jobId,
@@ -118,6 +121,35 @@ export async function runJob(
     status: "job" in done ? done.job.status : null,
   });
   return { status: 200, outcome: "late_output_dropped" };
+}
+
+/**
+ * A token plan's hold is the most the job can cost (docs/DESIGN.md#metering-hold-and-capture):
+ * a provider that reports more broke that proof (a tokenizer that is not byte-level, framing
+ * above the allowance, a bound not applied). complete_job still clamps the capture to the hold,
+ * so the operator pays the difference: page once per window, not once per job.
+ */
+async function alertIfAboveHold(
+  deps: WorkerDeps,
+  job: JobRow,
+  attempt: number,
+  usage: AttemptUsage,
+): Promise<void> {
+  const reported = usage.prompt_tokens + usage.completion_tokens;
+  if (job.meter !== "tokens" || usage.source !== "provider" || reported <= job.hold) return;
+  log.error("usage_above_hold", { jobId: job.id, attempt, hold: job.hold, ...usage });
+  await deps.alerts.send({
+    kind: "usage_above_hold",
+    dedupKey: "provider:usage_above_hold",
+    title: "The provider billed a job more tokens than its hold: the hold's bound is broken",
+    fields: {
+      job: job.id,
+      hold: job.hold,
+      prompt: usage.prompt_tokens,
+      completion: usage.completion_tokens,
+      model: deps.config.openaiModel,
+    },
+  });
 }
 
 /**
@@ -140,6 +172,14 @@ const toAttemptUsage = (u: ModelUsage): AttemptUsage => ({
   completion_tokens: u.completionTokens,
   source: u.source,
 });
+
+/**
+ * The text as Postgres can take it: a NUL or a lone surrogate (which a model can stream, or a
+ * proxy cut in half) makes the json of the call invalid, and a write that fails every time
+ * would never tell the worker of a cancel. Each becomes U+FFFD; the count is of what streamed.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is one of what Postgres refuses
+const storable = (text: string): string => text.replace(/[\u0000\uD800-\uDFFF]/gu, "\uFFFD");
 
 /*
  * Why the worker streams and writes its progress on a timer.
@@ -168,11 +208,14 @@ async function streamModel(
   let writing: Promise<void> | null = null;
   const write = async () => {
     try {
-      const r = await deps.jobs.progress(job.id, {
-        attempt,
-        partialOutput: text,
-        completionTokens: countOutputTokens(text),
-      });
+      // The write is how the worker learns of a cancel: it is sent whatever the count does (a
+      // count that fails is the bytes, an upper bound).
+      const streamed = text;
+      const completionTokens = await countOutputTokens(streamed, deps.config.openaiModel).catch(
+        () => utf8Bytes(streamed),
+      );
+      const partialOutput = storable(streamed);
+      const r = await deps.jobs.progress(job.id, { attempt, partialOutput, completionTokens });
       if (r.outcome !== "recorded" && stoppedBy === null) {
         stoppedBy = r.outcome === "not_running" ? r.status : "gone";
         controller.abort();
@@ -343,8 +386,64 @@ async function onModelError(
         await deps.alerts.record({ reason: "model_refused", userId: job.user_id });
       return { status: 200, outcome: r.outcome === "failed" ? "failed" : r.outcome };
     }
+    case "operator_fault": {
+      // Our configuration is wrong (a revoked key, an unknown model, a region or a parameter the
+      // provider refuses): no retry and no wait fixes it, and every job fails the same way until
+      // someone changes it. The job fails with a reason of its own (refunded, like every failure
+      // by us) and on-call is paged at once, once per window per status, not counted into the
+      // user roll-up: no user caused it. The shared provider gate stays open: it is one Redis key
+      // for every deployment, and the fault belongs to this deployment's configuration (an old
+      // deployment still running with the revoked key, or a function in an unsupported region,
+      // must not hold back a healthy one). Each job makes one unbilled call and ends; nothing
+      // loops, so the provider sees at most one request per job submitted.
+      log.error("model_operator_fault", {
+        jobId: job.id,
+        attempt,
+        fault: failure.fault,
+        status: failure.status,
+        code: failure.code,
+      });
+      const r = await settled(
+        await deps.jobs.fail(job.id, {
+          reason: "provider_misconfigured",
+          error: `${failure.status} ${failure.code ?? failure.fault}: ${failure.message}`.slice(
+            0,
+            500,
+          ),
+          attempt,
+          usage,
+        }),
+      );
+      // Paged whatever became of this job (a cancel may have ended it first): the fault is ours.
+      await deps.alerts.send({
+        kind: "provider_misconfigured",
+        dedupKey: `provider:misconfigured:${failure.status}`,
+        title: `AI provider refuses our configuration (${failure.status} ${failure.code ?? failure.fault}): ${FAULT_FIX[failure.fault]}`,
+        fields: {
+          fault: failure.fault,
+          status: failure.status,
+          code: failure.code,
+          provider_message: failure.message,
+          job: job.id,
+        },
+      });
+      return { status: 200, outcome: r.outcome === "failed" ? "failed" : r.outcome };
+    }
   }
 }
+
+/** What on-call does about each operator fault (docs/RUNBOOK.md, `provider_misconfigured`). */
+const FAULT_FIX: Record<OperatorFault, string> = {
+  api_key: "rotate OPENAI_API_KEY (revoked, wrong, or not allowed from this IP) and redeploy",
+  region:
+    "the functions run in a country, region or territory OpenAI does not serve: move the Vercel function region",
+  permission:
+    "the key's project lacks permission for OPENAI_MODEL or this endpoint: grant it, or use a key with access",
+  model:
+    "OPENAI_MODEL is unknown to this key's project (or OPENAI_BASE_URL is wrong): fix the variable and redeploy",
+  request:
+    "OPENAI_MODEL does not accept a parameter we send (streaming, max_completion_tokens): choose a chat model that does",
+};
 
 async function afterRequeue(deps: WorkerDeps, r: RequeueResult): Promise<WorkerResult> {
   if (r.outcome === "requeued") {

@@ -62,14 +62,16 @@ byte hits;
 byte repub;
 byte reason;
 byte counter;           /* the user's quota_usage.units_used */
-bool refundLeft;        /* the user's refunded running-cancels are under the plan's bound */
+bool refundLeft = true; /* the user's refunds after spend are under the plan's bound (budget()) */
+bool paid;              /* the job's attempts consumed provider tokens (generation_jobs.consumed > 0) */
 
 /* ghosts: what the invariants are stated in */
 byte reserved;          /* units enqueue reserved */
 byte refunds;           /* refunds made */
 byte fate = S_NONE;     /* the first final status */
-bool withheld;          /* canceled with the unit kept spent (past the running-cancel bound) */
-byte canceledFrom = S_NONE; /* the status the user's cancel found */
+bool withheld;          /* ended with the unit kept spent (past the bound of refunds after spend) */
+bool spent;             /* a worker saw an attempt consume: a release with usage, or a reclaim */
+byte lastActive = S_NONE; /* the job's status before the step just taken */
 byte mine[2];           /* the claim each live worker holds (0: none) */
 bool cbOld;             /* the failure callback that failed the job came from an older message */
 
@@ -92,21 +94,44 @@ inline invariants() {
   assert(!(st == S_SUCCEEDED && (fate == S_CANCELED || fate == S_FAILED)));
   /* one fate: a final job never changes again */
   assert(fate == S_NONE || st == fate);
+  /* the job knows what its attempts consumed, as the workers saw it */
+  assert(paid == spent);
   if
-  :: fate == S_NONE && final(st) -> fate = st
+  :: fate == S_NONE && final(st) -> fate = st;
+     /* A refund after provider spend only under the plan's bound: an ending after spend (earlier
+      * attempts consumed, a running attempt someone else ended, a running cancel) keeps the unit
+      * exactly when the bound is reached; the operator's fault never does. The worker's own
+      * endings (a 400, a 429 give-up) report that their attempt billed nothing. */
+     if
+     :: st == S_FAILED || st == S_CANCELED ->
+        assert(withheld == (!refundLeft && !(st == S_FAILED && reason == R_PROVIDER_MISCONFIGURED) &&
+          (spent || (lastActive == S_RUNNING && (st == S_CANCELED ||
+            (reason != R_MODEL_REFUSED && reason != R_PROVIDER_QUOTA_EXHAUSTED))))))
+     :: else -> skip
+     fi
   :: else -> skip
   fi;
-  /* a refund exactly once: never twice, only for failed/canceled, always for a failed job and
-   * for a canceled one, except a cancel of a running job past the plan's bound, which is
-   * never refunded (withheld) */
+  if :: st == S_QUEUED || st == S_RUNNING -> lastActive = st :: else -> skip fi;
+  /* a refund exactly once: never twice, only for failed/canceled, always for a failed or
+   * canceled job except one past the plan's bound of refunds after spend, which is never
+   * refunded (withheld) */
   assert(refunds <= 1);
   assert(!(st == S_SUCCEEDED) || refunds == 0);
-  assert(!(st == S_FAILED) || refunds == 1);
+  assert(!(st == S_FAILED) || (refunds == 1) != withheld);
   assert(!(st == S_CANCELED) || (refunds == 1) != withheld);
-  assert(!withheld || (st == S_CANCELED && canceledFrom == S_RUNNING && !refundLeft));
   /* the counter equals open holds + captures */
   assert(counter == reserved - refunds);
   assert(counter == ((st == S_QUEUED || st == S_RUNNING || st == S_SUCCEEDED || withheld) -> 1 : 0))
+}
+
+/* The user's other jobs may have used up the period's refunds after spend by the time this job
+ * ends, or not: chosen at each step that may end the job, and put back after it (only the
+ * ending's step reads it, so the choice multiplies paths, not stored states). */
+inline budget() {
+  if
+  :: skip
+  :: refundLeft = false; printf("[%d] the period's refunds after spend are used up\n", _pid)
+  fi
 }
 
 /* A live worker's claim is taken only by the user, the failure callback of the job's current
@@ -151,7 +176,8 @@ inline finish(good) {
   fi;
   mine[w] = 0; wold[w] = false;
   /* forget the instance's locals, so states differ only in what matters */
-  out = 0; a = 0; path = 0; nb = false; tr = false; dup = false; ok = false; bd = false
+  out = 0; a = 0; path = 0; nb = false; tr = false; dup = false; ok = false; bd = false;
+  sp = false; wr = false
 }
 
 /* QStash hands this worker a delivery: a pending message (one with notBefore only once the job
@@ -187,13 +213,18 @@ inline take() {
 #define P_QUOTA 3
 #define P_TRANSIENT 4
 #define P_REFUSED 5
+#define P_MISCONFIGURED 6
 proctype Worker(byte w) {
   byte out, a, path;
-  bool nb, tr, dup, ok, bd;
+  bool nb, tr, dup, ok, bd, sp, wr;
   do
   :: atomic {
        take();
-       start_job(out); invariants();
+       wr = (st == S_RUNNING);
+       start_job(out);
+       if :: out == O_STARTED && wr -> spent = true :: else -> skip fi; /* a reclaim */
+       wr = false;
+       invariants();
        if
        :: out == O_NOT_READY ->
           /* publish a message for the resume time (QStash would drop a retry's second publish
@@ -212,6 +243,7 @@ proctype Worker(byte w) {
           printf("[%d] worker %d: the model says 429\n", _pid, w)
        :: path = P_TRANSIENT; printf("[%d] worker %d: the model says 500 or times out\n", _pid, w)
        :: path = P_REFUSED; printf("[%d] worker %d: the model says 400\n", _pid, w)
+       :: path = P_MISCONFIGURED; printf("[%d] worker %d: the provider refuses our key (401)\n", _pid, w)
        fi;
        /* a requeue's resume time (the provider's retry-after) may lie past the job's deadline */
        if
@@ -240,18 +272,26 @@ proctype Worker(byte w) {
           if :: out != O_COMPLETED -> claim_lost() :: else fi;
           ok = true
        :: path == P_GATE || path == P_QUOTA ->
-          requeue_job(a, path == P_QUOTA, bd, out); invariants();
+          budget(); requeue_job(a, path == P_QUOTA, bd, out); invariants(); refundLeft = true;
           if
           :: out == O_NOT_RUNNING -> claim_lost(); ok = true
           :: out == O_REQUEUED -> publish_answered(true, ok)   /* not sent: 503, QStash retries */
           :: out == O_GAVE_UP -> ok = true
           fi
        :: path == P_TRANSIENT ->
-          release_job(a, out); invariants();
+          /* the attempt streamed before it timed out, or failed before it billed anything */
+          if :: sp = true :: sp = false fi;
+          release_job(a, sp, out);
+          if :: out == O_RELEASED && sp -> spent = true :: else -> skip fi;
+          invariants();
           if :: out != O_RELEASED -> claim_lost() :: else fi;
           ok = (out != O_RELEASED)                  /* released: 503, so QStash retries */
        :: path == P_REFUSED ->
-          fail_job(a, R_MODEL_REFUSED, M_NONE, out); invariants();
+          budget(); fail_job(a, R_MODEL_REFUSED, M_NONE, out); invariants(); refundLeft = true;
+          if :: out != O_FAILED -> claim_lost() :: else fi;
+          ok = true
+       :: path == P_MISCONFIGURED ->
+          budget(); fail_job(a, R_PROVIDER_MISCONFIGURED, M_NONE, out); invariants(); refundLeft = true;
           if :: out != O_FAILED -> claim_lost() :: else fi;
           ok = true
        fi;
@@ -299,9 +339,9 @@ proctype Callback() {
        cbs[o]--; printf("[%d] QStash calls the failure callback (older message %d)\n", _pid, o);
        if
        :: cbagain > 0 -> cbagain--; cbs[o]++     /* died before answering: called again */
-       :: m = (o -> M_OLDER : M_CURRENT); fail_job(0, R_DELIVERY_FAILED, m, out);
+       :: m = (o -> M_OLDER : M_CURRENT); budget(); fail_job(0, R_DELIVERY_FAILED, m, out);
           if :: out == O_FAILED -> cbOld = o :: else fi;
-          invariants();
+          invariants(); refundLeft = true;
           if :: cbagain > 0 -> cbagain--; cbs[o]++ :: skip fi
        fi;
        out = 0; o = 0; m = 0
@@ -323,16 +363,16 @@ proctype Loss() {
   od
 }
 
-/* The user cancels at most once, with or without a refunded running-cancel left this period
- * (their other jobs may have used it up). */
+/* The user cancels at most once. */
 proctype Cancel() {
   byte out;
   if
   :: skip                                   /* the user never cancels */
-  :: st != S_NONE -> d_step { refundLeft = true; canceledFrom = st; cancel_job(out); invariants() }
-  :: st != S_NONE -> d_step { refundLeft = false; canceledFrom = st; cancel_job(out); invariants() }
+  :: st != S_NONE -> atomic { budget(); cancel_job(out); invariants(); refundLeft = true }
   fi
 }
+
+
 
 /* Cron: forever; a death between the sweep and the republish leaves the job queued. */
 proctype Sweeper() {
@@ -340,7 +380,7 @@ proctype Sweeper() {
   bool ok;
   do
   :: atomic {
-       sweep_jobs(out); invariants();
+       budget(); sweep_jobs(out); invariants(); refundLeft = true;
        if
        :: out == O_REPUBLISH -> publish_answered(false, ok)
        :: else

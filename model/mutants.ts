@@ -58,8 +58,8 @@ export const mutants: Record<string, Mutant> = {
   },
   "cancel that withholds a queued job's refund": {
     describe:
-      "cancel_job keeps the unit of a queued job when the running-cancel bound is reached, " +
-      "though no model call was paid for it",
+      "cancel_job keeps the unit of a queued job when the bound of refunds after spend is " +
+      "reached, though no attempt of it consumed anything",
     mode: "safety",
     table: mutate("cancel_job", (f) => ({
       ...f,
@@ -68,6 +68,28 @@ export const mutants: Record<string, Mutant> = {
           ? { ...r, when: { status: ["queued", "running"], cancelRefundLeft: [false] } }
           : r,
       ),
+    })),
+  },
+  "queued cancel after consumption that skips the bound": {
+    describe:
+      "cancel_job refunds a queued job whose earlier attempts consumed provider tokens (a " +
+      "timeout, then a cancel while it waits for its retry) without counting it against the " +
+      "plan's bound (the SQL before 20261201090000): the round repeats at once, each one billed",
+    mode: "safety",
+    table: mutate("cancel_job", (f) => ({
+      ...f,
+      rows: f.rows.filter((r) => r.when === "otherwise" || !r.when.paid),
+    })),
+  },
+  "an ending that ignores consumed": {
+    describe:
+      "fail_job refunds a job whose earlier attempts consumed provider tokens as if nothing had " +
+      "been spent (the failure callback after timed-out deliveries: the SQL before " +
+      "20261201090000), so a prompt that times the model out is refunded without bound",
+    mode: "safety",
+    table: mutate("fail_job", (f) => ({
+      ...f,
+      rows: f.rows.filter((r) => r.when === "otherwise" || !r.when.paid),
     })),
   },
   "sweeper without its lease check": {

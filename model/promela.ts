@@ -13,6 +13,7 @@ export const REASONS: Reason[] = [
   "lease_expired",
   "max_age_exceeded",
   "never_delivered",
+  "provider_misconfigured",
 ];
 const LEASES = ["none", "live", "expired", "past_grace"] as const;
 /** fail_job's `m`: the message the caller names, against the job's publish_seq. */
@@ -24,7 +25,7 @@ const PARAMS: Record<string, string[]> = {
   start_job: ["out"],
   complete_job: ["a", "out"],
   requeue_job: ["a", "ch", "bd", "out"],
-  release_job: ["a", "out"],
+  release_job: ["a", "sp", "out"],
   fail_job: ["a", "r", "m", "out"],
   cancel_job: ["out"],
   sweep_jobs: ["out"],
@@ -37,7 +38,9 @@ const O = (s: string) => `O_${up(s)}`;
 const R = (s: Reason) => `R_${up(s)}`;
 
 function atom(name: string, value: unknown): string {
-  switch (name as FactName | "claim" | "message" | "countHit" | "beyondDeadline") {
+  switch (
+    name as FactName | "claim" | "message" | "countHit" | "beyondDeadline" | "spent" | "fault"
+  ) {
     case "status":
       return `st == ${S(value as Status)}`;
     case "lease":
@@ -53,6 +56,14 @@ function atom(name: string, value: unknown): string {
       return value ? "(repub >= MAXREPUB)" : "(repub < MAXREPUB)";
     case "cancelRefundLeft":
       return value ? "refundLeft" : "!refundLeft";
+    case "paid":
+      return value ? "paid" : "!paid";
+    case "spent":
+      return value ? "sp" : "!sp";
+    case "fault":
+      return value === "operator"
+        ? "(r == R_PROVIDER_MISCONFIGURED)"
+        : "(r != R_PROVIDER_MISCONFIGURED)";
     case "claim":
       return value === "current"
         ? "(a != 0 && a == att)"
@@ -96,6 +107,7 @@ function effect(name: string, to: Effect, outcome: string): string {
   if (to.counter === 1) s.push("counter++", "reserved++");
   if (to.counter === -1) s.push("counter--", "refunds++");
   if (to.withheld) s.push("withheld = true");
+  if (to.spend) s.push("paid = true");
   s.push(`out = ${O(outcome)}`);
   return s.join("; ");
 }

@@ -17,7 +17,9 @@ export type Reason =
   | "provider_quota_exhausted"
   | "lease_expired"
   | "max_age_exceeded"
-  | "never_delivered";
+  | "never_delivered"
+  /** The operator's fault (a revoked key, a region, an unknown model): never bounded. */
+  | "provider_misconfigured";
 
 /**
  * What a guard may look at. Time is abstracted into the facts the SQL compares against `now`:
@@ -39,11 +41,16 @@ export interface Facts {
   /** The sweeper already republished the job as often as it may. */
   republished: boolean;
   /**
-   * The user's refunded running-cancels of the job's period are under the plan's bound, so a
-   * cancel of this job while it runs would refund. Varied for the jobs a cancel acts on
-   * (queued and running: a queued job's cancel must refund either way); true elsewhere.
+   * The user's refunds after provider spend of the job's period (running cancels, and failures
+   * or queued cancels after a consumed attempt: one shared counter) are under the plan's bound,
+   * so an ending after spend would refund. Varied for active jobs; true elsewhere.
    */
   cancelRefundLeft: boolean;
+  /**
+   * The job's earlier attempts consumed provider tokens (`consumed > 0`: a released attempt's
+   * usage, a reclaimed attempt's prompt and progress). Varied for active jobs; false elsewhere.
+   */
+  paid: boolean;
 }
 
 /** The caller's arguments a guard may look at. */
@@ -61,6 +68,10 @@ export interface Args {
    * message published before messages carried their seq).
    */
   message: "current" | "older" | "none";
+  /** release_job: the released attempt's usage has tokens (a timeout after streaming), or none. */
+  spent: boolean;
+  /** fail_job: the reason is the operator's fault (`provider_misconfigured`) or not. */
+  fault: "user" | "operator";
 }
 
 export type FactName = keyof Facts;
@@ -85,13 +96,18 @@ export interface Effect {
   republish?: true;
   /** The quota counter: +1 reserves, -1 refunds. */
   counter: -1 | 0 | 1;
-  /** Canceled with the unit kept spent (refund_withheld = running_cancel_limit). */
+  /** Ended with the unit kept spent (refund_withheld): past the bound of refunds after spend. */
   withheld?: true;
+  /** A refund after spend: counted in the period's bound (refunded_running_cancels + 1). */
+  counted?: true;
+  /** The job's attempts now have consumed provider tokens (`consumed` grows). */
+  spend?: true;
   /**
    * An ending: what the job keeps of its hold (docs/DESIGN.md#metering-hold-and-capture). On a
    * job plan, the only plan this table models, the hold is 1, so 1 kept or 0 released, and the
-   * counter moves by captured − 1. Token plans (captures between 0 and the hold, from the usage
-   * and the progress) are not modeled; test/db/hold-capture.test.ts covers them.
+   * counter moves by captured − 1. Token plans (captures of least(hold, consumed + the ending
+   * attempt's tokens)) are not modeled; test/db/hold-capture.test.ts and
+   * test/db/paid-endings.test.ts cover them.
    */
   captured?: 0 | 1;
 }
@@ -109,12 +125,41 @@ export interface Fn {
   claims?: Args["claim"][];
   /** The messages a caller may name, when the function takes one. */
   messages?: Args["message"][];
+  /** The faults a caller may name, when the function takes a reason. */
+  faults?: Args["fault"][];
   rows: Row[];
 }
 
 const active: Status[] = ["queued", "running"];
 const final: Status[] = ["succeeded", "failed", "canceled"];
 const nothing: Effect = { counter: 0 };
+
+/**
+ * An ending that gives the unit back (docs/DESIGN.md#metering-hold-and-capture), as rows in order:
+ * where the ending is after provider spend (`paid`: each a When that says so), past the bound
+ * the unit is kept (withheld), under it the refund is counted; elsewhere it refunds freely.
+ */
+function refunding(when: When, to: Omit<Effect, "counter">, paid: When[]): Row[] {
+  return [
+    ...paid.map((p) => ({
+      when: { ...when, ...p, cancelRefundLeft: [false] },
+      outcome: "",
+      to: { ...to, withheld: true as const, counter: 0 as const, captured: 1 as const },
+    })),
+    ...paid.map((p) => ({
+      when: { ...when, ...p },
+      outcome: "",
+      to: { ...to, counted: true as const, counter: -1 as const, captured: 0 as const },
+    })),
+    { when, outcome: "", to: { ...to, counter: -1 as const, captured: 0 as const } },
+  ];
+}
+const outcome = (name: string, rows: Row[]): Row[] => rows.map((r) => ({ ...r, outcome: name }));
+
+/** After spend: the job's earlier attempts consumed. */
+const consumedBefore: When = { paid: [true] };
+/** After spend: a running attempt someone else ends (SQL counts its prompt and progress). */
+const runningAttempt: When = { status: ["running"] };
 
 export type FnName =
   | "enqueue_job"
@@ -144,8 +189,14 @@ export const transitions: Record<FnName, Fn> = {
       { when: { status: final }, outcome: "already_final", to: nothing },
       { when: { status: ["queued"], resume: ["waiting"] }, outcome: "not_ready", to: nothing },
       { when: { status: ["running"], lease: ["live"] }, outcome: "already_running", to: nothing },
+      // A reclaim: the dead attempt's prompt and progress go into consumed.
       {
-        when: { status: ["queued", "running"] },
+        when: { status: ["running"] },
+        outcome: "started",
+        to: { status: "running", claim: true, spend: true, counter: 0 },
+      },
+      {
+        when: { status: ["queued"] },
         outcome: "started",
         to: { status: "running", claim: true, counter: 0 },
       },
@@ -167,21 +218,19 @@ export const transitions: Record<FnName, Fn> = {
     args: ["claim", "countHit", "beyondDeadline"],
     claims: ["current", "stale"],
     rows: [
-      {
-        when: { status: ["running"], claim: ["current"], countHit: [true], lastHit: [true] },
-        outcome: "gave_up",
-        to: { status: "failed", reason: "provider_quota_exhausted", counter: -1, captured: 0 },
-      },
-      {
-        when: { status: ["running"], claim: ["current"], aged: [true] },
-        outcome: "gave_up",
-        to: { status: "failed", reason: "provider_quota_exhausted", counter: -1, captured: 0 },
-      },
-      {
-        when: { status: ["running"], claim: ["current"], beyondDeadline: [true] },
-        outcome: "gave_up",
-        to: { status: "failed", reason: "provider_quota_exhausted", counter: -1, captured: 0 },
-      },
+      // The attempt that gives up hit a 429 (bills nothing): after spend only if earlier ones did.
+      ...outcome(
+        "gave_up",
+        [
+          { status: ["running"], claim: ["current"], countHit: [true], lastHit: [true] } as When,
+          { status: ["running"], claim: ["current"], aged: [true] } as When,
+          { status: ["running"], claim: ["current"], beyondDeadline: [true] } as When,
+        ].flatMap((when) =>
+          refunding(when, { status: "failed", reason: "provider_quota_exhausted" }, [
+            consumedBefore,
+          ]),
+        ),
+      ),
       {
         when: { status: ["running"], claim: ["current"], countHit: [true] },
         outcome: "requeued",
@@ -209,9 +258,14 @@ export const transitions: Record<FnName, Fn> = {
     ],
   },
   release_job: {
-    args: ["claim"],
+    args: ["claim", "spent"],
     claims: ["current", "stale"],
     rows: [
+      {
+        when: { status: ["running"], claim: ["current"], spent: [true] },
+        outcome: "released",
+        to: { status: "queued", resume: "ready", requeuedNow: true, spend: true, counter: 0 },
+      },
       {
         when: { status: ["running"], claim: ["current"] },
         outcome: "released",
@@ -221,11 +275,13 @@ export const transitions: Record<FnName, Fn> = {
     ],
   },
   fail_job: {
-    args: ["claim", "message"],
+    args: ["claim", "message", "fault"],
     // The worker names its claim; the failure callback and the enqueue's publish failure do not.
     claims: ["current", "stale", "none"],
     // The failure callback names its message; the others (and an old deploy's message) do not.
     messages: ["none", "current", "older"],
+    // The worker may end a job for the operator's fault; nothing bounds those refunds.
+    faults: ["user", "operator"],
     rows: [
       { when: { status: final }, outcome: "already_final", to: nothing },
       // A superseded message's callback: a newer message (or the lease, or the sweeper) decides.
@@ -237,52 +293,68 @@ export const transitions: Record<FnName, Fn> = {
       },
       { when: { status: ["running"], claim: ["stale"] }, outcome: "not_running", to: nothing },
       {
-        when: "otherwise",
+        when: { fault: ["operator"] },
         outcome: "failed",
         to: { status: "failed", reason: "$reason", counter: -1, captured: 0 },
       },
+      // The worker's own failure reports its attempt's usage (a 400: nothing); the failure
+      // callback's failure of a running job ends an attempt SQL knows only from its progress.
+      ...outcome(
+        "failed",
+        refunding({}, { status: "failed", reason: "$reason" }, [
+          { status: ["running"], claim: ["none"] },
+          consumedBefore,
+        ]),
+      ),
     ],
   },
   cancel_job: {
     args: [],
     rows: [
       { when: { status: final }, outcome: "already_finished", to: nothing },
-      // A running job's model call is paid for: its refund is bounded by the plan.
-      {
-        when: { status: ["running"], cancelRefundLeft: [false] },
-        outcome: "canceled",
-        to: { status: "canceled", withheld: true, counter: 0, captured: 1 },
-      },
-      {
-        when: "otherwise",
-        outcome: "canceled",
-        to: { status: "canceled", counter: -1, captured: 0 },
-      },
+      // A running job's model call is paid for, and so are a queued job's consumed attempts:
+      // their refund is bounded by the plan.
+      ...outcome(
+        "canceled",
+        refunding({}, { status: "canceled" }, [runningAttempt, consumedBefore]),
+      ),
     ],
   },
   sweep_jobs: {
     args: [],
     rows: [
+      ...outcome(
+        "failed",
+        refunding(
+          { status: active, aged: [true] },
+          { status: "failed", reason: "max_age_exceeded" },
+          [runningAttempt, consumedBefore],
+        ),
+      ),
+      // Always a running attempt someone else ends: always after spend.
       {
-        when: { status: active, aged: [true] },
+        when: { status: ["running"], lease: ["past_grace"], cancelRefundLeft: [false] },
         outcome: "failed",
-        to: { status: "failed", reason: "max_age_exceeded", counter: -1, captured: 0 },
+        to: { status: "failed", reason: "lease_expired", withheld: true, counter: 0, captured: 1 },
       },
       {
         when: { status: ["running"], lease: ["past_grace"] },
         outcome: "failed",
-        to: { status: "failed", reason: "lease_expired", counter: -1, captured: 0 },
+        to: { status: "failed", reason: "lease_expired", counted: true, counter: -1, captured: 0 },
       },
       {
         when: { status: ["queued"], resume: ["ready"], undelivered: [true], republished: [false] },
         outcome: "republish",
         to: { resume: "ready", requeuedNow: true, newMessage: true, republish: true, counter: 0 },
       },
-      {
-        when: { status: ["queued"], resume: ["ready"], undelivered: [true] },
-        outcome: "failed",
-        to: { status: "failed", reason: "never_delivered", counter: -1, captured: 0 },
-      },
+      ...outcome(
+        "failed",
+        refunding(
+          { status: ["queued"], resume: ["ready"], undelivered: [true] },
+          { status: "failed", reason: "never_delivered" },
+          [consumedBefore],
+        ),
+      ),
       { when: "otherwise", outcome: "untouched", to: nothing },
     ],
   },
@@ -323,12 +395,14 @@ export function allFacts(): Facts[] {
             ]
           : [{ lease: "none", resume: "none", undelivered: false }];
     const lefts = status === "running" || status === "queued" ? [true, false] : [true];
+    const paids = status === "running" || status === "queued" ? [false, true] : [false];
     for (const shape of shapes)
       for (const aged of [false, true])
         for (const lastHit of [false, true])
           for (const republished of [false, true])
             for (const cancelRefundLeft of lefts)
-              out.push({ status, ...shape, aged, lastHit, republished, cancelRefundLeft });
+              for (const paid of paids)
+                out.push({ status, ...shape, aged, lastHit, republished, cancelRefundLeft, paid });
   }
   return out;
 }
@@ -337,16 +411,19 @@ export function allFacts(): Facts[] {
 export function allArgs(fn: Fn, facts: Facts): Args[] {
   const claims: Args["claim"][] = fn.claims ?? ["none"];
   const messages: Args["message"][] = fn.messages ?? ["none"];
+  const faults: Args["fault"][] = fn.faults ?? ["user"];
   const bools = (name: ArgName) => (fn.args.includes(name) ? [false, true] : [false]);
   const out: Args[] = [];
   for (const claim of claims)
     for (const message of messages)
       for (const countHit of bools("countHit"))
-        for (const beyondDeadline of bools("beyondDeadline")) {
-          // Past the max age every resume time lies past the deadline.
-          if (facts.aged && fn.args.includes("beyondDeadline") && !beyondDeadline) continue;
-          out.push({ claim, message, countHit, beyondDeadline });
-        }
+        for (const beyondDeadline of bools("beyondDeadline"))
+          for (const spent of bools("spent"))
+            for (const fault of faults) {
+              // Past the max age every resume time lies past the deadline.
+              if (facts.aged && fn.args.includes("beyondDeadline") && !beyondDeadline) continue;
+              out.push({ claim, message, countHit, beyondDeadline, spent, fault });
+            }
   return out;
 }
 

@@ -5,14 +5,16 @@
  *   npm run reconcile -- --db-url postgres://... --fix      also end what the sweeper would end
  *
  * The report (in one READ ONLY transaction, one snapshot):
- * - drift: users and periods whose counter differs from their unrefunded jobs (public.quota_drift);
+ * - drift: users, periods and meters whose counter differs from their open holds plus captures
+ *   (public.quota_drift);
  * - active jobs older than the max age (the sweeper should have ended them);
  * - running jobs whose lease expired more than the grace ago (a dead worker's job);
  * - queued jobs never delivered (the outbox: the sweeper republishes or ends them);
- * - failed/canceled jobs without a refund, or without exactly one refund-bearing event (a
- *   canceled job may lack its refund only when withheld: it was running, past the plan's bound of
- *   refunded running-cancels, and its event says `refunded: false`);
- * - counters of refunded running-cancels that differ from their events;
+ * - failed/canceled jobs without a refund, or without exactly one refund-bearing event (a job
+ *   may lack its refund only when withheld, past the plan's bound of refunds after provider
+ *   spend: a running cancel, `running_cancel_limit`, or a failure or queued cancel after spend,
+ *   `paid_refund_limit`; and its event says `refunded: false`);
+ * - counters of refunds after spend (`refunded_running_cancels`) that differ from their events;
  * - succeeded jobs with a refund or a refund-bearing event.
  * The last two are impossible by the table's constraints; they are checked anyway, because this
  * command is for databases whose history nobody here has seen. The three stale checks call the
@@ -113,28 +115,40 @@ const CHECKS: Array<{ check: string; fixable: boolean; sql: string; param?: Para
           from public.generation_jobs j
           where j.status in ('failed', 'canceled')
             and ((j.refunded_at is null and not (
-                   j.status = 'canceled' and j.refund_withheld = 'running_cancel_limit'
-                   and exists (select 1 from public.job_events e
-                     where e.job_id = j.id and e.to_status = 'canceled' and e.from_status = 'running'
-                       and e.detail ->> 'refunded' = 'false')))
+                   ((j.status = 'canceled' and j.refund_withheld = 'running_cancel_limit'
+                     and exists (select 1 from public.job_events e
+                       where e.job_id = j.id and e.to_status = 'canceled' and e.from_status = 'running'
+                         and e.detail ->> 'refunded' = 'false'))
+                   or (j.refund_withheld = 'paid_refund_limit'
+                     and exists (select 1 from public.job_events e
+                       where e.job_id = j.id and e.to_status = j.status
+                         and e.from_status is distinct from e.to_status
+                         and e.detail ->> 'refunded' = 'false')))))
                  or (select count(*) from public.job_events e
                  where e.job_id = j.id and e.to_status in ('failed', 'canceled') and e.from_status is distinct from e.to_status) <> 1)`,
   },
   {
     check: "running_cancel_count_mismatch",
     fixable: false,
+    // Every refund after spend says `"counted": true` in its event since
+    // 20261201090000_paid_endings.sql; before it, only running cancels were counted, and their
+    // events said no more than `refunded: true`.
     sql: `with counted as (
-            select j.user_id, j.period_start, count(*)::int as n
+            select j.user_id, j.period_start, j.meter, count(*)::int as n
             from public.job_events e join public.generation_jobs j on j.id = e.job_id
-            where e.to_status = 'canceled' and e.from_status = 'running'
-              and e.detail ->> 'refunded' = 'true'
-              -- A token plan's running cancel captures what it consumed and is not counted.
-              and j.meter = 'jobs'
-            group by j.user_id, j.period_start
+            where e.detail ->> 'counted' = 'true'
+              or (not e.detail ? 'counted' and e.to_status = 'canceled' and e.from_status = 'running'
+                and e.detail ->> 'refunded' = 'true'
+                -- A token plan's running cancel captures what it consumed and is not counted.
+                and j.meter = 'jobs'
+                and e.at < coalesce((select min(x.at) from public.job_events x
+                  where x.detail ? 'counted'), 'infinity'))
+            group by j.user_id, j.period_start, j.meter
           )
-          select q.user_id, q.period_start, q.refunded_running_cancels, coalesce(c.n, 0) as events
+          select q.user_id, q.period_start, q.meter, q.refunded_running_cancels, coalesce(c.n, 0) as events
           from public.quota_usage q
-          left join counted c on c.user_id = q.user_id and c.period_start = q.period_start
+          left join counted c
+            on c.user_id = q.user_id and c.period_start = q.period_start and c.meter = q.meter
           where q.refunded_running_cancels <> coalesce(c.n, 0)`,
   },
   {

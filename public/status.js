@@ -26,6 +26,7 @@ const REASONS = {
   max_age_exceeded: "it did not finish within the time limit",
   never_delivered: "no worker ever picked it up",
   attempt_budget_exhausted: "its retries used up what one job may cost",
+  provider_misconfigured: "the service is misconfigured on our side, not because of your prompt",
 };
 
 /**

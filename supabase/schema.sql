@@ -42,7 +42,7 @@ create table public.generation_jobs (
   constraint generation_jobs_captured_iff_final CHECK ((status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) = (captured IS NOT NULL)),
   constraint generation_jobs_captured_within_hold CHECK (captured IS NULL OR captured <= hold),
   constraint generation_jobs_consumed_check CHECK (consumed >= 0),
-  constraint generation_jobs_failure_reason_check CHECK (failure_reason = ANY (ARRAY['model_refused'::text, 'delivery_failed'::text, 'publish_failed'::text, 'provider_quota_exhausted'::text, 'lease_expired'::text, 'max_age_exceeded'::text, 'never_delivered'::text, 'attempt_budget_exhausted'::text])),
+  constraint generation_jobs_failure_reason_check CHECK (failure_reason = ANY (ARRAY['model_refused'::text, 'delivery_failed'::text, 'publish_failed'::text, 'provider_quota_exhausted'::text, 'lease_expired'::text, 'max_age_exceeded'::text, 'never_delivered'::text, 'attempt_budget_exhausted'::text, 'provider_misconfigured'::text])),
   constraint generation_jobs_finished_iff_terminal CHECK ((status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) = (finished_at IS NOT NULL)),
   constraint generation_jobs_hold_check CHECK (hold >= 1),
   constraint generation_jobs_idempotency_key_check CHECK (char_length(idempotency_key) >= 1 AND char_length(idempotency_key) <= 255),
@@ -59,12 +59,13 @@ create table public.generation_jobs (
   constraint generation_jobs_provider_quota_hits_check CHECK (provider_quota_hits >= 0),
   constraint generation_jobs_publish_seq_check CHECK (publish_seq >= 1),
   constraint generation_jobs_reason_iff_failed CHECK ((status = 'failed'::text) = (failure_reason IS NOT NULL)),
-  constraint generation_jobs_refund_withheld_check CHECK (refund_withheld = 'running_cancel_limit'::text),
+  constraint generation_jobs_refund_withheld_check CHECK (refund_withheld = ANY (ARRAY['running_cancel_limit'::text, 'paid_refund_limit'::text])),
   constraint generation_jobs_refunded_iff_failed_or_canceled CHECK ((status = ANY (ARRAY['failed'::text, 'canceled'::text])) = ((refunded_at IS NOT NULL) <> (refund_withheld IS NOT NULL))),
   constraint generation_jobs_republish_count_check CHECK (republish_count >= 0),
   constraint generation_jobs_resume_only_when_queued CHECK (resume_at IS NULL OR status = 'queued'::text),
+  constraint generation_jobs_running_cancel_limit_only_when_canceled CHECK (refund_withheld IS DISTINCT FROM 'running_cancel_limit'::text OR status = 'canceled'::text),
   constraint generation_jobs_status_check CHECK (status = ANY (ARRAY['queued'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'canceled'::text])),
-  constraint generation_jobs_withheld_only_when_canceled CHECK (refund_withheld IS NULL OR status = 'canceled'::text)
+  constraint generation_jobs_withheld_only_when_failed_or_canceled CHECK (refund_withheld IS NULL OR (status = ANY (ARRAY['failed'::text, 'canceled'::text])))
 );
 alter table public.generation_jobs enable row level security;
 comment on table public.generation_jobs is 'One row per requested document: its state, the quota period it reserved from, and its refund. The row is also the outbox: a queued row whose message was lost is republished or ended by the sweeper.';
@@ -75,7 +76,7 @@ comment on column public.generation_jobs.refunded_at is 'When the reserved unit 
 comment on column public.generation_jobs.partial_output is 'The running attempt''s output so far, written by record_progress; the API shows it only while running.';
 comment on column public.generation_jobs.partial_tokens is 'Completion tokens the running attempt has streamed so far (as counted by the worker).';
 comment on column public.generation_jobs.progress_at is 'When the running attempt last recorded its progress.';
-comment on column public.generation_jobs.refund_withheld is 'Why a canceled job kept its unit spent: it was running and the user''s refunded running-cancels had reached the plan''s bound. Null on every other job.';
+comment on column public.generation_jobs.refund_withheld is 'Why a job plan''s failed or canceled job kept its unit spent: running_cancel_limit (canceled while running) or paid_refund_limit (failed, or canceled while queued, after its attempts consumed provider tokens), when the user''s refunds after spend had reached the plan''s bound. Null on every other job.';
 comment on column public.generation_jobs.meter is 'The meter of the job''s plan when it was enqueued (a later plan change does not reprice it).';
 comment on column public.generation_jobs.prompt_tokens is 'The prompt''s tokens as counted at enqueue (chat framing included); null on jobs older than metering.';
 comment on column public.generation_jobs.hold is 'What enqueue added to the counter: 1 on a job plan; prompt_tokens + max_output_tokens on a token plan.';
@@ -119,7 +120,7 @@ alter table public.plans enable row level security;
 comment on table public.plans is 'Usage plans: how many units a user may reserve per UTC period and how many jobs may be active at once.';
 comment on column public.plans.for_anonymous_users is 'Anonymous sign-ins without a user_plans row are on this plan. At most one plan says so; when none does, they are on ''none'' (no units).';
 comment on column public.plans.max_output_tokens is 'The most completion tokens one model attempt may produce (sent as max_completion_tokens).';
-comment on column public.plans.max_refunded_running_cancels is 'How many canceled running jobs per period get their unit back. Null: as many as the plan''s units_per_period.';
+comment on column public.plans.max_refunded_running_cancels is 'How many jobs per period get their unit back after the provider billed them (running cancels, and failures or queued cancels after a consumed attempt). Null: as many as units_per_period. Job plans only: a token plan captures what was consumed instead.';
 comment on column public.plans.meter is 'jobs: units_per_period counts jobs (a job holds 1). tokens: units_per_period counts tokens (a job holds its prompt tokens plus max_output_tokens and captures what it consumed).';
 
 create table public.quota_usage (
@@ -128,13 +129,16 @@ create table public.quota_usage (
   units_used integer not null default 0,
   updated_at timestamp with time zone not null default now(),
   refunded_running_cancels integer not null default 0,
-  constraint quota_usage_pkey PRIMARY KEY (user_id, period_start),
+  meter text not null default 'jobs'::text,
+  constraint quota_usage_meter_check CHECK (meter = ANY (ARRAY['jobs'::text, 'tokens'::text])),
+  constraint quota_usage_pkey PRIMARY KEY (user_id, period_start, meter),
   constraint quota_usage_refunded_running_cancels_check CHECK (refunded_running_cancels >= 0),
   constraint quota_usage_units_used_check CHECK (units_used >= 0)
 );
 alter table public.quota_usage enable row level security;
 comment on table public.quota_usage is 'Units reserved per user and UTC period, net of refunds. Changed only by the transition functions.';
-comment on column public.quota_usage.refunded_running_cancels is 'Running jobs of this period canceled with a refund. Changed only by cancel_job, with the refund, in the same statement.';
+comment on column public.quota_usage.refunded_running_cancels is 'Refunds after provider spend in this period (running cancels, failures and queued cancels after a consumed attempt). Changed only by private.end_with_refund, with the refund, in the same statement.';
+comment on column public.quota_usage.meter is 'What units_used counts: jobs or tokens. A job holds on the counter of its own meter.';
 
 create table public.user_plans (
   user_id uuid not null,
@@ -164,18 +168,20 @@ create view public.quota_drift with (security_invoker=true) as
  WITH reserved AS (
          SELECT generation_jobs.user_id,
             generation_jobs.period_start,
+            generation_jobs.meter,
             sum(COALESCE(generation_jobs.captured, generation_jobs.hold)) AS units_expected
            FROM public.generation_jobs
-          GROUP BY generation_jobs.user_id, generation_jobs.period_start
+          GROUP BY generation_jobs.user_id, generation_jobs.period_start, generation_jobs.meter
         )
  SELECT COALESCE(u.user_id, r.user_id) AS user_id,
     COALESCE(u.period_start, r.period_start) AS period_start,
     COALESCE(u.units_used, 0) AS units_used,
-    COALESCE(r.units_expected, 0::bigint) AS units_expected
+    COALESCE(r.units_expected, 0::bigint) AS units_expected,
+    COALESCE(u.meter, r.meter) AS meter
    FROM public.quota_usage u
-     FULL JOIN reserved r ON r.user_id = u.user_id AND r.period_start = u.period_start
+     FULL JOIN reserved r ON r.user_id = u.user_id AND r.period_start = u.period_start AND r.meter = u.meter
   WHERE COALESCE(u.units_used, 0) <> COALESCE(r.units_expected, 0::bigint);
-comment on view public.quota_drift is 'Users and periods whose counter differs from their open holds plus their captures (an active job counts its hold, a final one what it captured). Always empty.';
+comment on view public.quota_drift is 'Users, periods and meters whose counter differs from their open holds plus their captures (an active job counts its hold, a final one what it captured). Always empty.';
 
 -- functions ---------------------------------------------------------------------------------------
 
@@ -186,71 +192,93 @@ CREATE OR REPLACE FUNCTION private.cancel_refunds(p_job public.generation_jobs)
  SET search_path TO ''
 AS $function$
   select case
-    when p_job.status = 'queued' then true
-    when p_job.status = 'running' and p_job.meter = 'tokens' then true
-    when p_job.status = 'running' then coalesce((
+    when p_job.status not in ('queued', 'running') then false
+    when p_job.meter = 'tokens' then true
+    -- A job plan's queued job whose attempts consumed nothing: always.
+    when p_job.status = 'queued' and p_job.consumed = 0 then true
+    else coalesce((
       select q.refunded_running_cancels < coalesce(p.max_refunded_running_cancels, p.units_per_period)
       from public.quota_usage q, public.plans p
-      where q.user_id = p_job.user_id and q.period_start = p_job.period_start and p.id = p_job.plan_id
+      where q.user_id = p_job.user_id and q.period_start = p_job.period_start
+        and q.meter = p_job.meter and p.id = p_job.plan_id
     ), false)
-    else false
   end
 $function$;
-comment on function private.cancel_refunds(p_job public.generation_jobs) is 'Whether canceling this job now would give back what it holds: always for a queued job; for a running job on a token plan (the rest beyond what it consumed); for a running job on a job plan while the refunded running-cancels of its period are under its plan''s bound.';
+comment on function private.cancel_refunds(p_job public.generation_jobs) is 'Whether canceling this job now would give back what it holds: on a token plan, the rest beyond what it consumed; on a job plan, always for a queued job whose attempts consumed nothing, else while the refunds after spend of its period are under its plan''s bound.';
 
-CREATE OR REPLACE FUNCTION private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb DEFAULT '{}'::jsonb, p_capture integer DEFAULT 0)
+CREATE OR REPLACE FUNCTION private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb DEFAULT '{}'::jsonb, p_own integer DEFAULT NULL::integer, p_running_cancel boolean DEFAULT false)
  RETURNS public.generation_jobs
  LANGUAGE plpgsql
  SET search_path TO ''
 AS $function$
 declare
-  v_capture integer := least(greatest(coalesce(p_capture, 0), 0), p_job.hold);
-  v_ended record;
+  -- What the ending attempt consumed: as its worker reports it, else (someone else ends a running
+  -- attempt) the prompt and the last progress write, else (queued) nothing.
+  v_own integer := greatest(coalesce(p_own, case when p_job.status = 'running'
+    then coalesce(p_job.prompt_tokens, 0) + p_job.partial_tokens else 0 end), 0);
+  v_operator boolean := p_reason is not distinct from 'provider_misconfigured';
+  v_paid boolean := not v_operator and (p_running_cancel or p_job.consumed + v_own > 0);
+  -- A job plan's refund after spend uses the shared per-period bound.
+  v_bounded boolean := p_job.meter = 'jobs' and v_paid;
+  v_capture integer := case when v_operator or p_job.meter = 'jobs' then 0
+    else least(p_job.consumed + v_own, p_job.hold) end;
+  v_refunded boolean;
+  v_job public.generation_jobs;
 begin
-  with ended as (
-    update public.generation_jobs j
-    set status = p_status,
-        failure_reason = case when p_status = 'failed' then p_reason end,
-        last_error = coalesce(p_error, j.last_error),
-        -- The client was told "nothing was charged, retry": its retry with the same key must
-        -- start a job, not replay this one.
-        idempotency_key = case when p_reason = 'publish_failed' then null else j.idempotency_key end,
-        lease_expires_at = null,
-        resume_at = null,
-        finished_at = p_now,
-        refunded_at = p_now,
-        captured = v_capture,
-        updated_at = p_now
-    where j.id = p_job.id and j.status in ('queued', 'running')
-    returning j as job, j.id, j.user_id, j.period_start, j.status, j.hold
-  ), released as (
-    update public.quota_usage q
-    set units_used = q.units_used - (e.hold - v_capture), updated_at = p_now
-    from ended e
-    where q.user_id = e.user_id and q.period_start = e.period_start
-      and q.units_used >= e.hold - v_capture
-    returning 1
-  ), logged as (
-    insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
-    select e.id, e.user_id, p_now, p_event, p_job.status, e.status,
-      p_detail || jsonb_build_object('captured', v_capture, 'released', e.hold - v_capture)
-    from ended e
-  )
-  select e.job, exists (select from released) as released into v_ended
-  from ended e;
-  if not found then
-    raise exception 'job % is no longer active', p_job.id using errcode = 'P0001';
-  end if;
-  if not v_ended.released then
-    -- A hold with no counter to release it to is drift: refuse the whole transition (the
-    -- caller sees an error and retries) rather than end the job without its release.
+  update public.quota_usage q
+  set units_used = q.units_used - (p_job.hold - v_capture),
+      refunded_running_cancels = q.refunded_running_cancels + case when v_bounded then 1 else 0 end,
+      updated_at = p_now
+  where q.user_id = p_job.user_id and q.period_start = p_job.period_start and q.meter = p_job.meter
+    and q.units_used >= p_job.hold - v_capture
+    and (not v_bounded or q.refunded_running_cancels < (
+      select coalesce(p.max_refunded_running_cancels, p.units_per_period)
+      from public.plans p where p.id = p_job.plan_id));
+  v_refunded := found;
+  if not v_refunded and not (v_bounded and exists (
+    select from public.quota_usage q
+    where q.user_id = p_job.user_id and q.period_start = p_job.period_start and q.meter = p_job.meter
+  )) then
+    -- A hold with no counter to release it to is drift: refuse the whole transition (the caller
+    -- sees an error and retries) rather than end the job without its release.
     raise exception 'no hold to release for job % (user %, period %)',
       p_job.id, p_job.user_id, p_job.period_start using errcode = 'P0001';
   end if;
-  return v_ended.job;
+
+  update public.generation_jobs j
+  set status = p_status,
+      failure_reason = case when p_status = 'failed' then p_reason end,
+      last_error = coalesce(p_error, j.last_error),
+      -- The client was told "nothing was charged, retry": its retry with the same key must
+      -- start a job, not replay this one.
+      idempotency_key = case when p_reason = 'publish_failed' then null else j.idempotency_key end,
+      lease_expires_at = null,
+      resume_at = null,
+      finished_at = p_now,
+      refunded_at = case when v_refunded then p_now end,
+      refund_withheld = case when v_refunded then null
+        when p_running_cancel then 'running_cancel_limit' else 'paid_refund_limit' end,
+      captured = case when v_refunded then v_capture else j.hold end,
+      updated_at = p_now
+  where j.id = p_job.id and j.status in ('queued', 'running')
+  returning * into v_job;
+  if not found then
+    raise exception 'job % is no longer active', p_job.id using errcode = 'P0001';
+  end if;
+
+  insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
+  values (v_job.id, v_job.user_id, p_now, p_event, p_job.status, v_job.status,
+    p_detail || jsonb_build_object('refunded', v_refunded, 'captured', v_job.captured,
+      'released', v_job.hold - v_job.captured)
+    || case when v_bounded and v_refunded then jsonb_build_object('counted', true) else '{}'::jsonb end
+    || case when v_refunded then '{}'::jsonb
+            -- A cancel's event said why in `reason` before; a failure's `reason` is its own.
+            when p_status = 'canceled' then jsonb_build_object('reason', v_job.refund_withheld)
+            else jsonb_build_object('withheld', v_job.refund_withheld) end);
+  return v_job;
 end
 $function$;
-comment on function private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb, p_capture integer) is 'Ends an active job failed or canceled: keeps p_capture of its hold (default 0), gives the rest back to the counter, appends the event. One statement; raises if the job is no longer active.';
+comment on function private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb, p_own integer, p_running_cancel boolean) is 'Ends a locked active job failed or canceled. Token plan: captures least(hold, consumed + the ending attempt''s tokens) and releases the rest. Job plan: refunds the unit; after provider spend (consumed, the ending attempt''s tokens, or a running cancel) only under the plan''s bound of refunds after spend, counted, else keeps it (refund_withheld). provider_misconfigured: captures 0, never bounded. Raises if the job is no longer active or has no counter.';
 
 CREATE OR REPLACE FUNCTION private.forbid_changing_events()
  RETURNS trigger
@@ -432,7 +460,7 @@ begin
     'id', v_job.id, 'user_id', v_job.user_id, 'reason', p_reason, 'from_status', p_old.status));
 end
 $function$;
-comment on function private.sweep_one(p_old public.generation_jobs, p_reason text, p_now timestamp with time zone) is 'One locked stale job: republished (queued, message lost) or failed with its refund.';
+comment on function private.sweep_one(p_old public.generation_jobs, p_reason text, p_now timestamp with time zone) is 'One locked stale job: republished (queued, message lost) or failed (private.end_with_refund''s rule).';
 
 CREATE OR REPLACE FUNCTION private.usage_json(p_user_id uuid, p_plan public.plans, p_now timestamp with time zone)
  RETURNS jsonb
@@ -444,7 +472,7 @@ AS $function$
     select private.period_start(p_plan.period, p_now) as period_start
   ), counter as (
     select q.units_used, q.refunded_running_cancels from public.quota_usage q, bounds b
-    where q.user_id = p_user_id and q.period_start = b.period_start
+    where q.user_id = p_user_id and q.period_start = b.period_start and q.meter = p_plan.meter
   ), active as (
     select count(*) as n, coalesce(sum(j.hold), 0) as held from public.generation_jobs j
     where j.user_id = p_user_id and j.status in ('queued', 'running')
@@ -457,13 +485,15 @@ AS $function$
   ) || jsonb_build_object(
     'meter', p_plan.meter,
     'held', a.held,
-    'refunded_running_cancels', coalesce((select c.refunded_running_cancels from counter c), 0),
-    'max_refunded_running_cancels',
-      coalesce(p_plan.max_refunded_running_cancels, p_plan.units_per_period)
+    -- A token plan has no bound of refunds: a cancel or a failure pays what it consumed.
+    'refunded_running_cancels', case when p_plan.meter = 'jobs'
+      then coalesce((select c.refunded_running_cancels from counter c), 0) end,
+    'max_refunded_running_cancels', case when p_plan.meter = 'jobs'
+      then coalesce(p_plan.max_refunded_running_cancels, p_plan.units_per_period) end
   )
   from bounds b, active a
 $function$;
-comment on function private.usage_json(p_user_id uuid, p_plan public.plans, p_now timestamp with time zone) is 'A user''s usage in the period that contains p_now: the meter, units (jobs or tokens) used and the limit, what active jobs hold, active jobs, and the running-cancel refunds used and allowed.';
+comment on function private.usage_json(p_user_id uuid, p_plan public.plans, p_now timestamp with time zone) is 'A user''s usage in the period that contains p_now: the meter, units (jobs or tokens) used on that meter''s counter and the limit, what active jobs hold, active jobs, and (job plans) the refunds after spend used and allowed; null for both on a token plan.';
 
 CREATE OR REPLACE FUNCTION private.usage_object(p_plan public.plans, p_period_start timestamp with time zone, p_used integer, p_active bigint)
  RETURNS jsonb
@@ -495,6 +525,16 @@ AS $function$
 $function$;
 comment on function private.usage_tokens(p_usage jsonb) is 'prompt_tokens + completion_tokens of an attempt''s usage (0 without one).';
 
+CREATE OR REPLACE FUNCTION private.user_exists(p_user_id uuid)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+  select exists (select from auth.users u where u.id = p_user_id)
+$function$;
+comment on function private.user_exists(p_user_id uuid) is 'Whether Supabase Auth knows the user (an auth.users row). A valid token outlives its user.';
+
 CREATE OR REPLACE FUNCTION private.with_usage(p_detail jsonb, p_usage jsonb)
  RETURNS jsonb
  LANGUAGE sql
@@ -512,8 +552,7 @@ CREATE OR REPLACE FUNCTION public.cancel_job(p_job_id uuid, p_user_id uuid, p_no
 AS $function$
 declare
   v_old public.generation_jobs;
-  v_capture integer;
-  v_result jsonb;
+  v_job public.generation_jobs;
 begin
   select * into v_old from public.generation_jobs j
   where j.id = p_job_id and j.user_id = p_user_id
@@ -524,75 +563,15 @@ begin
   if v_old.status in ('succeeded', 'failed', 'canceled') then
     return jsonb_build_object('outcome', 'already_finished', 'job', private.job_json(v_old));
   end if;
-  if v_old.status = 'queued' then
-    return jsonb_build_object('outcome', 'canceled', 'refunded', true, 'job', to_jsonb(private.end_with_refund(
-      v_old, 'canceled', null, null, 'canceled', p_now,
-      jsonb_build_object('refunded', true)
-    )) - 'request_hash');
-  end if;
-
-  if v_old.meter = 'tokens' then
-    -- What the provider consumed that SQL knows now: the prompt and the tokens of the last
-    -- progress write. The worker learns of the cancel at its next write and cuts the stream,
-    -- so what streams in between (about one progress interval) is not captured.
-    v_capture := coalesce(v_old.prompt_tokens, 0) + v_old.partial_tokens;
-    return jsonb_build_object('outcome', 'canceled', 'refunded', true, 'job', to_jsonb(private.end_with_refund(
-      v_old, 'canceled', null, null, 'canceled', p_now,
-      jsonb_build_object('refunded', true), v_capture
-    )) - 'request_hash');
-  end if;
-
-  -- A job plan's running cancel: the rule and the single statement of
-  -- 20261201030000_running_cancel_limit.sql, plus captured (0 refunded, 1 withheld).
-  with counted as (
-    update public.quota_usage q
-    set units_used = q.units_used - 1,
-        refunded_running_cancels = q.refunded_running_cancels + 1,
-        updated_at = p_now
-    where q.user_id = v_old.user_id and q.period_start = v_old.period_start
-      and q.refunded_running_cancels < (
-        select coalesce(p.max_refunded_running_cancels, p.units_per_period)
-        from public.plans p where p.id = v_old.plan_id
-      )
-    returning 1
-  ), ended as (
-    update public.generation_jobs j
-    set status = 'canceled',
-        lease_expires_at = null,
-        finished_at = p_now,
-        refunded_at = case when exists (select from counted) then p_now end,
-        refund_withheld = case when exists (select from counted) then null else 'running_cancel_limit' end,
-        captured = case when exists (select from counted) then 0 else j.hold end,
-        updated_at = p_now
-    where j.id = v_old.id and j.status = 'running'
-    returning j.*
-  ), logged as (
-    insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
-    select e.id, e.user_id, p_now, 'canceled', 'running', 'canceled',
-      case when e.refund_withheld is null
-           then jsonb_build_object('refunded', true, 'captured', e.captured, 'released', e.hold - e.captured)
-           else jsonb_build_object('refunded', false, 'reason', e.refund_withheld,
-             'captured', e.captured, 'released', e.hold - e.captured) end
-    from ended e
-  )
-  select jsonb_build_object('outcome', 'canceled', 'refunded', e.refund_withheld is null,
-    'job', to_jsonb(e) - 'request_hash')
-  into v_result
-  from ended e;
-  if v_result is null then
-    raise exception 'job % is no longer active', v_old.id using errcode = 'P0001';
-  end if;
-  if not (v_result ->> 'refunded')::boolean and not exists (
-    select from public.quota_usage q
-    where q.user_id = v_old.user_id and q.period_start = v_old.period_start
-  ) then
-    raise exception 'no reserved unit for job % (user %, period %)',
-      v_old.id, v_old.user_id, v_old.period_start using errcode = 'P0001';
-  end if;
-  return v_result;
+  -- Queued: what its earlier attempts consumed. Running: also the running attempt as last
+  -- recorded; on a job plan a running cancel is always after spend.
+  v_job := private.end_with_refund(v_old, 'canceled', null, null, 'canceled', p_now, '{}'::jsonb,
+    null, v_old.status = 'running');
+  return jsonb_build_object('outcome', 'canceled', 'refunded', v_job.refunded_at is not null,
+    'job', private.job_json(v_job));
 end
 $function$;
-comment on function public.cancel_job(p_job_id uuid, p_user_id uuid, p_now timestamp with time zone) is 'The owner cancels a queued or running job. Queued: captures nothing. Running on a job plan: refunded under the plan''s bound of refunded running-cancels, else the unit is kept (refund_withheld). Running on a token plan: captures the prompt and the streamed tokens last recorded, up to the hold, and releases the rest.';
+comment on function public.cancel_job(p_job_id uuid, p_user_id uuid, p_now timestamp with time zone) is 'The owner cancels a queued or running job (private.end_with_refund''s rule). Token plan: captures what its attempts consumed, up to the hold. Job plan: refunded, except after provider spend (a running cancel, or earlier attempts that consumed) past the plan''s bound (refund_withheld).';
 
 CREATE OR REPLACE FUNCTION public.complete_job(p_job_id uuid, p_attempt integer, p_output text, p_now timestamp with time zone DEFAULT now(), p_usage jsonb DEFAULT NULL::jsonb)
  RETURNS jsonb
@@ -602,9 +581,7 @@ AS $function$
 declare
   v_job public.generation_jobs;
   v_result jsonb;
-  v_consumed integer := case when p_usage is null then null else
-    greatest(coalesce((p_usage ->> 'prompt_tokens')::integer, 0), 0)
-    + greatest(coalesce((p_usage ->> 'completion_tokens')::integer, 0), 0) end;
+  v_tokens integer := case when p_usage is null then null else private.usage_tokens(p_usage) end;
 begin
   with completed as (
     update public.generation_jobs j
@@ -613,7 +590,9 @@ begin
         partial_output = null,
         lease_expires_at = null,
         finished_at = p_now,
-        captured = case when j.meter = 'tokens' then least(coalesce(v_consumed, j.hold), j.hold)
+        -- No usage: the hold, so a missing report never under-charges.
+        captured = case when j.meter = 'tokens'
+                        then least(j.consumed + coalesce(v_tokens, j.hold), j.hold)
                         else j.hold end,
         updated_at = p_now
     where j.id = p_job_id and j.status = 'running' and j.attempts = p_attempt
@@ -623,7 +602,7 @@ begin
     set units_used = q.units_used - (c.hold - c.captured), updated_at = p_now
     from completed c
     where c.hold > c.captured
-      and q.user_id = c.user_id and q.period_start = c.period_start
+      and q.user_id = c.user_id and q.period_start = c.period_start and q.meter = c.meter
       and q.units_used >= c.hold - c.captured
     returning 1
   ), logged as (
@@ -649,7 +628,7 @@ begin
   return jsonb_build_object('outcome', 'not_running', 'job', private.job_json(v_job));
 end
 $function$;
-comment on function public.complete_job(p_job_id uuid, p_attempt integer, p_output text, p_now timestamp with time zone, p_usage jsonb) is 'running under this claim → succeeded with the output; captures 1 (job plan) or the usage''s tokens up to the hold (token plan) and releases the rest; the attempt''s usage goes in the event.';
+comment on function public.complete_job(p_job_id uuid, p_attempt integer, p_output text, p_now timestamp with time zone, p_usage jsonb) is 'running under this claim → succeeded with the output; captures 1 (job plan) or least(hold, consumed + the usage''s tokens) (token plan) and releases the rest; the usage goes in the event.';
 
 CREATE OR REPLACE FUNCTION public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT now(), p_prompt_tokens integer DEFAULT NULL::integer)
  RETURNS jsonb
@@ -674,9 +653,12 @@ begin
   if p_idempotency_key is not null and char_length(p_idempotency_key) not between 1 and 255 then
     return jsonb_build_object('outcome', 'invalid_idempotency_key');
   end if;
+  -- A signed token outlives its user (deleted) and can name one that never was: without an
+  -- auth.users row there is no account, so no plan, not the free one.
+  if not private.user_exists(p_user_id) then
+    return jsonb_build_object('outcome', 'user_not_found');
+  end if;
   v_hash := encode(sha256(convert_to(p_prompt, 'UTF8')), 'hex');
-  -- Without a count, the prompt's UTF-8 bytes: a byte-level BPE token is at least one byte, so
-  -- this never holds less than the prompt costs (plus 8 for the chat framing, as the caller adds).
   v_prompt_tokens := coalesce(p_prompt_tokens, octet_length(convert_to(p_prompt, 'UTF8')) + 8);
 
   perform pg_advisory_xact_lock(hashtextextended('quota_jobs.enqueue:' || p_user_id::text, 0));
@@ -684,7 +666,7 @@ begin
   select p.id, p.name, p.period, p.units_per_period, p.max_active_jobs, p.max_output_tokens,
     p.max_refunded_running_cancels, p.meter, b.period_start,
     (select q.units_used from public.quota_usage q
-     where q.user_id = p_user_id and q.period_start = b.period_start),
+     where q.user_id = p_user_id and q.period_start = b.period_start and q.meter = p.meter),
     (select count(*) from public.generation_jobs j
      where j.user_id = p_user_id and j.status in ('queued', 'running'))
   into v_plan.id, v_plan.name, v_plan.period, v_plan.units_per_period, v_plan.max_active_jobs,
@@ -728,12 +710,10 @@ begin
     );
   end if;
 
-  -- Hold, insert and log in one statement; the job and its event exist only if the guarded
-  -- hold fitted under the limit.
   with reserved as (
-    insert into public.quota_usage as q (user_id, period_start, units_used, updated_at)
-    values (p_user_id, v_period_start, v_hold, p_now)
-    on conflict (user_id, period_start) do update
+    insert into public.quota_usage as q (user_id, period_start, meter, units_used, updated_at)
+    values (p_user_id, v_period_start, v_plan.meter, v_hold, p_now)
+    on conflict (user_id, period_start, meter) do update
       set units_used = q.units_used + v_hold, updated_at = p_now
       where q.units_used + v_hold <= v_plan.units_per_period
     returning q.units_used
@@ -779,7 +759,7 @@ begin
   return v_result;
 end
 $function$;
-comment on function public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text, p_now timestamp with time zone, p_prompt_tokens integer) is 'Starts a job: holds 1 (job plan) or p_prompt_tokens + max_output_tokens (token plan) under the limit, checks the active-job limit and the idempotency key, inserts, in one transaction. A refusal holds nothing.';
+comment on function public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text, p_now timestamp with time zone, p_prompt_tokens integer) is 'Starts a job for a user that exists (else user_not_found): holds 1 (job plan) or p_prompt_tokens + max_output_tokens (token plan) on the counter of the plan''s meter under the limit, checks the active-job limit and the idempotency key, inserts, in one transaction. A refusal holds nothing.';
 
 CREATE OR REPLACE FUNCTION public.fail_job(p_job_id uuid, p_reason text, p_error text DEFAULT NULL::text, p_attempt integer DEFAULT NULL::integer, p_now timestamp with time zone DEFAULT now(), p_usage jsonb DEFAULT NULL::jsonb, p_seq integer DEFAULT NULL::integer)
  RETURNS jsonb
@@ -802,13 +782,14 @@ begin
   if p_attempt is not null and (v_old.status <> 'running' or v_old.attempts <> p_attempt) then
     return jsonb_build_object('outcome', 'not_running', 'job', private.job_json(v_old));
   end if;
-  return jsonb_build_object('outcome', 'failed', 'job', to_jsonb(private.end_with_refund(
+  return jsonb_build_object('outcome', 'failed', 'job', private.job_json(private.end_with_refund(
     v_old, 'failed', p_reason, p_error, 'failed', p_now,
-    private.with_usage(jsonb_build_object('attempt', p_attempt, 'reason', p_reason), p_usage)
-  )) - 'request_hash');
+    private.with_usage(jsonb_build_object('attempt', p_attempt, 'reason', p_reason), p_usage),
+    case when p_usage is null then null else private.usage_tokens(p_usage) end
+  )));
 end
 $function$;
-comment on function public.fail_job(p_job_id uuid, p_reason text, p_error text, p_attempt integer, p_now timestamp with time zone, p_usage jsonb, p_seq integer) is 'queued or running (with p_attempt: only that claim) → failed + refund; the attempt''s usage goes in the event. With p_seq (the failure callback''s message) older than the job''s publish_seq: superseded, nothing changes.';
+comment on function public.fail_job(p_job_id uuid, p_reason text, p_error text, p_attempt integer, p_now timestamp with time zone, p_usage jsonb, p_seq integer) is 'queued or running (with p_attempt: only that claim) → failed (private.end_with_refund''s rule: a token plan captures what was consumed; a job plan''s refund after spend is bounded; provider_misconfigured captures 0, unbounded). With p_seq older than the job''s publish_seq: superseded, nothing changes.';
 
 CREATE OR REPLACE FUNCTION public.get_job(p_job_id uuid, p_user_id uuid)
  RETURNS jsonb
@@ -946,13 +927,14 @@ begin
   end if;
 
   if v_old.meter = 'tokens' and v_old.consumed + v_tokens + v_old.hold > 2 * v_old.hold then
+    -- As before, this attempt goes into consumed (the job's whole spend), so the ending's own is 0.
     update public.generation_jobs j set consumed = j.consumed + v_tokens where j.id = p_job_id
     returning * into v_old;
     return jsonb_build_object('outcome', 'budget_exhausted', 'job', private.job_json(
       private.end_with_refund(v_old, 'failed', 'attempt_budget_exhausted', p_error, 'failed', p_now,
         private.with_usage(jsonb_build_object('attempt', p_attempt,
           'reason', 'attempt_budget_exhausted', 'consumed', v_old.consumed), p_usage),
-        v_tokens)));
+        0)));
   end if;
 
   with released as (
@@ -977,7 +959,7 @@ begin
   return v_result;
 end
 $function$;
-comment on function public.release_job(p_job_id uuid, p_attempt integer, p_error text, p_now timestamp with time zone, p_usage jsonb) is 'running under this claim → queued after a transient error, the attempt''s tokens added to consumed; on a token plan, when no further attempt fits under 2 × hold, → failed (attempt_budget_exhausted) capturing this attempt''s tokens up to the hold: budget_exhausted.';
+comment on function public.release_job(p_job_id uuid, p_attempt integer, p_error text, p_now timestamp with time zone, p_usage jsonb) is 'running under this claim → queued after a transient error, the attempt''s tokens added to consumed; on a token plan, when no further attempt fits under 2 × hold, → failed (attempt_budget_exhausted) capturing least(hold, consumed + this attempt): budget_exhausted.';
 
 CREATE OR REPLACE FUNCTION public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text DEFAULT NULL::text, p_max_hits integer DEFAULT 3, p_max_age_seconds integer DEFAULT 10800, p_now timestamp with time zone DEFAULT now(), p_count_hit boolean DEFAULT true, p_usage jsonb DEFAULT NULL::jsonb)
  RETURNS jsonb
@@ -1000,7 +982,6 @@ begin
     return jsonb_build_object('outcome', 'not_running', 'job', private.job_json(v_old));
   end if;
 
-  -- The give-up rule of 20261130040100_transitions.sql, unchanged.
   v_hits := v_old.provider_quota_hits + case when p_count_hit then 1 else 0 end;
   v_deadline := v_old.created_at + make_interval(secs => p_max_age_seconds);
   v_give_up := case
@@ -1016,7 +997,8 @@ begin
       v_old, 'failed', 'provider_quota_exhausted', p_error, 'gave_up', p_now,
       private.with_usage(
         jsonb_build_object('attempt', p_attempt, 'hits', v_hits, 'by', v_give_up), p_usage
-      )
+      ),
+      private.usage_tokens(p_usage)
     );
     return jsonb_build_object('outcome', 'gave_up', 'by', v_give_up, 'job', private.job_json(v_job));
   end if;
@@ -1047,7 +1029,7 @@ begin
   return v_result;
 end
 $function$;
-comment on function public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text, p_max_hits integer, p_max_age_seconds integer, p_now timestamp with time zone, p_count_hit boolean, p_usage jsonb) is 'running under this claim → queued until p_resume_at after a provider quota hit, or failed + refund when it gives up (hits or age); the attempt''s usage goes in the event.';
+comment on function public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text, p_max_hits integer, p_max_age_seconds integer, p_now timestamp with time zone, p_count_hit boolean, p_usage jsonb) is 'running under this claim → queued until p_resume_at after a provider quota hit, or failed when it gives up (hits or age; private.end_with_refund''s rule); the attempt''s usage goes in the event.';
 
 CREATE OR REPLACE FUNCTION public.start_job(p_job_id uuid, p_lease_seconds integer DEFAULT 90, p_now timestamp with time zone DEFAULT now())
  RETURNS jsonb
@@ -1073,12 +1055,12 @@ begin
     return jsonb_build_object('outcome', 'already_running', 'job', private.job_json(v_old));
   end if;
 
-  -- A reclaim: the dead attempt consumed at least its prompt and what it last recorded.
   v_consumed := v_old.consumed + case when v_old.status = 'running'
     then coalesce(v_old.prompt_tokens, 0) + v_old.partial_tokens else 0 end;
   if v_old.meter = 'tokens' and v_consumed + v_old.hold > 2 * v_old.hold then
     update public.generation_jobs j set consumed = v_consumed where j.id = p_job_id
     returning * into v_old;
+    -- The dead attempt is in consumed now: the ending attempt is none (p_own 0).
     return jsonb_build_object('outcome', 'budget_exhausted', 'job', private.job_json(
       private.end_with_refund(v_old, 'failed', 'attempt_budget_exhausted', null, 'failed', p_now,
         jsonb_build_object('reason', 'attempt_budget_exhausted', 'consumed', v_consumed), 0)));
@@ -1119,7 +1101,7 @@ begin
   return v_result;
 end
 $function$;
-comment on function public.start_job(p_job_id uuid, p_lease_seconds integer, p_now timestamp with time zone) is 'Claim: queued (past resume_at) or running with an expired lease → running, attempts + 1. A token plan''s job whose next attempt could take it past 2 × hold ends failed (attempt_budget_exhausted, nothing captured) instead: budget_exhausted.';
+comment on function public.start_job(p_job_id uuid, p_lease_seconds integer, p_now timestamp with time zone) is 'Claim: queued (past resume_at) or running with an expired lease → running, attempts + 1. A token plan''s job whose next attempt could take it past 2 × hold ends failed (attempt_budget_exhausted, capturing least(hold, consumed)) instead: budget_exhausted.';
 
 CREATE OR REPLACE FUNCTION public.sweep_jobs(p_now timestamp with time zone DEFAULT now(), p_batch_size integer DEFAULT 100, p_lease_grace_seconds integer DEFAULT 300, p_undelivered_after_seconds integer DEFAULT 900, p_max_age_seconds integer DEFAULT 10800, p_max_republish integer DEFAULT 1)
  RETURNS jsonb
@@ -1211,7 +1193,7 @@ grant delete, insert, maintain, references, select, trigger, truncate, update on
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.quota_usage to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.user_plans to service_role;
 grant execute on function private.cancel_refunds(p_job public.generation_jobs) to service_role;
-grant execute on function private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb, p_capture integer) to service_role;
+grant execute on function private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb, p_own integer, p_running_cancel boolean) to service_role;
 grant execute on function private.forbid_changing_events() to service_role;
 grant execute on function private.forbid_changing_final_jobs() to service_role;
 grant execute on function private.job_json(j public.generation_jobs) to service_role;
@@ -1228,6 +1210,7 @@ grant execute on function private.sweep_one(p_old public.generation_jobs, p_reas
 grant execute on function private.usage_json(p_user_id uuid, p_plan public.plans, p_now timestamp with time zone) to service_role;
 grant execute on function private.usage_object(p_plan public.plans, p_period_start timestamp with time zone, p_used integer, p_active bigint) to service_role;
 grant execute on function private.usage_tokens(p_usage jsonb) to service_role;
+grant execute on function private.user_exists(p_user_id uuid) to service_role;
 grant execute on function private.with_usage(p_detail jsonb, p_usage jsonb) to service_role;
 grant execute on function public.cancel_job(p_job_id uuid, p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.complete_job(p_job_id uuid, p_attempt integer, p_output text, p_now timestamp with time zone, p_usage jsonb) to service_role;

@@ -85,6 +85,15 @@ export function createHandler(deps: () => Deps) {
             "invalid_idempotency_key",
             "Idempotency-Key must be 1 to 255 characters.",
           );
+        case "user_not_found":
+          // A valid signature for an account that no longer exists (deleted) or never did. 403,
+          // not 401: the token is authentic and signing in again cannot help. Supabase Auth
+          // answers the same token the same way (403 user_not_found).
+          throw new HttpError(
+            403,
+            "user_not_found",
+            "This account does not exist (it may have been deleted). Sign in with an existing account.",
+          );
         case "unavailable":
           throw new HttpError(
             503,

@@ -84,7 +84,8 @@ export async function createBenchApp(stack: BenchStack): Promise<BenchApp> {
     workerDeps,
     handlers,
     sent: () => ({ ...counts }),
-    token: (userId) => mintUserToken({ secret: LOCAL_JWT_SECRET, userId }),
+    token: (userId) =>
+      mintUserToken({ secret: LOCAL_JWT_SECRET, userId, issuer: `${config.supabaseUrl}/auth/v1` }),
     request(path, init = {}) {
       const { token, ...rest } = init;
       const headers = new Headers(rest.headers);

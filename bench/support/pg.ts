@@ -57,15 +57,15 @@ export async function startBenchDb(): Promise<BenchDb> {
   };
 }
 
-/** `count` users on `plan` (auth.users + user_plans rows; `free` needs none). */
+/** `count` users on `plan`: auth.users rows (enqueue refuses a user without one) + user_plans (`free` needs none). */
 export async function createUsers(
   db: pg.Pool | pg.Client,
   count: number,
   plan: string,
 ): Promise<string[]> {
   const ids = Array.from({ length: count }, () => randomUUID());
+  await db.query("insert into auth.users (id) select unnest($1::uuid[])", [ids]);
   if (plan !== "free") {
-    await db.query("insert into auth.users (id) select unnest($1::uuid[])", [ids]);
     await db.query(
       "insert into public.user_plans (user_id, plan_id) select unnest($1::uuid[]), $2",
       [ids, plan],
@@ -108,7 +108,7 @@ export async function bulkJobs(db: pg.Pool | pg.Client, o: BulkJobs): Promise<st
           insert into public.quota_usage as q (user_id, period_start, units_used, updated_at)
           select user_id, period_start, count(*), now() from ins
           where refunded_at is null group by user_id, period_start
-          on conflict (user_id, period_start) do update
+          on conflict (user_id, period_start, meter) do update
             set units_used = q.units_used + excluded.units_used)`
       : "";
   const sql = `

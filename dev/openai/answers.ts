@@ -1,6 +1,7 @@
 /**
  * What the fake model answers: a short document derived only from the prompt (same prompt,
- * same text), in the minimal Chat Completions / Responses shapes of reference platform.md §E.
+ * same text), in the minimal Chat Completions / Responses shapes of openai-node's types
+ * (src/resources/chat, src/resources/responses).
  */
 import { createHash } from "node:crypto";
 import { type ErrorReply, openAIError } from "./errors.ts";
@@ -11,6 +12,8 @@ export interface Prompt {
   lastUser: string;
   /** Every text of the request, searched for `[fake:…]` markers. */
   all: string;
+  /** Each message's role and text, as OpenAI bills them. */
+  messages: { role: string; text: string }[];
   maxTokens: number | undefined;
   /** `stream: true` (Chat Completions only) and whether the usage chunk was asked for. */
   stream: boolean;
@@ -93,6 +96,9 @@ function prompt(
     model: body.model as string,
     lastUser,
     all,
+    messages: items
+      .filter((item) => item.content !== undefined)
+      .map((item) => ({ role: String(item.role ?? "user"), text: contentText(item.content) })),
     maxTokens: typeof maxTokens === "number" ? maxTokens : undefined,
     stream: body.stream === true,
     includeUsage: isRecord(body.stream_options) && body.stream_options.include_usage === true,
@@ -132,6 +138,8 @@ export function answer(prompt: Prompt): Answer {
     ].join("\n");
     const long = /\[fake:tokens:(\d+)\]/.exec(prompt.all);
     if (long) text = longText(text, Number(long[1]));
+    const said = sayText(prompt.all);
+    if (said !== null) text = said;
   } else if (prompt.json === true) {
     text = JSON.stringify({ digest, words, echo });
   } else {
@@ -153,6 +161,28 @@ function longText(head: string, tokens: number): string {
   let text = head;
   while (text.length < want) text += line;
   return text.slice(0, Math.max(head.length, want));
+}
+
+/**
+ * `[fake:say:"<JSON string>"]` or `[fake:say:"<JSON string>"*N]`: the answer is exactly that
+ * text (repeated N times, at most 1,000,000 characters), so a test can make the model stream
+ * anything: special-token strings, lone surrogates (`"\\ud800"`), one huge word, any script.
+ * A literal that is not a JSON string is not a directive.
+ */
+function sayText(all: string): string | null {
+  const m = /\[fake:say:("(?:[^"\\]|\\.)*")(?:\*(\d+))?\]/.exec(all);
+  if (!m) return null;
+  let said: unknown;
+  try {
+    said = JSON.parse(m[1] as string);
+  } catch {
+    return null;
+  }
+  if (typeof said !== "string") return null;
+  const times = Math.max(1, Number(m[2] ?? 1));
+  return said
+    .repeat(Math.min(times, Math.floor(1_000_000 / Math.max(1, said.length))))
+    .slice(0, 1_000_000);
 }
 
 /** A value that satisfies simple JSON schemas (objects, arrays, enums, scalars; no $ref). */

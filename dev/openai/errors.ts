@@ -1,6 +1,8 @@
 /**
- * Error answers of the fake model, shaped as OpenAI sends them (reference platform.md §E):
- * status, `{"error":{"message","type","param","code"}}` body, and the headers the SDK reads.
+ * Error answers of the fake model, shaped as OpenAI sends them (OpenAI's error-code guide;
+ * openai-node's src/core/error.ts maps the status to its class: 401 AuthenticationError, 403
+ * PermissionDeniedError, 404 NotFoundError, 429 RateLimitError): status,
+ * `{"error":{"message","type","param","code"}}` body, and the headers the SDK reads.
  */
 
 export type FailKind =
@@ -8,7 +10,10 @@ export type FailKind =
   | "rate_limit_exceeded"
   | "server_error"
   | "slow"
-  | "bad_request";
+  | "bad_request"
+  | "invalid_api_key"
+  | "unsupported_country_region_territory"
+  | "model_not_found";
 
 export const FAIL_KINDS: readonly FailKind[] = [
   "insufficient_quota",
@@ -16,6 +21,9 @@ export const FAIL_KINDS: readonly FailKind[] = [
   "server_error",
   "slow",
   "bad_request",
+  "invalid_api_key",
+  "unsupported_country_region_territory",
+  "model_not_found",
 ];
 
 export interface FailOptions {
@@ -46,12 +54,35 @@ export function openAIError(
   return { status, headers, body: { error: { message, type, param, code } } };
 }
 
-/** The answer for a failure kind other than "slow" (which is a delay, not an answer). */
+/**
+ * The answer for a failure kind other than "slow" (which is a delay, not an answer). `apiKey` is
+ * the request's key, which OpenAI echoes (masked) in a 401.
+ */
 export function failureReply(
   failure: Failure & { kind: Exclude<FailKind, "slow"> },
   model: string,
+  apiKey = "",
 ): ErrorReply {
   switch (failure.kind) {
+    case "invalid_api_key":
+      return incorrectKey(apiKey);
+    case "unsupported_country_region_territory":
+      // OpenAI's own wording; it answers this to a caller in a country it does not serve.
+      return openAIError(
+        403,
+        "Country, region, or territory not supported",
+        "request_forbidden",
+        null,
+        "unsupported_country_region_territory",
+      );
+    case "model_not_found":
+      return openAIError(
+        404,
+        `The model \`${model}\` does not exist or you do not have access to it.`,
+        "invalid_request_error",
+        null,
+        "model_not_found",
+      );
     case "insufficient_quota":
       return openAIError(
         429,
@@ -99,11 +130,12 @@ export function failureReply(
 /**
  * A failure the prompt asks for: `[fake:insufficient_quota]`, `[fake:rate_limit_exceeded:30]`
  * (retry-after seconds), `[fake:server_error]`, `[fake:slow:5000]` (delay in ms),
- * `[fake:bad_request]`. The first marker wins.
+ * `[fake:bad_request]`, `[fake:invalid_api_key]`, `[fake:unsupported_country_region_territory]`,
+ * `[fake:model_not_found]`. The first marker wins.
  */
 export function markerFailure(text: string): Failure | undefined {
   const match =
-    /\[fake:(insufficient_quota|rate_limit_exceeded|server_error|slow|bad_request)(?::(\d+))?\]/.exec(
+    /\[fake:(insufficient_quota|rate_limit_exceeded|server_error|slow|bad_request|invalid_api_key|unsupported_country_region_territory|model_not_found)(?::(\d+))?\]/.exec(
       text,
     );
   if (!match) return undefined;
@@ -120,6 +152,24 @@ export const missingKey = openAIError(
   "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY), or as the password field (with blank username) if you're accessing the API from your browser and are prompted for a username and password. You can obtain an API key from https://platform.openai.com/account/api-keys.",
   "invalid_request_error",
 );
+
+/**
+ * OpenAI's 401 for a key it does not know (revoked, deleted, mistyped): the key is echoed with
+ * all but its first 8 and last 4 characters starred.
+ */
+export function incorrectKey(apiKey: string): ErrorReply {
+  const shown =
+    apiKey.length > 12
+      ? `${apiKey.slice(0, 8)}${"*".repeat(apiKey.length - 12)}${apiKey.slice(-4)}`
+      : apiKey;
+  return openAIError(
+    401,
+    `Incorrect API key provided: ${shown}. You can find your API key at https://platform.openai.com/account/api-keys.`,
+    "invalid_request_error",
+    null,
+    "invalid_api_key",
+  );
+}
 
 export const unparsableBody = openAIError(
   400,

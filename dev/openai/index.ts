@@ -15,6 +15,11 @@
  *        [fake:server_error]              500, type server_error
  *        [fake:slow:5000]                 answers after 5000 ms (default 10000); stops if the client leaves
  *        [fake:bad_request]               400, invalid_request_error (context_length_exceeded)
+ *        [fake:invalid_api_key]           401, code invalid_api_key (the key echoed, masked)
+ *        [fake:unsupported_country_region_territory]  403, type request_forbidden
+ *        [fake:model_not_found]           404, code model_not_found
+ * - `revokeKey(key)`: every later request with that key gets OpenAI's 401 invalid_api_key, as
+ *   after the key is revoked in the dashboard (until `reset`).
  * - Streaming (`stream: true`, Chat Completions; stream.ts): server-sent events as
  *   OpenAI sends them, one chunk per token, the usage chunk when `stream_options.include_usage`,
  *   `data: [DONE]`; `max_completion_tokens` / `max_tokens` stop it with finish_reason "length";
@@ -22,6 +27,8 @@
  *   as OpenAI's do. Prompt markers shape a stream:
  *        [fake:chunk_ms:200]              200 ms before each token's chunk (else the control API's)
  *        [fake:tokens:5000]               an answer of about 5000 tokens (still cut by the bound)
+ *        [fake:say:"<JSON string>"*N]     the answer is exactly that text, N times (*N optional):
+ *                                         special tokens, lone surrogates, huge words (answers.ts)
  * - Control API for other processes (no auth):
  *     POST /__fake/fail  {"kind","count","retryAfterSeconds","delayMs"} → {"queued": n}
  *     POST /__fake/stream {"chunkMs"} → {"chunkMs": n}: the pause before each streamed token
@@ -51,12 +58,13 @@ import {
   type FailOptions,
   type Failure,
   failureReply,
+  incorrectKey,
   invalidUrl,
   markerFailure,
   missingKey,
   unparsableBody,
 } from "./errors.ts";
-import { streamChatCompletion } from "./stream.ts";
+import { streamChatCompletion, tokenizer } from "./stream.ts";
 
 export type { FailKind, FailOptions } from "./errors.ts";
 
@@ -95,7 +103,9 @@ export interface FakeOpenAI {
   stats(): FakeStats;
   /** The pause before each streamed token's chunk when the prompt names none. */
   setChunkMs(ms: number): void;
-  /** Forget queued failures, the counts and the chunk pause. */
+  /** Later requests with this key get 401 invalid_api_key, as after a revocation. */
+  revokeKey(key: string): void;
+  /** Forget queued failures, revoked keys, the counts and the chunk pause. */
   reset(): void;
 }
 
@@ -109,6 +119,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
   let requests: FakeRequest[] = [];
   let chunkMs = options.chunkMs ?? 0;
   let queue: Failure[] = [];
+  const revoked = new Set<string>();
   const inFlight = new Set<AbortController>();
 
   const failNext = (kind: FailKind, count = 1, opts: FailOptions = {}) => {
@@ -124,6 +135,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     requests = [];
     chunkMs = options.chunkMs ?? 0;
     queue = [];
+    revoked.clear();
   };
   const answered = (r: FakeRequest) => {
     requests.push(r);
@@ -149,6 +161,8 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
       return reply(invalidUrl(request.method, path));
     calls += 1;
     if (!/^Bearer \S+/.test(request.headers.get("authorization") ?? "")) return reply(missingKey);
+    const apiKey = (request.headers.get("authorization") ?? "").slice("Bearer ".length).trim();
+    if (revoked.has(apiKey)) return reply(incorrectKey(apiKey));
 
     let body: unknown;
     try {
@@ -165,7 +179,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
       // The client left (or the fake closed): nobody reads this answer.
       if (!(await delay(failure.delayMs ?? 10_000, signal))) return new Response(null);
     } else if (failure) {
-      return reply(failureReply({ ...failure, kind: failure.kind }, prompt.model));
+      return reply(failureReply({ ...failure, kind: failure.kind }, prompt.model, apiKey));
     }
     const id = randomBytes(12).toString("hex");
     // A stream is cut by tokens as it is written (stream.ts), not here by characters.
@@ -264,6 +278,9 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     return send(404, { error: `no control route ${method} ${path}` });
   }
 
+  // The tokenizer of the current models, loaded before the first request is served: its load
+  // (a second or more) must not count against a client's timeout.
+  await tokenizer("gpt-4o-mini");
   const server = await serve(handle, {
     port: options.port,
     host,
@@ -284,6 +301,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     calls: () => calls,
     stats,
     setChunkMs,
+    revokeKey: (key) => void revoked.add(key),
     reset,
   };
 }

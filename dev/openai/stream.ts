@@ -5,13 +5,55 @@
  * `stream_options.include_usage` is set, a chunk with `choices: []` and the usage (every other
  * chunk then carries `usage: null`), then `data: [DONE]\n\n`.
  *
- * Tokens are o200k_base tokens (gpt-tokenizer), so the usage the fake reports and the tokens a
- * client counts on its side agree. `max_completion_tokens` (or `max_tokens`) stops the stream
- * with finish_reason "length". The stream stops the moment the client disconnects: what was
- * written until then is what a provider would bill, and `onToken` counts it.
+ * Tokens are the model's tokens as OpenAI's own tokenizer makes them: `tiktoken` (the WASM
+ * build of OpenAI's tiktoken), not the app's tokenizer, so a bug in the app's counting shows up
+ * as a disagreement. Special-token strings in the text (`<|endoftext|>`, `<|im_start|>`, ...)
+ * are plain text (`encode_ordinary`), as OpenAI encodes them in message content; the prompt is
+ * billed as OpenAI bills chat messages (OpenAI cookbook, "How to count tokens with tiktoken": 3
+ * per message, its role and content, plus 3 for the reply's priming). Any text streams, even
+ * text no tokenizer makes: a lone surrogate is a piece (and a token) of its own, sent
+ * JSON-escaped. `max_completion_tokens` (or `max_tokens`) stops the stream with finish_reason
+ * "length". The stream stops the moment the client disconnects: what was written until then is
+ * what a provider would bill, and `onToken` counts it.
  */
-import { countTokens, decode, encode } from "gpt-tokenizer/encoding/o200k_base";
+import type { Tiktoken, TiktokenModel } from "tiktoken";
 import type { Answer, Prompt } from "./answers.ts";
+
+type EncodingName = "o200k_base" | "cl100k_base";
+const encoders = new Map<EncodingName, Promise<Tiktoken>>();
+
+/**
+ * The tokenizer OpenAI uses for `model`, by tiktoken's model map (cl100k_base for gpt-4,
+ * gpt-4-turbo and gpt-3.5); o200k_base for a model it does not list (the current models).
+ * Loaded once per encoding, on the first stream that needs it.
+ */
+export async function tokenizer(model: string): Promise<Tiktoken> {
+  const tiktoken = await import("tiktoken");
+  let name: EncodingName = "o200k_base";
+  try {
+    if (tiktoken.get_encoding_name_for_model(model as TiktokenModel) === "cl100k_base")
+      name = "cl100k_base";
+  } catch {
+    // not in tiktoken's map: a current model
+  }
+  let encoder = encoders.get(name);
+  if (!encoder) {
+    encoder = Promise.resolve(tiktoken.get_encoding(name));
+    encoders.set(name, encoder);
+  }
+  return encoder;
+}
+
+/** Tokens of `text` as plain text: special-token strings are not special in message content. */
+export const plainTokens = (enc: Tiktoken, text: string): Uint32Array => enc.encode_ordinary(text);
+
+/** The prompt tokens OpenAI bills for these chat messages. */
+export function promptTokens(enc: Tiktoken, messages: { role: string; text: string }[]): number {
+  let n = 3; // the reply is primed with <|start|>assistant<|message|>
+  for (const m of messages)
+    n += 3 + plainTokens(enc, m.role).length + plainTokens(enc, m.text).length;
+  return n;
+}
 
 export interface StreamOptions {
   id: string;
@@ -30,18 +72,46 @@ export interface StreamOutcome {
   finishReason: "stop" | "length" | "client_closed";
 }
 
-/** Token-sized pieces of `text`: one per o200k_base token (merged where a token splits a character). */
-export function tokenPieces(text: string): string[] {
-  const pieces: string[] = [];
-  let pending: number[] = [];
-  for (const token of encode(text)) {
-    pending.push(token);
-    const piece = decode(pending);
-    if (piece.includes("\uFFFD")) continue;
-    pieces.push(piece);
-    pending = [];
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/** Text streamed in one chunk, and the tokens it is. */
+export interface Piece {
+  text: string;
+  tokens: number;
+}
+
+/**
+ * Token-sized pieces of `text`: one per token (merged where a token splits a character), and one
+ * per lone surrogate, which no tokenizer encodes (UTF-8 has no bytes for it).
+ */
+export function tokenPieces(enc: Tiktoken, text: string): Piece[] {
+  const pieces: Piece[] = [];
+  for (const part of text.split(/([\uD800-\uDFFF])/u)) {
+    if (part === "") continue;
+    if (/^[\uD800-\uDFFF]$/u.test(part)) {
+      pieces.push({ text: part, tokens: 1 });
+      continue;
+    }
+    // A token may end inside a character: its bytes wait for the next token's until they are
+    // whole UTF-8.
+    let pending: number[] = [];
+    let tokens = 0;
+    for (const token of plainTokens(enc, part)) {
+      pending.push(...enc.decode_single_token_bytes(token));
+      tokens += 1;
+      let text: string;
+      try {
+        text = utf8.decode(new Uint8Array(pending));
+      } catch {
+        continue;
+      }
+      pieces.push({ text, tokens });
+      pending = [];
+      tokens = 0;
+    }
+    if (tokens > 0)
+      pieces.push({ text: new TextDecoder().decode(new Uint8Array(pending)), tokens });
   }
-  if (pending.length > 0) pieces.push(decode(pending));
   return pieces;
 }
 
@@ -108,27 +178,31 @@ async function writeEvents(
 
   chunk(choice({ role: "assistant", content: "", refusal: null }));
 
-  let pieces = tokenPieces(o.result.text);
+  const enc = await tokenizer(o.prompt.model);
+  const pieces = tokenPieces(enc, o.result.text);
   const max = o.prompt.maxTokens;
-  const truncated = max !== undefined && pieces.length > max;
-  if (truncated) pieces = pieces.slice(0, max);
   let sent = 0;
+  let truncated = false;
   for (const piece of pieces) {
+    if (max !== undefined && sent + piece.tokens > max) {
+      truncated = true;
+      break;
+    }
     if (o.chunkMs > 0) await sleep(o.chunkMs);
     if (closed()) return { completionTokens: sent, finishReason: "client_closed" };
-    chunk(choice({ content: piece }));
-    sent += 1;
-    o.onToken();
+    chunk(choice({ content: piece.text }));
+    sent += piece.tokens;
+    for (let i = 0; i < piece.tokens; i++) o.onToken();
   }
   if (closed()) return { completionTokens: sent, finishReason: "client_closed" };
   const finishReason = truncated ? "length" : "stop";
   chunk(choice({}, finishReason));
   if (o.includeUsage) {
-    const promptTokens = countTokens(o.prompt.all);
+    const prompt = promptTokens(enc, o.prompt.messages);
     chunk([], {
-      prompt_tokens: promptTokens,
+      prompt_tokens: prompt,
       completion_tokens: sent,
-      total_tokens: promptTokens + sent,
+      total_tokens: prompt + sent,
       prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
       completion_tokens_details: {
         reasoning_tokens: 0,

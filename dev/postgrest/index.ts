@@ -64,8 +64,15 @@ export interface PostgrestOptions {
   port: number;
   databaseUrl: string;
   jwtSecret: string;
+  /** The project's server key: a legacy service_role JWT, or an `sb_secret_…` key. */
   serviceRoleKey: string;
+  /** The browser key: a legacy anon JWT, or an `sb_publishable_…` key. */
   anonKey?: string;
+  /**
+   * The Auth stand-in (dev/auth/): served under `/auth/v1` on this origin, as the Supabase
+   * gateway serves both, and its JWKS verifies asymmetric user tokens.
+   */
+  auth?: { jwks(): { keys: import("jose").JWK[] }; handle(request: Request): Promise<Response> };
   /** Schemas a client may pick with Content-Profile/Accept-Profile. @default ["public", "graphql_public"] */
   schemas?: string[];
   /** @default 10 */
@@ -95,9 +102,13 @@ export async function startPostgrest(options: PostgrestOptions): Promise<Running
     connectionTimeoutMillis: options.poolAcquireTimeoutMs ?? 10_000,
   });
   pool.on("error", () => {}); // an idle connection died; the pool replaces it
+  const keys = [options.serviceRoleKey, ...(options.anonKey ? [options.anonKey] : [])];
   const auth: AuthConfig = {
     secret: new TextEncoder().encode(options.jwtSecret),
-    apiKeys: new Set([options.serviceRoleKey, ...(options.anonKey ? [options.anonKey] : [])]),
+    ...(options.auth ? { jwks: options.auth.jwks() } : {}),
+    apiKeys: new Set(keys.filter((k) => !k.startsWith("sb_"))),
+    secretKeys: new Set(keys.filter((k) => k.startsWith("sb_secret_"))),
+    publishableKeys: new Set(keys.filter((k) => k.startsWith("sb_publishable_"))),
     anonRole: "anon",
   };
   const schemas = options.schemas ?? ["public", "graphql_public"];
@@ -232,31 +243,34 @@ export async function startPostgrest(options: PostgrestOptions): Promise<Running
     return run(req, who, picked, args, answer, preferences(req.headers, picked.routine));
   }
 
+  const authStandIn = options.auth;
   const server = await serve(
     (request) =>
-      handle(request).then(
-        (reply) => toResponse(reply, request.method),
-        (err: unknown) => {
-          const e =
-            err instanceof PgrstError
-              ? err
-              : pgrstError(500, "PGRSTX00", err instanceof Error ? err.message : String(err));
-          const code = typeof e.body.code === "string" ? e.body.code : undefined;
-          return toResponse(
-            {
-              status: e.status,
-              body: JSON.stringify(e.body),
-              headers: {
-                "Content-Type": JSON_TYPE,
-                ...(code ? { "Proxy-Status": `PostgREST; error=${code}` } : {}),
-                ...e.headers,
-              },
-              statusText: e.statusText,
+      authStandIn && new URL(request.url).pathname.startsWith("/auth/v1/")
+        ? authStandIn.handle(request)
+        : handle(request).then(
+            (reply) => toResponse(reply, request.method),
+            (err: unknown) => {
+              const e =
+                err instanceof PgrstError
+                  ? err
+                  : pgrstError(500, "PGRSTX00", err instanceof Error ? err.message : String(err));
+              const code = typeof e.body.code === "string" ? e.body.code : undefined;
+              return toResponse(
+                {
+                  status: e.status,
+                  body: JSON.stringify(e.body),
+                  headers: {
+                    "Content-Type": JSON_TYPE,
+                    ...(code ? { "Proxy-Status": `PostgREST; error=${code}` } : {}),
+                    ...e.headers,
+                  },
+                  statusText: e.statusText,
+                },
+                request.method,
+              );
             },
-            request.method,
-          );
-        },
-      ),
+          ),
     { port: options.port, name: "PostgREST stand-in" },
   );
 

@@ -19,11 +19,13 @@ export async function startAppProcess(
   env: Record<string, string>,
   databaseUrl: string,
   log: (line: string) => void,
+  /** dev/auth's project file, for the dev sign-in's tokens. */
+  authProjectFile?: string,
 ): Promise<AppProcess> {
   let child: ChildProcess | undefined;
   const app: AppProcess = {
     async start() {
-      child = await spawnApp(port, env, databaseUrl, log);
+      child = await spawnApp(port, env, databaseUrl, log, authProjectFile);
     },
     async stop(signal) {
       const c = child;
@@ -54,13 +56,20 @@ async function spawnApp(
   env: Record<string, string>,
   databaseUrl: string,
   log: (line: string) => void,
+  authProjectFile: string | undefined,
 ): Promise<ChildProcess> {
   const inherited = Object.fromEntries(
     INHERITED.flatMap((k) => (process.env[k] ? [[k, process.env[k]]] : [])),
   );
   const child = spawn(NODE, [APP_SERVER], {
     cwd: root,
-    env: { ...inherited, ...env, PORT: String(port), DEV_DATABASE_URL: databaseUrl },
+    env: {
+      ...inherited,
+      ...env,
+      PORT: String(port),
+      DEV_DATABASE_URL: databaseUrl,
+      ...(authProjectFile ? { DEV_AUTH_PROJECT_FILE: authProjectFile } : {}),
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const killOnExit = () => child.kill("SIGKILL");

@@ -25,7 +25,7 @@ const PART_NAMES: Record<StackPart, string> = {
   redisServer: "redis-server",
   openai: "the fake OpenAI model",
   alerts: "the alert receiver",
-  auth: "the Auth (GoTrue) stand-in",
+  mail: "the local mailbox",
 };
 
 /** Variables that name a real service; when set, that service's stand-in is not started. */
@@ -64,7 +64,7 @@ export async function assignPorts(
     "app",
     "postgres",
     "supabase",
-    "auth",
+    "mail",
     ...(standIns.qstash ? (["qstash"] as const) : []),
     ...(standIns.redis ? (["redisRest", "redisServer"] as const) : []),
     ...(standIns.openai ? (["openai"] as const) : []),

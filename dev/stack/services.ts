@@ -7,14 +7,10 @@
 import { join } from "node:path";
 import { type AlertReceiver, startAlertReceiver } from "../alert-receiver.ts";
 import { type StackAuth, startStackAuth } from "../auth/gotrue-stack.ts";
+import { createAuthStandIn, type ProjectFile } from "../auth/index.ts";
 import { type FakeOpenAI, startFakeOpenAI } from "../openai/index.ts";
 import { type RunningPostgres, startPostgres } from "../postgres/index.ts";
-import {
-  mintAnonKey,
-  mintServiceRoleKey,
-  type RunningPostgrest,
-  startPostgrest,
-} from "../postgrest/index.ts";
+import { type RunningPostgrest, startPostgrest } from "../postgrest/index.ts";
 import { DEV_SIGNING_KEYS, DEV_TOKEN, type QStashStandIn, startQStash } from "../qstash/index.ts";
 import { type RunningUpstashRedis, startUpstashRedis } from "../upstash-redis/index.ts";
 import { type RunningRedisServer, startRedisServer } from "../upstash-redis/redis-server.ts";
@@ -42,9 +38,9 @@ export interface Services {
   openai: FakeOpenAI | undefined;
   alerts: AlertReceiver | undefined;
   qstash: QStashSwitch;
-  serviceRoleKey: string;
-  anonKey: string;
-  /** The Auth (GoTrue) stand-in and its mailbox (dev/auth/). */
+  /** The local project (dev/auth/): its shape, keys and signing key. */
+  project: ProjectFile;
+  /** GoTrue (dev/auth/gotrue.ts) under the project's `/auth/v1`, and its mailbox. */
   auth: StackAuth;
 }
 
@@ -54,50 +50,61 @@ export async function startServices(o: {
   dataDir: string;
   reset: boolean;
   timeScale: number;
-  jwtSecret: string;
+  project: ProjectFile;
   log: (line: string) => void;
   teardown: Teardown;
 }): Promise<Services> {
   const { ports, standIns, teardown } = o;
   const launchQStash = () =>
     startQStash({ port: ports.qstash, timeScale: o.timeScale, scaleNotBefore: false, log: o.log });
-  const [postgres, redisServer, openai, alerts, firstQStash, serviceRoleKey, anonKey] =
-    await Promise.all([
-      teardown.track(
-        startPostgres({
-          dataDir: join(o.dataDir, "postgres"),
-          port: ports.postgres,
-          reset: o.reset,
-          persistent: true,
-        }),
-        (p) => p.stop(),
-      ),
-      standIns.redis
-        ? teardown.track(startRedisServer({ port: ports.redisServer }), (r: RunningRedisServer) =>
-            r.stop(),
-          )
-        : undefined,
-      standIns.openai
-        ? teardown.track(startFakeOpenAI({ port: ports.openai }), (f) => f.close())
-        : undefined,
-      standIns.alerts
-        ? teardown.track(startAlertReceiver({ port: ports.alerts, log: o.log }), (a) => a.close())
-        : undefined,
-      standIns.qstash ? launchQStash() : undefined,
-      mintServiceRoleKey(o.jwtSecret),
-      mintAnonKey(o.jwtSecret),
-    ]);
+  const { project } = o;
+  const [postgres, redisServer, openai, alerts, firstQStash] = await Promise.all([
+    teardown.track(
+      startPostgres({
+        dataDir: join(o.dataDir, "postgres"),
+        port: ports.postgres,
+        reset: o.reset,
+        persistent: true,
+      }),
+      (p) => p.stop(),
+    ),
+    standIns.redis
+      ? teardown.track(startRedisServer({ port: ports.redisServer }), (r: RunningRedisServer) =>
+          r.stop(),
+        )
+      : undefined,
+    standIns.openai
+      ? teardown.track(startFakeOpenAI({ port: ports.openai }), (f) => f.close())
+      : undefined,
+    standIns.alerts
+      ? teardown.track(startAlertReceiver({ port: ports.alerts, log: o.log }), (a) => a.close())
+      : undefined,
+    standIns.qstash ? launchQStash() : undefined,
+  ]);
   const qstash = qstashSwitch(firstQStash, standIns.qstash, launchQStash);
   teardown.add(() => qstash.stop().catch(() => undefined));
 
-  const [postgrest, redisRest, auth] = await Promise.all([
+  // Auth on the project's origin: the JWKS room and GoTrue beside it, its mail on a port of its own
+  const standIn = createAuthStandIn(project);
+  const auth = await teardown.track(
+    startStackAuth({
+      project,
+      standIn,
+      mailPort: ports.mail,
+      databaseUrl: postgres.url,
+      appUrl: `http://127.0.0.1:${ports.app}`,
+    }),
+    (a) => a.stop(),
+  );
+  const [postgrest, redisRest] = await Promise.all([
     teardown.track(
       startPostgrest({
         port: ports.supabase,
         databaseUrl: postgres.url,
-        jwtSecret: o.jwtSecret,
-        serviceRoleKey,
-        anonKey,
+        jwtSecret: project.jwtSecret,
+        serviceRoleKey: project.secretKey,
+        anonKey: project.publishableKey,
+        auth: { jwks: standIn.jwks, handle: auth.handle },
       }),
       (p) => p.close(),
     ),
@@ -111,19 +118,8 @@ export async function startServices(o: {
           (r) => r.close(),
         )
       : undefined,
-    teardown.track(
-      startStackAuth({
-        port: ports.auth,
-        databaseUrl: postgres.url,
-        appUrl: `http://127.0.0.1:${ports.app}`,
-        supabaseUrl: `http://127.0.0.1:${ports.supabase}`,
-        jwtSecret: o.jwtSecret,
-        apiKeys: [anonKey, serviceRoleKey],
-      }),
-      (a) => a.stop(),
-    ),
   ]);
-  return { postgres, postgrest, redisRest, openai, alerts, qstash, serviceRoleKey, anonKey, auth };
+  return { postgres, postgrest, redisRest, openai, alerts, qstash, project, auth };
 }
 
 function qstashSwitch(
@@ -153,14 +149,24 @@ function qstashSwitch(
 /** The app's environment: the stand-ins' URLs and keys, then the caller's `env` over them. */
 export function appEnv(
   s: Services,
-  o: { appUrl: string; jwtSecret: string; userEnv: Record<string, string> },
+  o: { appUrl: string; userEnv: Record<string, string> },
 ): Record<string, string> {
   const qstash = s.qstash.current();
+  const { project } = s;
   return {
     SUPABASE_URL: s.postgrest.url,
-    SUPABASE_SERVICE_ROLE_KEY: s.serviceRoleKey,
-    SUPABASE_JWT_SECRET: o.jwtSecret,
-    SUPABASE_ANON_KEY: s.anonKey,
+    // A project created today: the new API keys, and ES256 user tokens verified by the JWKS (no
+    // SUPABASE_JWT_SECRET). The legacy shape: the JWT keys and the shared secret.
+    ...(project.shape === "new"
+      ? {
+          SUPABASE_SECRET_KEY: project.secretKey,
+          SUPABASE_PUBLISHABLE_KEY: project.publishableKey,
+        }
+      : {
+          SUPABASE_SERVICE_ROLE_KEY: project.secretKey,
+          SUPABASE_JWT_SECRET: project.jwtSecret,
+          SUPABASE_ANON_KEY: project.publishableKey,
+        }),
     ...(qstash
       ? {
           QSTASH_URL: qstash.url,
@@ -178,8 +184,8 @@ export function appEnv(
     ...(s.openai ? { OPENAI_API_KEY: LOCAL_VALUES.openaiKey, OPENAI_BASE_URL: s.openai.url } : {}),
     OPENAI_MODEL: "gpt-4o-mini",
     APP_URL: o.appUrl,
-    // dev only: the app server passes the page's /auth/v1 calls to the Auth stand-in
-    DEV_AUTH_URL: s.auth.url,
+    // dev only: the app server passes the page's /auth/v1 calls to the project's Auth
+    DEV_AUTH_URL: s.postgrest.url,
     CRON_SECRET: LOCAL_VALUES.cronSecret,
     ...(s.alerts ? { ALERT_WEBHOOK_URL: s.alerts.url } : {}),
     ...o.userEnv,

@@ -13,7 +13,7 @@ const app = useApi();
 async function anonymousUser() {
   const id = randomUUID();
   await app.admin.query("insert into auth.users (id, is_anonymous) values ($1, true)", [id]);
-  const token = await mintUserToken({ secret: JWT_SECRET, userId: id });
+  const token = await mintUserToken({ secret: JWT_SECRET, userId: id, issuer: app.issuer });
   return { id, token, headers: { authorization: `Bearer ${token}` } };
 }
 
@@ -55,10 +55,9 @@ describe("anonymous sign-ins", () => {
   });
 
   test("a signed-in user with an email (not anonymous) and no plan row is still on free", async () => {
+    // newUser made its auth.users row: said explicitly not anonymous.
     const user = await app.newUser("free");
-    await app.admin.query("insert into auth.users (id, is_anonymous) values ($1, false)", [
-      user.id,
-    ]);
+    await app.admin.query("update auth.users set is_anonymous = false where id = $1", [user.id]);
     const usage = await (await app.call("usage", "/api/usage", { headers: user.headers })).json();
     expect(usage).toMatchObject({ plan: "free", limit: 1 });
   });

@@ -181,6 +181,24 @@ describe("POST /api/jobs", () => {
     expect(rows[0].n).toBe(8000);
   });
 
+  test.each(["free", "pro", "team"] as const)(
+    "a prompt with a special-token string is plain text: 202 on the %s plan, no error logged",
+    async (plan) => {
+      // OpenAI encodes `<|endoftext|>` in a user message as plain text; a tokenizer that
+      // refuses it once made this a 500.
+      const user = await app.newUser(plan);
+      const prompt = "Explain <|endoftext|> please";
+      const res = await app.enqueue(user, prompt);
+      expect(res.status).toBe(202);
+      const { job } = await res.json();
+      if (plan === "team") {
+        // The hold's prompt part: its UTF-8 bytes + 8 (docs/DESIGN.md#metering-hold-and-capture).
+        expect(job.hold).toBe(Buffer.byteLength(prompt) + 8 + 2048);
+      }
+      expect(app.logs.filter((l) => JSON.parse(l).level === "error")).toEqual([]);
+    },
+  );
+
   test("413 payload_too_large for a 10 MB body, refused without buffering it all", async () => {
     const user = await app.newUser();
     const res = await app.call("jobs", "/api/jobs", {
@@ -219,6 +237,7 @@ describe("POST /api/jobs", () => {
           `Bearer ${await mintUserToken({
             secret: JWT_SECRET,
             userId,
+            issuer: app.issuer,
             now: new Date(Date.now() - 7200_000),
             expiresInSeconds: 3600,
           })}`,
@@ -226,24 +245,28 @@ describe("POST /api/jobs", () => {
       [
         "a token signed with another secret",
         async (userId) =>
-          `Bearer ${await mintUserToken({ secret: "another-secret-that-is-also-32-chars-long!!", userId })}`,
+          `Bearer ${await mintUserToken({
+            secret: "another-secret-that-is-also-32-chars-long!!",
+            userId,
+            issuer: app.issuer,
+          })}`,
       ],
       ["the anon key", async () => `Bearer ${await mintAnonKey(JWT_SECRET)}`],
       ["the service_role key", async () => `Bearer ${await mintServiceRoleKey(JWT_SECRET)}`],
       [
         "a token with role anon",
         async (userId) =>
-          `Bearer ${await mintUserToken({ secret: JWT_SECRET, userId, role: "anon" })}`,
+          `Bearer ${await mintUserToken({ secret: JWT_SECRET, userId, issuer: app.issuer, role: "anon" })}`,
       ],
       [
         "a token with role service_role",
         async (userId) =>
-          `Bearer ${await mintUserToken({ secret: JWT_SECRET, userId, role: "service_role" })}`,
+          `Bearer ${await mintUserToken({ secret: JWT_SECRET, userId, issuer: app.issuer, role: "service_role" })}`,
       ],
       [
         "a token for another audience",
         async (userId) =>
-          `Bearer ${await mintUserToken({ secret: JWT_SECRET, userId, aud: "anon" })}`,
+          `Bearer ${await mintUserToken({ secret: JWT_SECRET, userId, issuer: app.issuer, aud: "anon" })}`,
       ],
     ];
     test.each(cases)("%s: nothing reserved", async (_what, authorization) => {
@@ -259,6 +282,27 @@ describe("POST /api/jobs", () => {
       expect((await errorOf(res)).code).toBe("unauthorized");
       expect(await jobsFor(userId)).toBe(0);
     });
+  });
+
+  test("403 user_not_found: a valid token for an account that does not exist (never created, or deleted) reserves nothing", async () => {
+    const never = randomUUID();
+    const deleted = await app.newUser("pro");
+    await app.admin.query("delete from auth.users where id = $1", [deleted.id]);
+    for (const userId of [never, deleted.id]) {
+      const token = await mintUserToken({ secret: JWT_SECRET, userId });
+      const res = await app.enqueue(
+        { id: userId, token, headers: { authorization: `Bearer ${token}` } },
+        "hello",
+      );
+      expect(res.status).toBe(403);
+      expect(await errorOf(res)).toEqual({
+        code: "user_not_found",
+        message:
+          "This account does not exist (it may have been deleted). Sign in with an existing account.",
+      });
+      expect(await jobsFor(userId)).toBe(0);
+    }
+    expect(app.qstash.messages).toHaveLength(0);
   });
 
   test("409 too_many_active_jobs (pro: 3 active) reserves nothing", async () => {
@@ -296,8 +340,8 @@ describe("POST /api/jobs", () => {
     const user = await app.newUser("team");
     // Leave 2,000 tokens: less than any hold (2,048 output tokens alone).
     await app.admin.query(
-      `insert into public.quota_usage (user_id, period_start, units_used)
-       values ($1, date_trunc('month', now() at time zone 'UTC') at time zone 'UTC', 1998000)`,
+      `insert into public.quota_usage (user_id, period_start, meter, units_used)
+       values ($1, date_trunc('month', now() at time zone 'UTC') at time zone 'UTC', 'tokens', 1998000)`,
       [user.id],
     );
     const res = await app.enqueue(user, "a short prompt");

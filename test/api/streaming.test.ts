@@ -5,8 +5,9 @@
  * attempt's usage in the event history.
  */
 import { randomUUID } from "node:crypto";
-import { countTokens } from "gpt-tokenizer/encoding/o200k_base";
 import { describe, expect, test } from "vitest";
+import { promptTokens, tokenizer } from "../../dev/openai/stream.ts";
+import type { Model } from "../../lib/model.ts";
 import { eventually, useApi } from "../support/api.ts";
 
 // Long enough for a slowed stream to run for seconds.
@@ -27,6 +28,15 @@ async function detailOf(id: string, event: string) {
   );
   return rows[0]?.detail;
 }
+
+/** `[fake:say:…]`: the fake model streams exactly `text`, `times` times. */
+// `<` is escaped: the special-token strings are in the model's output, not in the prompt.
+const say = (text: string, times = 1) =>
+  `[fake:say:${JSON.stringify(text).replaceAll("<", "\\u003c")}*${times}]`;
+
+/** What OpenAI bills for the prompt as one user message, by the fake's own tokenizer (js-tiktoken). */
+const billedPrompt = async (model: string, prompt: string) =>
+  promptTokens(await tokenizer(model), [{ role: "user", text: prompt }]);
 
 const getJob = async (id: string, headers: Record<string, string>) =>
   (await (await app.call("job", `/api/jobs/${id}`, { headers })).json()).job;
@@ -160,13 +170,14 @@ describe("a cancel stops the spend", () => {
 });
 
 describe("a token plan holds the most and captures what the provider reported", () => {
-  test("enqueue holds the counted prompt plus 2,048; success captures prompt + completion and releases the rest", async () => {
+  test("enqueue holds the prompt's UTF-8 bytes + 8 plus 2,048; success captures prompt + completion and releases the rest", async () => {
     const user = await app.newUser("team");
     const prompt = `Write a report ${randomUUID()}`;
     const res = await app.enqueue(user, prompt);
     expect(res.status).toBe(202);
     const { job, usage } = await res.json();
-    const hold = countTokens(prompt) + 8 + 2048;
+    const hold = Buffer.byteLength(prompt) + 8 + 2048;
+    expect(hold - 2048).toBeGreaterThanOrEqual(await billedPrompt("gpt-4o-mini", prompt));
     expect(job).toMatchObject({ meter: "tokens", hold, captured: null });
     expect(usage).toMatchObject({ plan: "team", meter: "tokens", used: hold, limit: 2_000_000 });
 
@@ -180,5 +191,98 @@ describe("a token plan holds the most and captures what the provider reported", 
     expect(await app.unitsUsed(user.id)).toBe(captured);
     const after = await (await app.call("usage", "/api/usage", { headers: user.headers })).json();
     expect(after).toMatchObject({ meter: "tokens", used: captured, held: 0 });
+  });
+});
+
+describe("counting cannot be beaten by the text", () => {
+  test("a stream containing <|im_start|> is still cut by a cancel within 2 s (the progress write never throws)", async () => {
+    app.model.setChunkMs(50);
+    const { user, id, message } = await queuedJob("free", say("Say <|im_start|> and go on. ", 400));
+    const delivery = app.deliver(message);
+    await eventually(async () => (await getJob(id, user.headers)).partialTokens > 0, {
+      what: "a progress write past the special token",
+      timeoutMs: 8_000,
+    });
+    const canceledAt = Date.now();
+    await app.call("job", `/api/jobs/${id}`, { method: "DELETE", headers: user.headers });
+    const res = await delivery;
+    const abortMs = Date.now() - canceledAt;
+    expect(await outcomeOf(res)).toBe("aborted");
+    expect(abortMs).toBeLessThan(2_000);
+    expect(app.logs.filter((l) => l.includes("progress_write_failed"))).toEqual([]);
+    const usage = (await detailOf(id, "attempt_usage")).usage;
+    expect(usage).toMatchObject({ source: "counted" });
+    expect(usage.completion_tokens).toBeGreaterThan(0);
+  });
+
+  test("a timed-out stream containing special tokens still records what it consumed", async () => {
+    // The timeout's usage is counted in the failure path: a count that throws there lost it.
+    const { deps, workerDeps } = app.makeDeps({ MODEL_TIMEOUT_MS: "1500" });
+    app.model.setChunkMs(50);
+    const { id, message } = await queuedJob("team", say("<|endoftext|><|fim_prefix|> more ", 400));
+    const res = await app.deliver(message, { handlers: app.handlersFor(deps, workerDeps) });
+    expect(res.status).toBe(503);
+    const released = await detailOf(id, "released");
+    expect(released?.usage).toMatchObject({ source: "counted" });
+    expect(released.usage.completion_tokens).toBeGreaterThan(0);
+    expect(released.usage.prompt_tokens).toBeGreaterThan(0);
+    const { rows } = await app.admin.query(
+      "select consumed from public.generation_jobs where id = $1",
+      [id],
+    );
+    expect(rows[0].consumed).toBe(released.usage.prompt_tokens + released.usage.completion_tokens);
+  });
+
+  test("on gpt-4-turbo (cl100k_base) a Tamil prompt's billed tokens stay within the hold", async () => {
+    // cl100k_base makes about twice as many tokens of Tamil as o200k_base: a hold counted with
+    // o200k_base was below what the provider bills.
+    const { deps, workerDeps } = app.makeDeps({ OPENAI_MODEL: "gpt-4-turbo" });
+    const handlers = app.handlersFor(deps, workerDeps);
+    const user = await app.newUser("team");
+    const prompt = `${"தமிழ் மொழி இலக்கியம் ".repeat(40)}${randomUUID()}`;
+    const res = await app.call(
+      "jobs",
+      "/api/jobs",
+      {
+        method: "POST",
+        headers: { ...user.headers, "content-type": "application/json" },
+        body: JSON.stringify({ prompt }),
+      },
+      handlers,
+    );
+    expect(res.status).toBe(202);
+    const { job } = await res.json();
+    expect(await outcomeOf(await app.deliver(app.qstash.latestFor(job.id), { handlers }))).toBe(
+      "completed",
+    );
+    const reported = (await detailOf(job.id, "completed")).usage;
+    expect(reported.prompt_tokens).toBe(await billedPrompt("gpt-4-turbo", prompt));
+    expect(reported.prompt_tokens).toBeLessThanOrEqual(job.hold - 2048);
+    const done = await getJob(job.id, user.headers);
+    expect(done.captured).toBe(reported.prompt_tokens + reported.completion_tokens);
+  });
+
+  test("a provider usage above the hold pages on-call once (the clamp stays)", async () => {
+    const { deps, workerDeps } = app.makeDeps({});
+    const real = workerDeps.model;
+    // The provider reports more than it could have billed (a broken bound).
+    const inflated: Model = {
+      generate: async (prompt, o) => {
+        const g = await real.generate(prompt, o);
+        return { ...g, usage: { ...g.usage, promptTokens: g.usage.promptTokens + 100_000 } };
+      },
+    };
+    const handlers = app.handlersFor(deps, { ...workerDeps, model: inflated });
+    const user = await app.newUser("team");
+    for (let i = 0; i < 2; i++) {
+      const id = await app.enqueueOk(user, `Write a report ${randomUUID()}`);
+      const res = await app.deliver(app.qstash.latestFor(id), { handlers });
+      expect(await outcomeOf(res)).toBe("completed");
+      const done = await getJob(id, user.headers);
+      expect(done.captured).toBe(done.hold);
+    }
+    expect(app.webhook.ofKind("usage_above_hold")).toHaveLength(1);
+    const errors = app.logs.map((l) => JSON.parse(l)).filter((l) => l.event === "usage_above_hold");
+    expect(errors.map((l) => l.level)).toEqual(["error", "error"]);
   });
 });

@@ -229,6 +229,9 @@ describe("POST /api/worker: model failures", () => {
       failureReason: "model_refused",
       quotaRefunded: true,
     });
+    // A prompt's refusal is the user's: counted into the window's roll-up, not paged.
+    expect(await app.redis.keys("quota-jobs:alert:rollup:*")).not.toEqual([]);
+    expect(app.webhook.payloads).toHaveLength(0);
   });
 
   test("429 rate_limit_exceeded: requeued until retry-after, a new message with Upstash-Not-Before and a new dedup id, phase waiting_for_provider", async () => {
@@ -358,12 +361,95 @@ describe("POST /api/worker: model failures", () => {
       DEV_TOKEN,
       DEV_SIGNING_KEYS.current,
       DEV_SIGNING_KEYS.next,
-      app.env.SUPABASE_SERVICE_ROLE_KEY ?? "",
+      app.env.SUPABASE_SECRET_KEY ?? "",
       a.prompt,
       b.prompt,
     ]) {
       expect(text).not.toContain(secret);
     }
+  });
+
+  test("a revoked key (the model answers 401 invalid_api_key) in ten jobs: each failed provider_misconfigured and refunded, one page that says what to do, nothing in the user roll-up, the gate open", async () => {
+    const jobs = await Promise.all(Array.from({ length: 10 }, () => queuedJob()));
+    app.model.revokeKey(OPENAI_API_KEY);
+
+    const answers = await Promise.all(jobs.map((j) => app.deliver(j.message)));
+    for (const res of answers) {
+      expect(res.status).toBe(200); // QStash stops: no retry fixes a revoked key
+      expect(await outcomeOf(res)).toBe("failed");
+    }
+    expect(app.model.calls()).toBe(10);
+
+    for (const j of jobs) {
+      const row = await app.jobRow(j.id);
+      expect(row).toMatchObject({
+        status: "failed",
+        failure_reason: "provider_misconfigured",
+        attempts: 1,
+      });
+      expect(row.refunded_at).not.toBeNull();
+      expect(row.last_error).toContain("invalid_api_key");
+      expect(await app.unitsUsed(j.user.id)).toBe(0);
+    }
+    const first = jobs[0];
+    if (!first) throw new Error("no job");
+    const shown = await (
+      await app.call("job", `/api/jobs/${first.id}`, { headers: first.user.headers })
+    ).json();
+    expect(shown.job).toMatchObject({
+      status: "failed",
+      failureReason: "provider_misconfigured",
+      quotaRefunded: true,
+    });
+    const { rows: drift } = await app.admin.query("select * from public.quota_drift");
+    expect(drift).toEqual([]);
+
+    // One page for ten jobs, and nothing else: no user caused it.
+    const pages = app.webhook.ofKind("provider_misconfigured");
+    expect(pages).toHaveLength(1);
+    expect(app.webhook.payloads).toHaveLength(1);
+    const text = JSON.stringify(pages[0]);
+    expect(text).toContain("401");
+    expect(text).toContain("invalid_api_key");
+    expect(text).toContain("rotate OPENAI_API_KEY");
+    expect(await app.redis.keys("quota-jobs:alert:rollup:*")).toEqual([]);
+    // The gate is shared by every deployment: a key of this one must not hold back the others.
+    expect(await app.redis.get("quota-jobs:provider:resume-at")).toBeNull();
+
+    // The 401 echoes the key masked (first 8 and last 4 characters): neither part leaves.
+    const logs = app.logs.join("\n");
+    for (const secret of [
+      OPENAI_API_KEY,
+      OPENAI_API_KEY.slice(0, 8),
+      `${OPENAI_API_KEY.slice(-4)}.`,
+      ...jobs.map((j) => j.prompt),
+    ]) {
+      expect(text).not.toContain(secret);
+      expect(logs).not.toContain(secret);
+      for (const j of jobs) expect((await app.jobRow(j.id)).last_error).not.toContain(secret);
+    }
+  });
+
+  test("an unknown model (404 model_not_found) and an unsupported region (403): provider_misconfigured, refunded, one page each naming OPENAI_MODEL / the region", async () => {
+    const a = await queuedJob();
+    const b = await queuedJob();
+    app.model.failNext("model_not_found");
+    expect(await outcomeOf(await app.deliver(a.message))).toBe("failed");
+    app.model.failNext("unsupported_country_region_territory");
+    expect(await outcomeOf(await app.deliver(b.message))).toBe("failed");
+    for (const j of [a, b]) {
+      const row = await app.jobRow(j.id);
+      expect(row).toMatchObject({ status: "failed", failure_reason: "provider_misconfigured" });
+      expect(row.refunded_at).not.toBeNull();
+      expect(await app.unitsUsed(j.user.id)).toBe(0);
+    }
+    const pages = app.webhook.ofKind("provider_misconfigured").map((p) => p.text);
+    expect(pages).toHaveLength(2);
+    expect(pages[0]).toContain("model_not_found");
+    expect(pages[0]).toContain("OPENAI_MODEL");
+    expect(pages[1]).toContain("unsupported_country_region_territory");
+    expect(pages[1]).toContain("region");
+    expect(await app.redis.keys("quota-jobs:alert:rollup:*")).toEqual([]);
   });
 
   test("gives up after PROVIDER_QUOTA_MAX_HITS (3) quota hits: failed provider_quota_exhausted, refunded once", async () => {

@@ -7,23 +7,27 @@
 import { randomUUID } from "node:crypto";
 import type { Route } from "playwright-core";
 import { expect, test } from "vitest";
-import { mintUserToken } from "../../dev/token.ts";
 import { until, useBrowserStack } from "../support/browser.ts";
 
 const h = useBrowserStack();
 const supabaseUrl = "https://demo-project.supabase.co";
 
-test("GET /api/public-config gives the page the Supabase URL and anon key, no secret", async () => {
+test("GET /api/public-config gives the page the Supabase URL and publishable key, no secret", async () => {
   const stack = h.stack();
   const res = await fetch(`${stack.urls.app}/api/public-config`);
   expect(res.status).toBe(200);
   const body = await res.json();
   expect(body).toEqual({
     supabaseUrl: stack.env.SUPABASE_URL,
-    supabaseAnonKey: stack.env.SUPABASE_ANON_KEY,
+    supabasePublishableKey: stack.env.SUPABASE_PUBLISHABLE_KEY,
   });
   const text = JSON.stringify(body);
-  for (const name of ["SUPABASE_SERVICE_ROLE_KEY", "SUPABASE_JWT_SECRET", "CRON_SECRET"]) {
+  for (const name of [
+    "SUPABASE_SECRET_KEY",
+    "SUPABASE_SERVICE_ROLE_KEY",
+    "SUPABASE_JWT_SECRET",
+    "CRON_SECRET",
+  ]) {
     const secret = stack.env[name];
     if (secret) expect(text).not.toContain(secret);
   }
@@ -31,7 +35,7 @@ test("GET /api/public-config gives the page the Supabase URL and anon key, no se
 
 test("in a deployment, a user signs in with email and password through Supabase Auth, and out again", async () => {
   const stack = h.stack();
-  const anonKey = stack.env.SUPABASE_ANON_KEY ?? "anon";
+  const anonKey = stack.env.SUPABASE_PUBLISHABLE_KEY ?? "sb_publishable_missing";
   const userId = randomUUID();
   const seen: { grant: string | null; apikey: string | undefined }[] = [];
   const { page, context } = await h.open();
@@ -39,7 +43,7 @@ test("in a deployment, a user signs in with email and password through Supabase 
     route.fulfill({ status: 404, contentType: "text/plain", body: "The page could not be found" }),
   );
   await context.route("**/api/public-config", (route) =>
-    route.fulfill({ json: { supabaseUrl, supabaseAnonKey: anonKey } }),
+    route.fulfill({ json: { supabaseUrl, supabasePublishableKey: anonKey } }),
   );
   await context.route(`${supabaseUrl}/auth/v1/**`, async (route: Route) => {
     const request = route.request();
@@ -55,9 +59,8 @@ test("in a deployment, a user signs in with email and password through Supabase 
         json: { code: 400, error_code: "invalid_credentials", msg: "Invalid login credentials" },
       });
     }
-    const secret = stack.env.SUPABASE_JWT_SECRET;
-    if (!secret) throw new Error("the stack signs tokens with SUPABASE_JWT_SECRET");
-    const accessToken = await mintUserToken({ secret, userId });
+    // Signed by the local project's Auth (ES256), as Supabase Auth signs it.
+    const accessToken = await stack.auth.mint({ userId });
     return route.fulfill({
       headers: cors,
       json: {

@@ -133,8 +133,8 @@ describe("a token plan holds the most a job can cost and captures what it consum
     expect(await counter(user)).toBe(2 * (10 + OUTPUT));
   });
 
-  test.each(["model_refused", "delivery_failed", "publish_failed"])(
-    "failed by us (%s) captures nothing",
+  test.each(["model_refused", "delivery_failed"])(
+    "failed (%s) while running, without the worker's usage, captures the prompt and the last progress write",
     async (reason) => {
       const user = await newUser(admin, "team");
       const job = await running(user);
@@ -146,19 +146,45 @@ describe("a token plan holds the most a job can cost and captures what it consum
         p_now: T0,
       });
       const r = await rpc(svc, "fail_job", { p_job_id: job.id, p_reason: reason, p_now: T0 });
-      expect(r.job).toMatchObject({ status: "failed", captured: 0, refund_withheld: null });
+      expect(r.job).toMatchObject({ status: "failed", captured: 400, refund_withheld: null });
       expect(r.job.refunded_at).not.toBeNull();
-      expect(await counter(user)).toBe(0);
+      expect(await counter(user)).toBe(400);
     },
   );
 
-  test("the sweeper's failures capture nothing", async () => {
+  test("failed by the worker with its usage captures that usage (a 400 bills nothing: 0)", async () => {
+    const user = await newUser(admin, "team");
+    const job = await running(user);
+    const r = await rpc(svc, "fail_job", {
+      p_job_id: job.id,
+      p_reason: "model_refused",
+      p_attempt: 1,
+      p_now: T0,
+      p_usage: { prompt_tokens: 0, completion_tokens: 0, source: "counted" },
+    });
+    expect(r.job).toMatchObject({ status: "failed", captured: 0 });
+    expect(await counter(user)).toBe(0);
+  });
+
+  test("a publish failure (never started) captures nothing", async () => {
+    const user = await newUser(admin, "team");
+    const job = await enqueued(user);
+    const r = await rpc(svc, "fail_job", {
+      p_job_id: job.id,
+      p_reason: "publish_failed",
+      p_now: T0,
+    });
+    expect(r.job).toMatchObject({ status: "failed", captured: 0 });
+    expect(await counter(user)).toBe(0);
+  });
+
+  test("the sweeper's failure of a running job captures what SQL knows it consumed (its prompt)", async () => {
     const user = await newUser(admin, "team");
     const job = await running(user);
     await rpc(svc, "sweep_jobs", { p_now: addSeconds(T0, 3600), p_max_age_seconds: 600 });
     const got = await rpc(svc, "get_job", { p_job_id: job.id, p_user_id: user });
-    expect(got.job).toMatchObject({ status: "failed", captured: 0 });
-    expect(await counter(user)).toBe(0);
+    expect(got.job).toMatchObject({ status: "failed", captured: 100 });
+    expect(await counter(user)).toBe(100);
   });
 
   test("a queued cancel captures nothing", async () => {
@@ -317,7 +343,9 @@ describe("races on a token plan: counter = open holds + captures", () => {
       const won = results.filter((r) => ["canceled", "completed", "failed"].includes(r.outcome));
       expect(won).toHaveLength(1);
       winners[won[0].outcome] = (winners[won[0].outcome] ?? 0) + 1;
-      const expected = { canceled: 80, completed: 750, failed: 0 }[won[0].outcome as string];
+      // Every ending captures what SQL knows was consumed: the cancel and the callback the prompt
+      // and the last progress write, the completion the provider's usage.
+      const expected = { canceled: 80, completed: 750, failed: 80 }[won[0].outcome as string];
       expect(await counter(user)).toBe(expected);
       const events = await admin.query(
         "select count(*)::int as n from public.job_events where job_id = $1 and detail ? 'captured'",
@@ -338,7 +366,7 @@ describe("a retry cannot double the bill: at most 2 × hold across a token plan'
     source: "counted",
   });
 
-  test("releases count what each attempt consumed; the one that reaches the bound fails the job and captures it", async () => {
+  test("releases count what each attempt consumed; the one that reaches the bound fails the job and captures all it consumed, up to the hold", async () => {
     const user = await newUser(admin, "team");
     const job = await running(user, 100); // hold 2,148
     const r1 = await rpc(svc, "release_job", {
@@ -364,9 +392,10 @@ describe("a retry cannot double the bill: at most 2 × hold across a token plan'
       status: "failed",
       failure_reason: "attempt_budget_exhausted",
       consumed: 2300,
-      captured: 1700,
+      // All the job consumed (its earlier attempt too), up to the hold.
+      captured: 100 + OUTPUT,
     });
-    expect(await counter(user)).toBe(1700);
+    expect(await counter(user)).toBe(100 + OUTPUT);
   });
 
   test("a job plan's releases are not bounded by tokens", async () => {
@@ -381,7 +410,7 @@ describe("a retry cannot double the bill: at most 2 × hold across a token plan'
     expect(r.outcome).toBe("released");
   });
 
-  test("a reclaim counts the dead attempt's last progress; a claim that could cross 2 × hold ends the job capturing nothing", async () => {
+  test("a reclaim counts the dead attempt's last progress; a claim that could cross 2 × hold ends the job capturing what was consumed, up to the hold", async () => {
     const user = await newUser(admin, "team");
     const job = await running(user, 100); // hold 2,148
     await rpc(svc, "record_progress", {
@@ -405,8 +434,8 @@ describe("a retry cannot double the bill: at most 2 × hold across a token plan'
     const third = await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 200) });
     expect(third).toMatchObject({
       outcome: "budget_exhausted",
-      job: { status: "failed", failure_reason: "attempt_budget_exhausted", captured: 0 },
+      job: { status: "failed", failure_reason: "attempt_budget_exhausted", captured: 100 + OUTPUT },
     });
-    expect(await counter(user)).toBe(0);
+    expect(await counter(user)).toBe(100 + OUTPUT);
   });
 });

@@ -168,7 +168,6 @@ describe("races on a real PostgreSQL", () => {
     );
     for (let round = 0; round < ROUNDS; round++) {
       const user = await newUser(admin, "free");
-      await admin.query("insert into auth.users (id) values ($1)", [user]);
       await admin.query(
         "insert into public.user_plans (user_id, plan_id) values ($1, 'race_cancels')",
         [user],
@@ -191,6 +190,47 @@ describe("races on a real PostgreSQL", () => {
                   (select count(*)::int from public.generation_jobs where user_id = $1 and refunded_at is not null) as refunded,
                   (select count(*)::int from public.generation_jobs
                     where user_id = $1 and refund_withheld = 'running_cancel_limit' and refunded_at is null) as withheld`,
+          [user],
+        )
+      ).rows[0];
+      expect(db).toEqual({ used: 3, counted: 2, refunded: 2, withheld: 3 });
+    }
+    await expectNoDrift(admin);
+  });
+
+  test(`5 jobs of one user ending after provider spend at once (callbacks, cancels): exactly the plan's bound refunded (${ROUNDS} rounds)`, async () => {
+    // The same plan: 2 refunds after spend a day, shared by running cancels and by failures or
+    // queued cancels after a consumed attempt.
+    await admin.query(
+      `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_refunded_running_cancels)
+       values ('race_cancels', 'Race', 'day', 10, 5, 2) on conflict (id) do nothing`,
+    );
+    const usage = { prompt_tokens: 20, completion_tokens: 200, source: "counted" };
+    for (let round = 0; round < ROUNDS; round++) {
+      const user = await newUser(admin, "race_cancels");
+      const ids: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const { job } = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: `t${i}` });
+        // Each attempt timed out after streaming: released with its usage, queued again.
+        await rpc(svc, "start_job", { p_job_id: job.id, p_lease_seconds: 90 });
+        await rpc(svc, "release_job", { p_job_id: job.id, p_attempt: 1, p_usage: usage });
+        ids.push(job.id);
+      }
+      const results = await Promise.all(
+        ids.map((id, i) =>
+          i % 2 === 0
+            ? rpc(svc, "fail_job", { p_job_id: id, p_reason: "delivery_failed", p_seq: 1 })
+            : rpc(svc, "cancel_job", { p_job_id: id, p_user_id: user }),
+        ),
+      );
+      expect(results.every((r) => r.outcome === "failed" || r.outcome === "canceled")).toBe(true);
+      const db = (
+        await admin.query(
+          `select (select units_used from public.quota_usage where user_id = $1) as used,
+                  (select refunded_running_cancels from public.quota_usage where user_id = $1) as counted,
+                  (select count(*)::int from public.generation_jobs where user_id = $1 and refunded_at is not null) as refunded,
+                  (select count(*)::int from public.generation_jobs
+                    where user_id = $1 and refund_withheld = 'paid_refund_limit' and refunded_at is null) as withheld`,
           [user],
         )
       ).rows[0];

@@ -51,7 +51,8 @@ test.each(runbookBlocks().map((b) => [b.line, b.sql] as const))(
       .replace(/^\s*(begin|commit);.*$/gim, "")
       .replaceAll(/'<job(?: id)?>'/g, `'${ids.job}'`)
       .replaceAll("'<user>'", `'${ids.user}'`)
-      .replaceAll("'<period_start>'", `'${ids.period}'`);
+      .replaceAll("'<period_start>'", `'${ids.period}'`)
+      .replaceAll("'<meter>'", "'jobs'");
     expect(sql, "a placeholder the test does not fill in").not.toMatch(/<[a-z _]+>/);
     const client = await admin.connect();
     try {

@@ -215,10 +215,10 @@ async function seedBigTable() {
     [T2],
   );
   await admin.query(`
-    insert into public.quota_usage (user_id, period_start, units_used)
-    select user_id, period_start, sum(hold) from public.generation_jobs
-    where status in ('queued', 'running') group by user_id, period_start
-    on conflict (user_id, period_start)
+    insert into public.quota_usage (user_id, period_start, meter, units_used)
+    select user_id, period_start, meter, sum(hold) from public.generation_jobs
+    where status in ('queued', 'running') group by user_id, period_start, meter
+    on conflict (user_id, period_start, meter)
       do update set units_used = public.quota_usage.units_used + excluded.units_used`);
   await admin.query("analyze public.generation_jobs");
 }

@@ -655,7 +655,6 @@ describe("cancel_job: a running job's refund is bounded by the plan", () => {
        values ('two_a_day', 'Two', 'day', 2, 1) on conflict (id) do nothing`,
     );
     const user = await newUser(admin, "free");
-    await admin.query("insert into auth.users (id) values ($1)", [user]);
     await admin.query("insert into public.user_plans (user_id, plan_id) values ($1, 'two_a_day')", [
       user,
     ]);

@@ -3,8 +3,11 @@ import OpenAI, {
   AuthenticationError,
   BadRequestError,
   InternalServerError,
+  NotFoundError,
+  PermissionDeniedError,
   RateLimitError,
 } from "openai";
+import { get_encoding } from "tiktoken";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { type FakeOpenAI, startFakeOpenAI } from "../../dev/openai/index.ts";
 import { freePort } from "../support/ports.ts";
@@ -172,6 +175,66 @@ describe("fake OpenAI model, through the openai SDK", () => {
     expect(error.type).toBe("invalid_request_error");
   });
 
+  test("the operator's faults, as OpenAI answers them: 401 invalid_api_key (the key masked), 403 region, 404 model_not_found", async () => {
+    const keyed = new OpenAI({
+      apiKey: "sk-proj-abcdefghijklmnop1234",
+      baseURL: fake.url,
+      maxRetries: 0,
+    });
+    fake.failNext("invalid_api_key");
+    const auth = (await failureOf(chat("hi", keyed))) as AuthenticationError;
+    expect(auth).toBeInstanceOf(AuthenticationError);
+    expect(auth).toMatchObject({
+      status: 401,
+      type: "invalid_request_error",
+      code: "invalid_api_key",
+      param: null,
+    });
+    expect(auth.message).toBe(
+      "401 Incorrect API key provided: sk-proj-****************1234. You can find your API key at https://platform.openai.com/account/api-keys.",
+    );
+    expect(auth.requestID).toMatch(/^req_/);
+
+    const region = (await failureOf(
+      chat("hi [fake:unsupported_country_region_territory]"),
+    )) as PermissionDeniedError;
+    expect(region).toBeInstanceOf(PermissionDeniedError);
+    expect(region).toMatchObject({
+      status: 403,
+      type: "request_forbidden",
+      code: "unsupported_country_region_territory",
+      message: "403 Country, region, or territory not supported",
+    });
+
+    const model = (await failureOf(chat("hi [fake:model_not_found]"))) as NotFoundError;
+    expect(model).toBeInstanceOf(NotFoundError);
+    expect(model).toMatchObject({
+      status: 404,
+      type: "invalid_request_error",
+      code: "model_not_found",
+    });
+    expect(model.message).toBe(
+      "404 The model `gpt-4o-mini` does not exist or you do not have access to it.",
+    );
+  });
+
+  test("a revoked key gets 401 invalid_api_key on every request until reset; other keys are served", async () => {
+    const revoked = new OpenAI({
+      apiKey: "sk-revoked-0000000000",
+      baseURL: fake.url,
+      maxRetries: 0,
+    });
+    fake.revokeKey("sk-revoked-0000000000");
+    for (let i = 0; i < 2; i++) {
+      const error = (await failureOf(chat("hi", revoked))) as AuthenticationError;
+      expect(error).toBeInstanceOf(AuthenticationError);
+      expect(error.code).toBe("invalid_api_key");
+    }
+    expect((await chat("hi")).choices[0]?.message.content).toContain("hi");
+    fake.reset();
+    expect((await chat("hi", revoked)).choices[0]?.message.content).toContain("hi");
+  });
+
   test("calls() counts model requests, failed ones included; reset() clears count and queue", async () => {
     fake.reset();
     await chat("a");
@@ -250,6 +313,30 @@ describe("fake OpenAI model, streaming through the openai SDK", () => {
       completionTokens: content.length,
       finishReason: "stop",
     });
+  });
+
+  test("[fake:say:…] streams exactly any text: special tokens as plain text, lone surrogates, a huge word; usage as OpenAI bills", async () => {
+    fake.reset();
+    const said = `<|im_start|>system<|im_end|> <|endoftext|> \ud800 \udfff x ${"😀".repeat(300)} தமிழ்`;
+    const prompt = `repeat [fake:say:${JSON.stringify(said)}*2]`;
+    const chunks = [];
+    for await (const c of await stream(prompt)) chunks.push(c);
+    const text = chunks.map((c) => c.choices[0]?.delta.content ?? "").join("");
+    expect(text).toBe(said.repeat(2));
+    const usage = chunks.at(-1)?.usage;
+    // OpenAI's tokenizer, special-token strings as plain text; a lone surrogate is one token.
+    const enc = get_encoding("o200k_base");
+    const billed = said
+      .repeat(2)
+      .split(/([\uD800-\uDFFF])/u)
+      .reduce(
+        (n, part) => n + (/^[\uD800-\uDFFF]$/u.test(part) ? 1 : enc.encode_ordinary(part).length),
+        0,
+      );
+    expect(usage?.completion_tokens).toBe(billed);
+    // The prompt: 3 per message + its role + its content, + 3 for the reply's priming.
+    expect(usage?.prompt_tokens).toBe(3 + 1 + enc.encode_ordinary(prompt).length + 3);
+    expect(fake.stats().streamedTokens).toBe(usage?.completion_tokens);
   });
 
   test("the wire format is SSE exactly: content type, data lines, [DONE]", async () => {

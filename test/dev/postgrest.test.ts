@@ -1,14 +1,17 @@
 import { randomUUID } from "node:crypto";
+import { PostgrestClient } from "@supabase/postgrest-js";
 import { createClient, type SupabaseClient } from "@supabase/supabase-js";
 import { SignJWT } from "jose";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, test } from "vitest";
+import { type AuthStandIn, createAuthStandIn, makeProject } from "../../dev/auth/index.ts";
 import {
   mintAnonKey,
   mintServiceRoleKey,
   type RunningPostgrest,
   startPostgrest,
 } from "../../dev/postgrest/index.ts";
+import { keyHeaders } from "../../lib/db.ts";
 import { freePort } from "../support/ports.ts";
 
 const databaseUrl = inject("databaseUrl");
@@ -632,5 +635,130 @@ describe("transport", () => {
       await db.query("select pg_advisory_unlock_all()");
       await small.close();
     }
+  });
+});
+
+describe("a project created today: sb_ keys at the gateway, ES256 user tokens, the JWKS", () => {
+  let fresh: RunningPostgrest;
+  let auth: AuthStandIn;
+  let secretKey: string;
+  let publishableKey: string;
+
+  beforeAll(async () => {
+    const port = await freePort();
+    const project = await makeProject({
+      shape: "new",
+      issuer: `http://127.0.0.1:${port}/auth/v1`,
+      jwtSecret,
+    });
+    ({ secretKey, publishableKey } = project);
+    auth = createAuthStandIn(project);
+    fresh = await startPostgrest({
+      port,
+      databaseUrl,
+      jwtSecret,
+      serviceRoleKey: secretKey,
+      anonKey: publishableKey,
+      auth,
+    });
+  });
+  afterAll(() => fresh.close());
+
+  const raw = (headers: Record<string, string>) =>
+    fetch(`${fresh.url}/rest/v1/rpc/pgrst_test_echo`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: JSON.stringify({ p_a: 1 }),
+    });
+
+  test("the app's headers for a secret key (apikey alone) run as service_role", async () => {
+    expect(keyHeaders(secretKey)).toEqual({ apikey: secretKey });
+    const client = new PostgrestClient(`${fresh.url}/rest/v1`, { headers: keyHeaders(secretKey) });
+    const { data, error } = await client.rpc("pgrst_test_echo", { p_a: 1 });
+    expect(error).toBeNull();
+    expect(data).toMatchObject({ role: "service_role", uid: null });
+  });
+
+  test("the secret key also as Bearer (equal to apikey) reaches PostgREST and is refused as not a JWT", async () => {
+    const res = await raw({ apikey: secretKey, authorization: `Bearer ${secretKey}` });
+    expect(res.status).toBe(401);
+    expect(await res.json()).toMatchObject({
+      code: "PGRST301",
+      message: "Expected 3 parts in JWT; got 1",
+    });
+  });
+
+  test("another sb_ key as Bearer than the apikey is refused by the gateway", async () => {
+    const res = await raw({ apikey: secretKey, authorization: `Bearer ${publishableKey}` });
+    expect(res.status).toBe(401);
+    expect(await res.json()).toMatchObject({ message: "Invalid API key" });
+  });
+
+  test("a secret key from a browser is 401; an unknown sb_secret_ key is 401 Invalid API key", async () => {
+    const browser = await raw({
+      apikey: secretKey,
+      "user-agent": "Mozilla/5.0 (X11; Linux x86_64) Chrome/147.0",
+    });
+    expect(browser.status).toBe(401);
+    expect(await browser.json()).toEqual({ message: "Forbidden use of secret API key in browser" });
+    const unknown = await raw({ apikey: "sb_secret_not-this-projects-key_00000000" });
+    expect(unknown.status).toBe(401);
+    expect(await unknown.json()).toMatchObject({ message: "Invalid API key" });
+  });
+
+  test("the publishable key runs as anon; with an ES256 user token from the Auth stand-in, as that user", async () => {
+    const anonRes = await raw({ apikey: publishableKey });
+    expect(await anonRes.json()).toMatchObject({ role: "anon", uid: null });
+    const sub = randomUUID();
+    const token = await auth.mint({ userId: sub });
+    const userRes = await raw({ apikey: publishableKey, authorization: `Bearer ${token}` });
+    expect(userRes.status).toBe(200);
+    expect(await userRes.json()).toMatchObject({ role: "authenticated", uid: sub });
+    // A token signed by a key the JWKS does not list.
+    const other = await createAuthStandIn(
+      await makeProject({ shape: "new", issuer: "http://127.0.0.1:1/auth/v1" }),
+    ).mint({ userId: sub });
+    const forged = await raw({ apikey: publishableKey, authorization: `Bearer ${other}` });
+    expect(forged.status).toBe(401);
+    expect(await forged.json()).toMatchObject({ code: "PGRST301" });
+  });
+
+  test("GET /auth/v1/.well-known/jwks.json answers as GoTrue: public key only, 10-minute cache", async () => {
+    const res = await fetch(`${fresh.url}/auth/v1/.well-known/jwks.json`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("application/json");
+    expect(res.headers.get("cache-control")).toBe("public, max-age=600");
+    const body = (await res.json()) as { keys: Record<string, unknown>[] };
+    expect(body.keys).toHaveLength(1);
+    expect(body.keys[0]).toMatchObject({
+      kty: "EC",
+      crv: "P-256",
+      alg: "ES256",
+      use: "sig",
+      key_ops: ["verify"],
+    });
+    expect(body.keys[0]).not.toHaveProperty("d");
+    const token = await auth.mint({ userId: randomUUID() });
+    expect(JSON.parse(Buffer.from(token.split(".")[0] ?? "", "base64url").toString())).toEqual({
+      alg: "ES256",
+      typ: "JWT",
+      kid: body.keys[0]?.kid,
+    });
+  });
+
+  test("a legacy project's JWKS lists no key (GoTrue never publishes the HMAC secret)", async () => {
+    const legacy = createAuthStandIn(
+      await makeProject({ shape: "legacy", issuer: "http://127.0.0.1:1/auth/v1", jwtSecret }),
+    );
+    const res = await legacy.handle(
+      new Request("http://127.0.0.1:1/auth/v1/.well-known/jwks.json"),
+    );
+    expect(await res.json()).toEqual({ keys: [] });
+  });
+
+  test("Auth endpoints the stand-in does not serve are refused in GoTrue's error shape", async () => {
+    const res = await fetch(`${fresh.url}/auth/v1/signup`, { method: "POST", body: "{}" });
+    expect(res.status).toBe(404);
+    expect(await res.json()).toMatchObject({ code: 404, error_code: "not_found" });
   });
 });

@@ -25,6 +25,9 @@ const CHUNK_MS = 50;
 const FREE_MAX_OUTPUT_TOKENS = 512;
 const PRO_MAX_OUTPUT_TOKENS = 2048;
 const TOKENS_IN_2_S = 2_000 / CHUNK_MS;
+/** A model output with a special-token string in it: it once made every progress write throw. */
+// (`<` escaped, so the prompt itself carries no special-token string.)
+const SPECIAL_OUTPUT = `[fake:say:${JSON.stringify("Say <|im_start|> and go on. ").replaceAll("<", "\\u003c")}*400]`;
 
 test("a free user's cancel loop ends after two calls a day: the second running cancel keeps the unit, the third enqueue is refused", async () => {
   const { stack } = fixture;
@@ -132,4 +135,36 @@ test(`a pro user's cancel loop (${ROUNDS} rounds, each refunded) costs at most $
     "canceled",
     "attempt_usage",
   ]);
+}, 120_000);
+
+test("the same loop when the model's output contains <|im_start|>: each cancel still cuts the stream within 2 s", async () => {
+  const { stack } = fixture;
+  stack.model.reset();
+  stack.model.setChunkMs(CHUNK_MS);
+  const { api } = await newUser(stack, "pro");
+  const rounds = 3;
+  const latencies: number[] = [];
+  for (let round = 0; round < rounds; round++) {
+    const created = await api.enqueue(`${SPECIAL_OUTPUT} round ${round}`);
+    expect(created.status).toBe(202);
+    const id = created.body.job.id as string;
+    await api.waitFor(id, (j) => j.status === "running" && j.partialTokens > 0, "progress", 15_000);
+    const answered = stack.model.stats().requests.length;
+    const canceledAt = Date.now();
+    expect((await api.cancel(id)).status).toBe(200);
+    const stats = await until(
+      async () => stack.model.stats(),
+      (s) => s.requests.length > answered,
+      { timeoutMs: 10_000, intervalMs: 10, what: `round ${round}: the stream to be cut` },
+    );
+    latencies.push(Date.now() - canceledAt);
+    expect(stats.requests.at(-1)?.finishReason).toBe("client_closed");
+  }
+  const { streamedTokens } = stack.model.stats();
+  const bound = rounds * (TOKENS_IN_2_S + 1_000 / CHUNK_MS) + PRO_MAX_OUTPUT_TOKENS;
+  process.stdout.write(
+    `[attack] <|im_start|> in the output: cancel→stream cut (ms) ${latencies.join(", ")}; streamed ${streamedTokens} ≤ ${bound}\n`,
+  );
+  expect(Math.max(...latencies)).toBeLessThan(2_000);
+  expect(streamedTokens).toBeLessThanOrEqual(bound);
 }, 120_000);

@@ -172,6 +172,48 @@ test("a job stuck queued with no message: the sweeper republishes it (it then su
   expect(again.body).toMatchObject({ republished: 0, failed: {} });
 });
 
+test("a revoked OpenAI key (401 invalid_api_key) under three jobs: each failed provider_misconfigured on its first try, refunded once, one page naming the fix", async () => {
+  const { stack } = fixture;
+  const { api } = await newUser(stack);
+  const calls = stack.model.calls();
+  const before = stack.alerts.received().length;
+  stack.model.failNext("invalid_api_key", 3);
+
+  const ids: string[] = [];
+  for (const prompt of ["A poem", "A story", "A letter"]) {
+    const created = await api.enqueue(prompt);
+    expect(created.status).toBe(202);
+    ids.push(created.body.job.id);
+  }
+  for (const id of ids) {
+    expect(await api.waitTerminal(id)).toMatchObject({
+      status: "failed",
+      failureReason: "provider_misconfigured",
+      attempts: 1, // 200 to QStash: no retry, no failure callback
+      quotaRefunded: true,
+    });
+    expect(await refundEvents(stack, id)).toBe(1);
+    expect(await events(stack, id)).toEqual(["enqueued", "started", "failed"]);
+  }
+  expect(stack.model.calls() - calls).toBe(3);
+  expect((await api.usage()).body).toMatchObject({ used: 0, active: 0 });
+  await stack.qstash.waitIdle(10_000);
+
+  const received = stack.alerts.received().slice(before);
+  const pages = received.filter((a) =>
+    String((a as { text?: string }).text).startsWith("[provider_misconfigured]"),
+  );
+  expect(pages).toHaveLength(1);
+  expect(JSON.stringify(pages[0])).toContain("rotate OPENAI_API_KEY");
+  expect(JSON.stringify(pages[0])).not.toContain(stack.env.OPENAI_API_KEY ?? "no key");
+  // Nothing else names it: it is not counted into a user-failures summary.
+  expect(
+    received.filter((a) => !pages.includes(a) && JSON.stringify(a).includes("misconfigured")),
+  ).toEqual([]);
+  const { rows } = await stack.sql.query("select 1 from public.quota_drift");
+  expect(rows).toEqual([]);
+});
+
 // Last: the provider gate it closes (shared in Redis, as in production) would make the next
 // jobs in this stack wait a second without calling the model.
 test("429 insufficient_quota: on-call alerted once, the job gives up at the hit limit, refunded once", async () => {

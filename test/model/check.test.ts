@@ -11,30 +11,44 @@ import { mutants } from "../../model/mutants.ts";
 const bounds = PROFILES.bounded;
 // Small state spaces: compiling pan with -O2 would take longer than the search.
 const quickCompile = true;
+// The bounded safety search covers about 3.9 million states (about 50 s alone on two cores).
+const SEARCH_MS = 240_000;
 
 describe("the job model, every interleaving of the bounded profile", () => {
-  test("safety: one fate, one refund, no completion over a cancel or a failure, no drift, no stolen claim", async () => {
-    const r = await checkModel({ bounds, mode: "safety", quickCompile });
-    expect(r.trail).toEqual([]);
-    expect(r.errors).toBe(0);
-    expect(r.complete).toBe(true);
-    expect(r.states).toBeGreaterThan(100_000);
-  });
+  test(
+    "safety: one fate, one refund, no completion over a cancel or a failure, no drift, no stolen claim",
+    async () => {
+      const r = await checkModel({ bounds, mode: "safety", quickCompile });
+      expect(r.trail).toEqual([]);
+      expect(r.errors).toBe(0);
+      expect(r.complete).toBe(true);
+      expect(r.states).toBeGreaterThan(100_000);
+    },
+    SEARCH_MS,
+  );
 
-  test("liveness: every enqueued job ends, under weak fairness, even when every message is lost", async () => {
-    const r = await checkModel({ bounds, mode: "liveness", quickCompile });
-    expect(r.trail).toEqual([]);
-    expect(r.errors).toBe(0);
-    expect(r.complete).toBe(true);
-  });
+  test(
+    "liveness: every enqueued job ends, under weak fairness, even when every message is lost",
+    async () => {
+      const r = await checkModel({ bounds, mode: "liveness", quickCompile });
+      expect(r.trail).toEqual([]);
+      expect(r.errors).toBe(0);
+      expect(r.complete).toBe(true);
+    },
+    SEARCH_MS,
+  );
 });
 
 describe("mutants: spin finds a counterexample for each", () => {
-  test.each(Object.entries(mutants))("%s", async (_name, m) => {
-    const r = await checkModel({ bounds, mode: m.mode, table: m.table, quickCompile });
-    expect(r.errors).toBeGreaterThan(0);
-    expect(r.violation).toMatch(m.mode === "safety" ? /assertion violated/ : /acceptance cycle/);
-    // the replayed counterexample reaches the violation
-    expect(r.trail.length).toBeGreaterThan(3);
-  });
+  test.each(Object.entries(mutants))(
+    "%s",
+    async (_name, m) => {
+      const r = await checkModel({ bounds, mode: m.mode, table: m.table, quickCompile });
+      expect(r.errors).toBeGreaterThan(0);
+      expect(r.violation).toMatch(m.mode === "safety" ? /assertion violated/ : /acceptance cycle/);
+      // the replayed counterexample reaches the violation
+      expect(r.trail.length).toBeGreaterThan(3);
+    },
+    SEARCH_MS,
+  );
 });

@@ -70,6 +70,9 @@ function concrete(f: Facts, args: Args, variant: number) {
       output: f.status === "succeeded" ? "the doc" : null,
       // A job plan's ending kept 1 (succeeded) or 0 (refunded); null while active.
       captured: f.status === "succeeded" ? 1 : final ? 0 : null,
+      // What earlier attempts consumed; every prompt counts its tokens at enqueue.
+      consumed: f.paid ? 50 : 0,
+      prompt_tokens: 5,
     },
     // One unit of another job, so a refund too many would show as a number, not an error.
     unitsUsed: 1 + (holdsUnit ? 1 : 0),
@@ -112,15 +115,31 @@ function callFor(
         },
       };
     case "release_job":
-      return { fn, args: { p_job_id: id, p_attempt: attempt, p_error: "500", p_now: T } };
+      return {
+        fn,
+        args: {
+          p_job_id: id,
+          p_attempt: attempt,
+          p_error: "500",
+          p_now: T,
+          // A timeout after streaming, or a 5xx before anything was billed.
+          p_usage: args.spent
+            ? { prompt_tokens: 5, completion_tokens: 40, source: "counted" }
+            : { prompt_tokens: 0, completion_tokens: 0, source: "counted" },
+        },
+      };
     case "fail_job":
       return {
         fn,
         args: {
           p_job_id: id,
-          p_reason: "delivery_failed",
+          p_reason: args.fault === "operator" ? "provider_misconfigured" : "delivery_failed",
           p_attempt: attempt,
           p_now: T,
+          // The worker's own failure reports its attempt's usage (a 400 or a 401: nothing).
+          ...(args.claim === "none"
+            ? {}
+            : { p_usage: { prompt_tokens: 0, completion_tokens: 0, source: "counted" } }),
           // The failure callback's message: the job's publish_seq when it was published.
           ...(args.message === "none"
             ? {}
@@ -172,6 +191,10 @@ interface Observed {
   withheld: boolean;
   /** What the job kept of its hold, when this call ended it (null otherwise). */
   captured: number | null;
+  /** An active job's attempts have consumed provider tokens. */
+  paid: boolean;
+  /** The refund used the period's bound of refunds after spend (refunded_running_cancels + 1). */
+  counted: number;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: a generation_jobs row as pg returns it
@@ -182,6 +205,7 @@ function observe(
   before: JobRow,
   after: JobRow,
   units: [number, number],
+  counted: [number, number],
 ): Observed {
   const t = (d: Date | null) => (d === null ? null : d.getTime());
   const lease = t(after.lease_expires_at);
@@ -216,6 +240,8 @@ function observe(
     counter: units[1] - units[0],
     withheld: after.refund_withheld !== null,
     captured: before.captured === null ? after.captured : null,
+    paid: ["queued", "running"].includes(after.status) && after.consumed > 0,
+    counted: counted[1] - counted[0],
   };
 }
 
@@ -229,7 +255,9 @@ function expected(table: Table, fn: FnName, f: Facts, args: Args): Observed | un
     status,
     reason:
       to.reason === "$reason"
-        ? "delivery_failed"
+        ? args.fault === "operator"
+          ? "provider_misconfigured"
+          : "delivery_failed"
         : (to.reason ?? (status === "failed" ? "delivery_failed" : null)),
     lease: status !== "running" ? "none" : to.claim ? "live" : f.lease,
     resume: status !== "queued" ? "none" : (to.resume ?? f.resume),
@@ -246,6 +274,8 @@ function expected(table: Table, fn: FnName, f: Facts, args: Args): Observed | un
     counter: to.counter,
     withheld: to.withheld === true,
     captured: to.captured ?? null,
+    paid: ["queued", "running"].includes(status) && (to.spend === true || f.paid),
+    counted: to.counted ? 1 : 0,
   };
 }
 
@@ -271,9 +301,9 @@ async function runCase(
          id, user_id, status, prompt, request_hash, plan_id, period_start, attempts,
          provider_quota_hits, republish_count, publish_seq, created_at, queued_at, resume_at,
          lease_expires_at, started_at, finished_at, refunded_at, failure_reason, output, updated_at,
-         captured
+         captured, consumed, prompt_tokens
        ) values ($1, $2, $5, 'write it', 'h', 'free', $3, $6, $7, $8, $9, $10, $11, $12, $13, $14,
-         $15, $16, $17, $18, $10, $20)
+         $15, $16, $17, $18, $10, $20, $21, $22)
        returning *`,
       [
         id,
@@ -296,6 +326,8 @@ async function runCase(
         j.output,
         c.refundedRunningCancels,
         j.captured,
+        j.consumed,
+        j.prompt_tokens,
       ],
     );
     const before = rows[0] as JobRow;
@@ -309,16 +341,25 @@ async function runCase(
     ).rows[0].r;
     const after = (await client.query("select * from public.generation_jobs where id = $1", [id]))
       .rows[0] as JobRow;
-    const units = (
-      await client.query("select units_used from public.quota_usage where user_id = $1", [user])
-    ).rows[0].units_used as number;
+    const counter = (
+      await client.query(
+        "select units_used, refunded_running_cancels from public.quota_usage where user_id = $1",
+        [user],
+      )
+    ).rows[0] as { units_used: number; refunded_running_cancels: number };
     let outcome = result.outcome as string;
     if (fn === "sweep_jobs") {
       const failed = (result.failed as { id: string }[]).some((x) => x.id === id);
       const republished = (result.republish as { id: string }[]).some((x) => x.id === id);
       outcome = failed ? "failed" : republished ? "republish" : "untouched";
     }
-    return observe(outcome, before, after, [c.unitsUsed, units]);
+    return observe(
+      outcome,
+      before,
+      after,
+      [c.unitsUsed, counter.units_used],
+      [c.refundedRunningCancels, counter.refunded_running_cancels],
+    );
   } finally {
     await client.query("rollback");
   }
@@ -382,7 +423,7 @@ describe("the SQL does what the model's transition table says", () => {
       [],
     );
     // Every row of the table is exercised by some state.
-    expect([...rowsSeen].sort()).toEqual(transitions[fn].rows.map((_, i) => i));
+    expect([...rowsSeen].sort((a, b) => a - b)).toEqual(transitions[fn].rows.map((_, i) => i));
   });
 
   test.each(Object.entries(mutants))(
@@ -409,6 +450,7 @@ describe("the SQL does what the model's transition table says", () => {
     try {
       await client.query("begin");
       const user = randomUUID();
+      await client.query("insert into auth.users (id) values ($1)", [user]);
       const r = (
         await client.query("select public.enqueue_job($1, 'write it', null, $2) as r", [user, T])
       ).rows[0].r;

@@ -209,7 +209,7 @@ describe("named points, what exactly happens", () => {
     ]);
   });
 
-  test('kill("after:rpc:record_progress") on a token plan: the worker died mid-stream with its progress written; the sweeper ends the job, capturing nothing, the whole hold released once', async () => {
+  test('kill("after:rpc:record_progress") on a token plan: the worker died mid-stream with its progress written; the sweeper ends the job, capturing what SQL knows it consumed (its prompt and that progress), the rest of the hold released once', async () => {
     const sim = await runWith(
       flow("team: delivery, worker mid-stream (a progress write)"),
       kill("after:rpc:record_progress"),
@@ -217,19 +217,24 @@ describe("named points, what exactly happens", () => {
     expect(sim.lastOutcome).toMatchObject({ kind: "killed", at: "after:rpc:record_progress" });
     expect(sim.lastTrace).toEqual(["rpc:start_job", "redis:get", "model", "rpc:record_progress"]);
     const { rows } = await app.admin.query(
-      `select j.status, j.failure_reason, j.captured, u.units_used, j.partial_output
-       from public.generation_jobs j join public.quota_usage u using (user_id, period_start)
+      `select j.status, j.failure_reason, j.captured, u.units_used, j.partial_output,
+         j.prompt_tokens + j.partial_tokens as known
+       from public.generation_jobs j join public.quota_usage u using (user_id, period_start, meter)
        where j.user_id = $1`,
       [sim.users[0]],
     );
+    const known = rows[0]?.known as number;
+    expect(known).toBeGreaterThan(0);
     expect(rows).toEqual([
       {
         status: "failed",
         failure_reason: "max_age_exceeded",
-        captured: 0,
-        units_used: 0,
+        // docs/DESIGN.md#metering-hold-and-capture: a running attempt someone else ends.
+        captured: known,
+        units_used: known,
         // The write committed mid-stream: the text streamed so far, before the answer.
         partial_output: MID_STREAM_TEXT,
+        known,
       },
     ]);
   });

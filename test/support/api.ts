@@ -9,6 +9,11 @@
  * signing it exactly as QStash does and calling `api/worker.ts` (or `api/dlq.ts` with the
  * failure-callback body), so the whole loop runs without a queue.
  *
+ * The Supabase project is one created today: `sb_secret_…` / `sb_publishable_…` keys, user
+ * tokens signed ES256 by the Auth stand-in (dev/auth/, its JWKS served on the REST stand-in's
+ * origin), and the Marketplace-synced legacy `SUPABASE_JWT_SECRET` still set (HS256 tokens
+ * minted with `JWT_SECRET` and `app.issuer` verify too, as during a rotation).
+ *
  * @example
  * const app = useApi();
  * test("...", async () => {
@@ -31,15 +36,11 @@ import { createHandler as jobHandler } from "../../api/jobs/[id].ts";
 import { createHandler as jobsHandler } from "../../api/jobs/index.ts";
 import { createHandler as usageHandler } from "../../api/usage.ts";
 import { createHandler as workerHandler } from "../../api/worker.ts";
+import { type AuthStandIn, createAuthStandIn, makeProject } from "../../dev/auth/index.ts";
 import { type FakeOpenAI, startFakeOpenAI } from "../../dev/openai/index.ts";
-import {
-  mintServiceRoleKey,
-  type RunningPostgrest,
-  startPostgrest,
-} from "../../dev/postgrest/index.ts";
+import { type RunningPostgrest, startPostgrest } from "../../dev/postgrest/index.ts";
 import { DEV_SIGNING_KEYS, DEV_TOKEN } from "../../dev/qstash/constants.ts";
 import { signDelivery } from "../../dev/qstash/signing.ts";
-import { mintUserToken } from "../../dev/token.ts";
 import { type RunningUpstashRedis, startUpstashRedis } from "../../dev/upstash-redis/index.ts";
 import { type RunningRedisServer, startRedisServer } from "../../dev/upstash-redis/redis-server.ts";
 import { loadConfig } from "../../lib/config.ts";
@@ -198,6 +199,10 @@ export interface ApiOptions {
 /** What a test file gets: the handlers, the local parts behind them and helpers. */
 export interface Api {
   env: Record<string, string>;
+  /** `iss` of this project's user tokens: `${SUPABASE_URL}/auth/v1`. */
+  issuer: string;
+  /** The project's Auth stand-in (signs ES256 user tokens). */
+  auth: AuthStandIn;
   deps: Deps;
   workerDeps: WorkerDeps;
   /** The handlers wired to `deps` / `workerDeps`. */
@@ -298,18 +303,22 @@ export function useApi(options: ApiOptions = {}): Api {
       api.logs.push(line);
       if (process.env.API_TEST_LOGS) process.stderr.write(`${line}\n`);
     });
-    const serviceRoleKey = await mintServiceRoleKey(JWT_SECRET);
     const [restPort, redisPort, upstashPort, modelPort] = await Promise.all([
       freePort(),
       freePort(),
       freePort(),
       freePort(),
     ]);
+    api.issuer = `http://127.0.0.1:${restPort}/auth/v1`;
+    const project = await makeProject({ shape: "new", issuer: api.issuer, jwtSecret: JWT_SECRET });
+    api.auth = createAuthStandIn(project);
     rest = await startPostgrest({
       port: restPort,
       databaseUrl: databaseUrl(),
       jwtSecret: JWT_SECRET,
-      serviceRoleKey,
+      serviceRoleKey: project.secretKey,
+      anonKey: project.publishableKey,
+      auth: api.auth,
     });
     redisServer = await startRedisServer({ port: redisPort });
     upstash = await startUpstashRedis({
@@ -327,7 +336,8 @@ export function useApi(options: ApiOptions = {}): Api {
 
     api.env = {
       SUPABASE_URL: rest.url,
-      SUPABASE_SERVICE_ROLE_KEY: serviceRoleKey,
+      SUPABASE_SECRET_KEY: project.secretKey,
+      SUPABASE_PUBLISHABLE_KEY: project.publishableKey,
       SUPABASE_JWT_SECRET: JWT_SECRET,
       QSTASH_URL,
       QSTASH_TOKEN: DEV_TOKEN,
@@ -397,7 +407,7 @@ export function useApi(options: ApiOptions = {}): Api {
       port: await freePort(),
       databaseUrl: databaseUrl(),
       jwtSecret: JWT_SECRET,
-      serviceRoleKey: api.env.SUPABASE_SERVICE_ROLE_KEY ?? "",
+      serviceRoleKey: api.env.SUPABASE_SECRET_KEY ?? "",
     });
     await gone.close();
     return api.makeDeps({ SUPABASE_URL: gone.url });
@@ -410,7 +420,7 @@ export function useApi(options: ApiOptions = {}): Api {
 
   api.newUser = async (plan = "free") => {
     const id = await newUser(api.admin, plan);
-    const token = await mintUserToken({ secret: JWT_SECRET, userId: id });
+    const token = await api.auth.mint({ userId: id });
     return { id, token, headers: { authorization: `Bearer ${token}` } };
   };
 

@@ -80,13 +80,14 @@ export async function rpc(
 }
 
 /**
- * A user of its own for each test; users on any plan but free (`pro`, the token-metered `team`,
- * or a plan a test made) get an auth.users row and a user_plans row.
+ * A user of its own for each test: an auth.users row (enqueue refuses a user Supabase Auth does
+ * not know), and on any plan but free (`pro`, the token-metered `team`, or a plan a test made) a
+ * user_plans row.
  */
 export async function newUser(admin: pg.Pool, plan: string = "free"): Promise<string> {
   const id = randomUUID();
+  await admin.query("insert into auth.users (id) values ($1)", [id]);
   if (plan !== "free") {
-    await admin.query("insert into auth.users (id) values ($1)", [id]);
     await admin.query("insert into public.user_plans (user_id, plan_id) values ($1, $2)", [
       id,
       plan,

@@ -433,7 +433,11 @@ export class Sim {
     if (!token) {
       const secret = this.config.supabaseJwtSecret;
       if (!secret) throw new Error("the simulator's edge needs SUPABASE_JWT_SECRET");
-      token = await mintUserToken({ secret, userId });
+      token = await mintUserToken({
+        secret,
+        userId,
+        issuer: `${this.config.supabaseUrl}/auth/v1`,
+      });
       this.tokens.set(userId, token);
     }
     return token;
@@ -456,8 +460,9 @@ export class Sim {
           `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_refunded_running_cancels)
            values ('tight', 'Tight', 'day', 3, 2, 0) on conflict (id) do nothing`,
         );
+      // Every user has an account: enqueue refuses a user Supabase Auth does not know.
+      await this.parts.admin.query("insert into auth.users (id) values ($1)", [id]);
       if (plan !== "free") {
-        await this.parts.admin.query("insert into auth.users (id) values ($1)", [id]);
         await this.parts.admin.query(
           "insert into public.user_plans (user_id, plan_id) values ($1, $2)",
           [id, plan],
@@ -800,12 +805,14 @@ export class InvariantError extends Error {
 }
 
 /**
- * 1 no drift; 5 every job terminal; 2 each failed job refunded exactly once (one
- * refund-bearing event, refunded_at set), each canceled job refunded exactly once or, only for
- * a running job canceled when the user's refunded running-cancels of its period had reached
- * the plan's bound (replayed from the events in order), not at all (refund_withheld set, the
- * event says `refunded: false`), the period's counter of refunded running-cancels equal to
- * those events, and no succeeded job refunded; 4 limits never
+ * 1 no drift; 5 every job terminal; 2 each failed or canceled job refunded exactly once (one
+ * refund-bearing event, refunded_at set) or, only for a job plan's ending after provider spend
+ * (a running cancel; a failure or queued cancel after a consumed attempt; a running attempt
+ * someone else ended) when the user's refunds after spend of its period had reached the plan's
+ * bound (replayed from the events in order), not at all (refund_withheld set, the event says
+ * `refunded: false`), the period's counter of refunds after spend equal to those events, a
+ * token plan's ending capturing at least what its released attempts consumed (up to the hold)
+ * and the operator's fault nothing, and no succeeded job refunded; 4 limits never
  * exceeded at any moment, replayed from job_events in commit-consistent id order; 7 no more
  * model calls than claims (started + reclaimed events) for any prompt.
  */
@@ -820,12 +827,13 @@ export async function checkInvariants(
   // checked after each test by useApi).
   const drift = await admin.query(
     `with reserved as (
-       select user_id, period_start, sum(coalesce(captured, hold)) as units_expected
-       from public.generation_jobs where user_id = any($1) group by user_id, period_start
+       select user_id, period_start, meter, sum(coalesce(captured, hold)) as units_expected
+       from public.generation_jobs where user_id = any($1) group by user_id, period_start, meter
      ), used as (select * from public.quota_usage where user_id = any($1))
-     select coalesce(u.user_id, r.user_id) as user_id, coalesce(u.units_used, 0) as units_used,
-       coalesce(r.units_expected, 0) as units_expected
-     from used u full join reserved r on r.user_id = u.user_id and r.period_start = u.period_start
+     select coalesce(u.user_id, r.user_id) as user_id, coalesce(u.meter, r.meter) as meter,
+       coalesce(u.units_used, 0) as units_used, coalesce(r.units_expected, 0) as units_expected
+     from used u full join reserved r
+       on r.user_id = u.user_id and r.period_start = u.period_start and r.meter = u.meter
      where coalesce(u.units_used, 0) <> coalesce(r.units_expected, 0)`,
     [users],
   );
@@ -859,9 +867,11 @@ export async function checkInvariants(
     if (!["succeeded", "failed", "canceled"].includes(j.status))
       problems.push(`job ${j.id} is still ${j.status}`);
     const refundable = j.status === "failed" || j.status === "canceled";
-    // Exactly one of the two on a failed/canceled job; withheld only on a canceled one (the
-    // events below prove it was running and past the bound).
-    const withheld = j.status === "canceled" && j.refund_withheld === "running_cancel_limit";
+    // Exactly one of the two on a failed/canceled job (the events below prove a withheld one
+    // ended after spend, past the bound); running_cancel_limit only on a canceled one.
+    const withheld =
+      j.refund_withheld === "paid_refund_limit" ||
+      (j.status === "canceled" && j.refund_withheld === "running_cancel_limit");
     if (refundable && (j.refunds !== 1 || (j.refunded_at === null) !== withheld))
       problems.push(
         `job ${j.id} ${j.status} with ${j.refunds} ending events, withheld ${withheld}`,
@@ -904,9 +914,18 @@ export async function checkInvariants(
     meter: string;
     hold: number | null;
     released: number | null;
+    captured: number | null;
+    counted: boolean | null;
+    usage_tokens: number | null;
+    job_hold: number;
+    failure_reason: string | null;
   }>(
     `select e.id, e.job_id, e.user_id, e.event, e.to_status, j.period_start, j.meter,
        (e.detail ->> 'hold')::int as hold, (e.detail ->> 'released')::int as released,
+       (e.detail ->> 'captured')::int as captured, (e.detail ->> 'counted')::boolean as counted,
+       case when e.detail ? 'usage' then coalesce((e.detail -> 'usage' ->> 'prompt_tokens')::int, 0)
+         + coalesce((e.detail -> 'usage' ->> 'completion_tokens')::int, 0) end as usage_tokens,
+       j.hold as job_hold, j.failure_reason,
        p.units_per_period as units, p.max_active_jobs as max_active, e.from_status,
        (e.detail ->> 'refunded')::boolean as refunded,
        coalesce(p.max_refunded_running_cancels, p.units_per_period) as max_cancels
@@ -920,8 +939,14 @@ export async function checkInvariants(
   const reserved = new Map<string, number>();
   const ended = new Set<string>();
   const runningCancels = new Map<string, number>();
+  // What each job's attempts that did not end it consumed, as far as the events say: a released
+  // attempt's usage; a reclaim (the dead attempt's prompt, counted at enqueue, at least).
+  const consumed = new Map<string, number>();
   for (const e of events.rows) {
-    const period = `${e.user_id} ${e.period_start.toISOString()}`;
+    const period = `${e.user_id} ${e.period_start.toISOString()} ${e.meter}`;
+    if (e.event === "released")
+      consumed.set(e.job_id, (consumed.get(e.job_id) ?? 0) + (e.usage_tokens ?? 0));
+    if (e.event === "reclaimed") consumed.set(e.job_id, (consumed.get(e.job_id) ?? 0) + 1);
     // The usage of an attempt someone else ended: a record appended to the history, not a
     // transition (its status is the job's, before and after).
     if (e.event === "attempt_usage") continue;
@@ -942,31 +967,57 @@ export async function checkInvariants(
       if (e.released === null) problems.push(`job ${e.job_id}: ${e.event} without its release`);
       reserved.set(period, (reserved.get(period) ?? 0) - (e.released ?? 0));
     }
-    // A token plan's running cancel releases the rest of its hold without a bound.
-    if (e.meter === "tokens") continue;
-    if (e.to_status === "canceled" && e.from_status === "running") {
-      const before = runningCancels.get(period) ?? 0;
+    const ending =
+      (e.to_status === "failed" || e.to_status === "canceled") && e.from_status !== e.to_status;
+    if (!ending) continue;
+    // docs/DESIGN.md#metering-hold-and-capture: the ending attempt's own tokens are its worker's
+    // usage, else (someone else ended a running attempt) at least its prompt.
+    const before = consumed.get(e.job_id) ?? 0;
+    const own = e.usage_tokens ?? (e.from_status === "running" ? 1 : 0);
+    const operator = e.to_status === "failed" && e.failure_reason === "provider_misconfigured";
+    if (e.meter === "tokens") {
+      // No bound: the ending pays what was consumed, up to the hold.
+      if (operator && e.captured !== 0)
+        problems.push(`job ${e.job_id}: the operator's fault captured ${e.captured}`);
+      if (!operator && (e.captured ?? 0) < Math.min(e.job_hold, before))
+        problems.push(`job ${e.job_id}: captured ${e.captured} of ${before} consumed`);
+      if (e.refunded !== true) problems.push(`job ${e.job_id}: a token plan's ending withheld`);
+      continue;
+    }
+    const runningCancel = e.to_status === "canceled" && e.from_status === "running";
+    const paid = !operator && (runningCancel || before + own > 0);
+    if (paid) {
+      const used = runningCancels.get(period) ?? 0;
       if (e.refunded === true) {
-        runningCancelTally.refunded++;
-        if (before >= e.max_cancels)
-          problems.push(`job ${e.job_id}: running cancel refunded past the bound (${before})`);
-        runningCancels.set(period, before + 1);
+        if (runningCancel) runningCancelTally.refunded++;
+        if (used >= e.max_cancels)
+          problems.push(`job ${e.job_id}: refunded after spend past the bound (${used})`);
+        if (e.counted !== true) problems.push(`job ${e.job_id}: refunded after spend, uncounted`);
+        runningCancels.set(period, used + 1);
       } else {
-        runningCancelTally.withheld++;
-        if (before < e.max_cancels)
-          problems.push(`job ${e.job_id}: running cancel withheld under the bound (${before})`);
+        if (runningCancel) runningCancelTally.withheld++;
+        if (used < e.max_cancels)
+          problems.push(`job ${e.job_id}: refund after spend withheld under the bound (${used})`);
       }
-    } else if (e.to_status === "canceled" && e.refunded !== true) {
-      problems.push(`job ${e.job_id}: canceled from ${e.from_status} without a refund`);
+    } else if (e.refunded !== true || e.counted === true) {
+      problems.push(
+        `job ${e.job_id}: ${e.to_status} from ${e.from_status} with nothing spent, refunded ${e.refunded}, counted ${e.counted}`,
+      );
     }
   }
-  const counters = await admin.query<{ user_id: string; period_start: Date; n: number }>(
-    `select user_id, period_start, refunded_running_cancels as n
+  const counters = await admin.query<{
+    user_id: string;
+    period_start: Date;
+    meter: string;
+    n: number;
+  }>(
+    `select user_id, period_start, meter, refunded_running_cancels as n
      from public.quota_usage where user_id = any($1)`,
     [users],
   );
   for (const c of counters.rows) {
-    const counted = runningCancels.get(`${c.user_id} ${c.period_start.toISOString()}`) ?? 0;
+    const counted =
+      runningCancels.get(`${c.user_id} ${c.period_start.toISOString()} ${c.meter}`) ?? 0;
     if (c.n !== counted)
       problems.push(
         `user ${c.user_id}: counter says ${c.n} refunded running cancels, events ${counted}`,

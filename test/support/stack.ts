@@ -39,7 +39,7 @@ export interface StackFixture {
  * test (for files that leave slow failure-callback retries behind on purpose).
  */
 export function useStack(
-  options: Pick<StackOptions, "timeScale"> & {
+  options: Pick<StackOptions, "timeScale" | "shape"> & {
     env?: Record<string, string>;
     waitIdle?: boolean;
   } = {},
@@ -54,6 +54,7 @@ export function useStack(
       dataDir,
       reset: true,
       timeScale: options.timeScale ?? 0.01,
+      ...(options.shape ? { shape: options.shape } : {}),
       env: { ...E2E_ENV, ...options.env },
       log: (line) => {
         logs.push(line);

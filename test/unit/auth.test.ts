@@ -7,7 +7,8 @@ import { LOCAL_JWT_SECRET, mintUserToken } from "../../dev/token.ts";
 import { createAuth } from "../../lib/auth.ts";
 
 const supabaseUrl = "https://abcdefghijklmnop.supabase.co";
-const jwksUrl = `${supabaseUrl}/auth/v1/.well-known/jwks.json`;
+const issuer = `${supabaseUrl}/auth/v1`;
+const jwksUrl = `${issuer}/.well-known/jwks.json`;
 const userId = randomUUID();
 const auth = createAuth({ jwtSecret: LOCAL_JWT_SECRET, supabaseUrl });
 
@@ -33,12 +34,13 @@ async function rejects401(authorization?: string, a = auth) {
 
 describe("HS256 with SUPABASE_JWT_SECRET", () => {
   test("a valid user token gives its sub", async () => {
-    const token = await mintUserToken({ secret: LOCAL_JWT_SECRET, userId });
+    const token = await mintUserToken({ issuer, secret: LOCAL_JWT_SECRET, userId });
     expect(await auth.userFromRequest(request(`Bearer ${token}`))).toEqual({ userId });
   });
 
   test("an expired token is refused", async () => {
     const token = await mintUserToken({
+      issuer,
       secret: LOCAL_JWT_SECRET,
       userId,
       now: new Date(Date.now() - 7_200_000),
@@ -49,6 +51,7 @@ describe("HS256 with SUPABASE_JWT_SECRET", () => {
 
   test("a token signed with another secret is refused", async () => {
     const token = await mintUserToken({
+      issuer,
       secret: "another-secret-that-is-at-least-32-characters",
       userId,
     });
@@ -64,13 +67,15 @@ describe("HS256 with SUPABASE_JWT_SECRET", () => {
 
   test("the wrong audience is refused", async () => {
     await rejects401(
-      `Bearer ${await mintUserToken({ secret: LOCAL_JWT_SECRET, userId, aud: "other" })}`,
+      `Bearer ${await mintUserToken({ issuer, secret: LOCAL_JWT_SECRET, userId, aud: "other" })}`,
     );
   });
 
   test("anon and service_role tokens are not a signed-in user", async () => {
     for (const role of ["anon", "service_role"]) {
-      await rejects401(`Bearer ${await mintUserToken({ secret: LOCAL_JWT_SECRET, userId, role })}`);
+      await rejects401(
+        `Bearer ${await mintUserToken({ issuer, secret: LOCAL_JWT_SECRET, userId, role })}`,
+      );
     }
   });
 
@@ -84,13 +89,14 @@ describe("HS256 with SUPABASE_JWT_SECRET", () => {
 
   test("a sub that is not a UUID is refused", async () => {
     await rejects401(
-      `Bearer ${await mintUserToken({ secret: LOCAL_JWT_SECRET, userId: "admin" })}`,
+      `Bearer ${await mintUserToken({ issuer, secret: LOCAL_JWT_SECRET, userId: "admin" })}`,
     );
   });
 
   test("a token without exp is refused", async () => {
     const token = await new SignJWT({ role: "authenticated" })
       .setProtectedHeader({ alg: "HS256" })
+      .setIssuer(issuer)
       .setAudience("authenticated")
       .setSubject(userId)
       .sign(new TextEncoder().encode(LOCAL_JWT_SECRET));
@@ -150,7 +156,7 @@ describe("JWKS (asymmetric signing keys)", () => {
   });
 
   test("an HS256 token is refused when only the JWKS is configured", async () => {
-    const token = await mintUserToken({ secret: LOCAL_JWT_SECRET, userId });
+    const token = await mintUserToken({ issuer, secret: LOCAL_JWT_SECRET, userId });
     await rejects401(`Bearer ${token}`, createAuth({ supabaseUrl }));
   });
 

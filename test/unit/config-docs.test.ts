@@ -33,7 +33,14 @@ describe("one declaration per variable (lib/config.ts VARIABLES)", () => {
     const env = Object.fromEntries(
       names
         .filter(isRequired)
-        .map((n) => [n, n.endsWith("URL") ? "https://x.example" : "x".repeat(32)]),
+        .map((n) => [
+          n,
+          n.endsWith("URL")
+            ? "https://x.example"
+            : n === "SUPABASE_SECRET_KEY"
+              ? `sb_secret_${"x".repeat(32)}`
+              : "x".repeat(32),
+        ]),
     );
     const config = loadConfig(env) as Record<string, unknown>;
     expect(Object.keys(config).sort()).toEqual(names.map(fieldOf).sort());

@@ -4,7 +4,7 @@ import { ConfigError } from "../../lib/errors.ts";
 
 const REQUIRED = [
   "SUPABASE_URL",
-  "SUPABASE_SERVICE_ROLE_KEY",
+  "SUPABASE_SECRET_KEY",
   "QSTASH_TOKEN",
   "QSTASH_CURRENT_SIGNING_KEY",
   "QSTASH_NEXT_SIGNING_KEY",
@@ -17,7 +17,7 @@ const REQUIRED = [
 
 const valid = {
   SUPABASE_URL: "https://abc.supabase.co/",
-  SUPABASE_SERVICE_ROLE_KEY: "service-role-key-value",
+  SUPABASE_SECRET_KEY: "sb_secret_test-secret-key-value",
   QSTASH_TOKEN: "qstash-token-value",
   QSTASH_CURRENT_SIGNING_KEY: "sig_current_value",
   QSTASH_NEXT_SIGNING_KEY: "sig_next_value",

@@ -1,5 +1,6 @@
 import { delay, HttpResponse, http } from "msw";
 import { setupServer } from "msw/node";
+import { AuthenticationError, BadRequestError, NotFoundError, PermissionDeniedError } from "openai";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import {
   classifyModelError,
@@ -367,7 +368,7 @@ describe("classifyModelError through the real SDK", () => {
     expect(classifyModelError(err)).toMatchObject({ kind: "transient", status: null });
   });
 
-  test("400 → refused with the provider's message; 401 too", async () => {
+  test("400 context_length_exceeded → refused with the provider's message (the prompt's fault)", async () => {
     server.use(
       http.post(completions, () =>
         HttpResponse.json(
@@ -384,31 +385,173 @@ describe("classifyModelError through the real SDK", () => {
         ),
       ),
     );
-    expect(classifyModelError(await failure())).toMatchObject({
+    const err = await failure();
+    expect((err as ModelCallError).cause).toBeInstanceOf(BadRequestError);
+    expect(classifyModelError(err)).toMatchObject({
       kind: "refused",
       status: 400,
       message: expect.stringContaining("maximum context length"),
     });
+  });
 
-    server.use(
-      http.post(completions, () =>
-        HttpResponse.json(
-          {
-            error: {
-              message:
-                "Incorrect API key provided: sk-test-***0000. You can find your API key at https://platform.openai.com/account/api-keys.",
-              type: "invalid_request_error",
-              param: null,
-              code: "invalid_api_key",
-            },
-          },
-          { status: 401 },
+  // Each body as OpenAI sends it (its error-code guide; bodies as reported from the API).
+  const operatorFaults: Array<
+    [string, number, Record<string, unknown>, new (...args: never[]) => Error, string]
+  > = [
+    [
+      "401 invalid_api_key (a revoked or wrong key)",
+      401,
+      {
+        message:
+          "Incorrect API key provided: sk-test-*******0000. You can find your API key at https://platform.openai.com/account/api-keys.",
+        type: "invalid_request_error",
+        param: null,
+        code: "invalid_api_key",
+      },
+      AuthenticationError,
+      "api_key",
+    ],
+    [
+      "401 without a code (a key lacking the model.request scope)",
+      401,
+      {
+        message:
+          "You have insufficient permissions for this operation. Missing scopes: model.request.",
+        type: "invalid_request_error",
+        param: null,
+        code: null,
+      },
+      AuthenticationError,
+      "api_key",
+    ],
+    [
+      "403 unsupported_country_region_territory",
+      403,
+      {
+        message: "Country, region, or territory not supported",
+        type: "request_forbidden",
+        param: null,
+        code: "unsupported_country_region_territory",
+      },
+      PermissionDeniedError,
+      "region",
+    ],
+    [
+      "403 model_not_found (the project may not use the model)",
+      403,
+      {
+        message: "Project `proj_abc123` does not have access to model `gpt-4o-mini`",
+        type: "invalid_request_error",
+        param: null,
+        code: "model_not_found",
+      },
+      PermissionDeniedError,
+      "model",
+    ],
+    [
+      "404 model_not_found (OPENAI_MODEL is unknown)",
+      404,
+      {
+        message: "The model `gpt-4o-mini` does not exist or you do not have access to it.",
+        type: "invalid_request_error",
+        param: null,
+        code: "model_not_found",
+      },
+      NotFoundError,
+      "model",
+    ],
+    [
+      "404 Invalid URL (OPENAI_BASE_URL points at the wrong path)",
+      404,
+      {
+        message: "Invalid URL (POST /v1/chat/completion)",
+        type: "invalid_request_error",
+        param: null,
+        code: null,
+      },
+      NotFoundError,
+      "model",
+    ],
+    [
+      "400 unsupported_parameter (the model takes another parameter than ours)",
+      400,
+      {
+        message:
+          "Unsupported parameter: 'max_completion_tokens' is not supported with this model. Use 'max_tokens' instead.",
+        type: "invalid_request_error",
+        param: "max_completion_tokens",
+        code: "unsupported_parameter",
+      },
+      BadRequestError,
+      "request",
+    ],
+    [
+      "400 unsupported_value on stream (a model that does not stream)",
+      400,
+      {
+        message:
+          "Unsupported value: 'stream' does not support true with this model. Supported values are: false.",
+        type: "invalid_request_error",
+        param: "stream",
+        code: "unsupported_value",
+      },
+      BadRequestError,
+      "request",
+    ],
+  ];
+  test.each(operatorFaults)(
+    "%s → operator_fault, no secret in it",
+    async (_what, status, body, SdkError, fault) => {
+      server.use(
+        http.post(completions, () =>
+          HttpResponse.json({ error: body }, { status, headers: requestHeaders }),
         ),
-      ),
-    );
-    const refused = classifyModelError(await failure());
-    expect(refused).toMatchObject({ kind: "refused", status: 401 });
-    expect(JSON.stringify(refused)).not.toContain("sk-test-***0000");
+      );
+      const err = await failure();
+      expect((err as ModelCallError).cause).toBeInstanceOf(SdkError);
+      const classified = classifyModelError(err);
+      expect(classified).toMatchObject({
+        kind: "operator_fault",
+        fault,
+        status,
+        code: body.code,
+        message: expect.any(String),
+      });
+      // The 401 echoes the key, masked: neither part of it leaves.
+      expect(JSON.stringify(classified)).not.toContain("sk-test");
+      expect(JSON.stringify(classified)).not.toContain("0000");
+    },
+  );
+
+  test("a 400 the prompt may cause (no code, or a code of the prompt's) stays refused: no user can page on-call", async () => {
+    const bodies = [
+      {
+        message: "Invalid prompt: your prompt was flagged.",
+        type: "invalid_request_error",
+        param: null,
+        code: "invalid_prompt",
+      },
+      {
+        message: "Something about the request.",
+        type: "invalid_request_error",
+        param: null,
+        code: null,
+      },
+      {
+        message: "Invalid 'messages[0].content': string too long.",
+        type: "invalid_request_error",
+        param: "messages[0].content",
+        code: "string_above_max_length",
+      },
+    ];
+    for (const body of bodies) {
+      server.use(
+        http.post(completions, () =>
+          HttpResponse.json({ error: body }, { status: 400, headers: requestHeaders }),
+        ),
+      );
+      expect(classifyModelError(await failure())).toMatchObject({ kind: "refused", status: 400 });
+    }
   });
 
   test("anything unknown is transient", () => {

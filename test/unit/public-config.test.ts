@@ -5,7 +5,8 @@ import type { Config } from "../../lib/config.ts";
 const config = (over: Partial<Config>) =>
   ({
     supabaseUrl: "https://abcdefghijklmnop.supabase.co",
-    supabaseAnonKey: "anon-public-key",
+    supabasePublishableKey: "sb_publishable_public-key",
+    supabaseSecretKey: "sb_secret_server-only",
     supabaseServiceRoleKey: "service-role-secret",
     supabaseJwtSecret: "jwt-secret-jwt-secret-jwt-secret-0000",
     openaiApiKey: "sk-secret",
@@ -20,22 +21,36 @@ const get = (c: Config, method = "GET") =>
   );
 
 describe("GET /api/public-config", () => {
-  test("answers the Supabase URL and anon key, and nothing else", async () => {
+  test("answers the Supabase URL and publishable key, and nothing else", async () => {
     const res = await get(config({}));
     expect(res.status).toBe(200);
     const text = await res.text();
     expect(JSON.parse(text)).toEqual({
       supabaseUrl: "https://abcdefghijklmnop.supabase.co",
-      supabaseAnonKey: "anon-public-key",
+      supabasePublishableKey: "sb_publishable_public-key",
     });
-    for (const secret of ["service-role-secret", "jwt-secret", "sk-secret", "qstash", "cron"]) {
+    for (const secret of [
+      "sb_secret_",
+      "service-role-secret",
+      "jwt-secret",
+      "sk-secret",
+      "qstash",
+      "cron",
+    ]) {
       expect(text).not.toContain(secret);
     }
   });
 
-  test("anon key unset: null, and the page offers no password sign-in", async () => {
-    const res = await get(config({ supabaseAnonKey: undefined }));
-    expect(await res.json()).toMatchObject({ supabaseAnonKey: null });
+  test("a legacy project: the anon key is served as the publishable key", async () => {
+    const res = await get(
+      config({ supabasePublishableKey: undefined, supabaseAnonKey: "eyJ.anon.jwt" }),
+    );
+    expect(await res.json()).toMatchObject({ supabasePublishableKey: "eyJ.anon.jwt" });
+  });
+
+  test("no publishable key: null, and the page offers no password sign-in", async () => {
+    const res = await get(config({ supabasePublishableKey: undefined }));
+    expect(await res.json()).toMatchObject({ supabasePublishableKey: null });
   });
 
   test("other methods: 405", async () => {

@@ -105,6 +105,18 @@ describe("phase → sentence: only what the API knows, no progress estimate", ()
     );
   });
 
+  test("a provider that refuses our configuration: the page says it is our fault, not the prompt, and refunded", () => {
+    const j = job({
+      status: "failed",
+      phase: "failed",
+      failureReason: "provider_misconfigured",
+      quotaRefunded: true,
+    });
+    expect(phaseSentence(j, now, tokyo)).toBe(
+      "Failed: the service is misconfigured on our side, not because of your prompt. Your generation was refunded.",
+    );
+  });
+
   test("canceled says it was refunded", () => {
     const j = job({ status: "canceled", phase: "canceled", quotaRefunded: true });
     expect(phaseSentence(j, now, tokyo)).toBe("Canceled. Your generation was refunded.");
@@ -120,6 +132,7 @@ describe("phase → sentence: only what the API knows, no progress estimate", ()
       "max_age_exceeded",
       "never_delivered",
       "attempt_budget_exhausted",
+      "provider_misconfigured",
     ];
     const sentences = reasons.map(failureSentence);
     expect(new Set(sentences).size).toBe(reasons.length);

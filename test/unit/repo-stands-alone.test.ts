@@ -31,6 +31,10 @@ const OUTSIDE: Rule[] = [
   { pattern: /\/work\/(?:shared|main|wt-\d+)\b/, why: "a path on one machine" },
   { pattern: /\bseeds?\/\d{3}/i, why: "a field report that is not in the repository" },
   { pattern: /\breference\/[\w-]+\.md\b/i, why: "a reference note that is not in the repository" },
+  {
+    pattern: /\breference\s+(?:note\s+)?[\w-]+\.md\b/i,
+    why: "a reference note by name, which is not in the repository",
+  },
   { pattern: /\bDESIGN\s*§/i, why: "a section number of a design that is not in the repository" },
   { pattern: /§\s*\d/, why: "a section number; name the section instead" },
   { pattern: /\bissues?\s+#?\d+\b/i, why: "an issue number; the tracker is not in the repository" },
@@ -171,6 +175,7 @@ describe("the checker catches what it is for (planted text)", () => {
     ["a machine path", "read /work/" + "shared/notes.md"],
     ["a field report", `as in seeds/${"000"}`],
     ["a reference note", `(reference/${"qstash"}.md)`],
+    ["a reference note by name", `(reference ${"platform"}.md, its section E)`],
     ["a design section number", `(DESIGN ${section}3)`],
     ["a bare section number", `see ${section}4 above`],
     ["an issue number", `(issue ${6}, fault injection)`],
