@@ -27,7 +27,7 @@ export interface StackAuth {
 }
 
 /** The project's key as GoTrue uses it: sign with the private half, verify with the public. */
-async function projectKeys(project: ProjectFile) {
+export async function projectKeys(project: ProjectFile) {
   const signer = await signerOf(project);
   const verifyKey =
     signer.alg === "ES256" && project.signingKey

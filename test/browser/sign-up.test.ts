@@ -8,10 +8,10 @@
 import { randomUUID } from "node:crypto";
 import { cp, mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { jwtVerify, SignJWT } from "jose";
 import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { type RunningGotrue, startGotrue } from "../../dev/auth/gotrue-server.ts";
+import { projectKeys } from "../../dev/auth/gotrue-stack.ts";
 import { SCREENSHOTS, until, useBrowserStack, userIdOf } from "../support/browser.ts";
 
 const h = useBrowserStack();
@@ -22,17 +22,16 @@ let gotrue: RunningGotrue;
 
 beforeAll(async () => {
   const stack = h.stack();
-  const secret = new TextEncoder().encode(stack.env.SUPABASE_JWT_SECRET ?? "");
   gotrue = await startGotrue({
     port: 0,
     db: stack.sql,
     publicUrl: PROJECT,
     siteUrl: stack.urls.app,
     apiKeys: () => new Set([KEY]),
-    // the token the app verifies today (HS256 with the stack's secret); an ES256 project key plugs in the same way
-    sign: (claims) =>
-      new SignJWT({ ...claims }).setProtectedHeader({ alg: "HS256", typ: "JWT" }).sign(secret),
-    verify: async (token) => (await jwtVerify(token, secret)).payload,
+    // the stack's project key (ES256, a project created today): the app verifies these tokens
+    // against the project's JWKS, as it would a deployment's
+    issuer: stack.auth.project.issuer,
+    ...(await projectKeys(stack.auth.project)),
   });
   await mkdir(SHOTS, { recursive: true });
 }, 60_000);
@@ -125,6 +124,12 @@ test("sign up, get the mail, follow the link: signed in, and the app knows the n
   expect(new URL(page.url()).hash).toBe("");
   await shot(page, "04-confirmed-signed-in");
   const userId = await userIdOf(page);
+  // a token of a project created today: ES256, by the project's key, which the app accepted
+  const token: string = await page.evaluate(
+    () => JSON.parse(sessionStorage.getItem("quota-jobs.session") ?? "{}").accessToken,
+  );
+  const header = JSON.parse(Buffer.from(token.split(".")[0] ?? "", "base64url").toString());
+  expect(header).toMatchObject({ alg: "ES256", kid: h.stack().auth.project.signingKey?.kid });
   const { rows } = await h
     .stack()
     .sql.query("select email from auth.users where id = $1", [userId]);
