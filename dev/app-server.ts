@@ -58,6 +58,24 @@ async function readBody(request: Request): Promise<Uint8Array | "too_large"> {
   return size > MAX_REQUEST_BYTES ? "too_large" : Buffer.concat(chunks);
 }
 
+/**
+ * DEV ONLY: the page's Supabase Auth calls, passed to the local Auth stand-in (DEV_AUTH_URL).
+ * The page's CSP lets it reach its own origin and `https://*.supabase.co`, not a loopback
+ * http port, so under `npm run dev` it talks to Auth here; a redirect (an emailed link's 303)
+ * goes back to the browser as it is.
+ */
+async function passToAuth(authUrl: string, incoming: Request, url: URL, body: Uint8Array) {
+  const headers = new Headers(incoming.headers);
+  headers.delete("host");
+  const response = await fetch(new URL(url.pathname + url.search, authUrl), {
+    method: incoming.method,
+    headers,
+    body: incoming.method === "GET" || incoming.method === "HEAD" ? null : new Uint8Array(body),
+    redirect: "manual",
+  });
+  return new Response(response.body, { status: response.status, headers: response.headers });
+}
+
 export async function startAppServer(options: {
   port: number;
   host?: string;
@@ -85,7 +103,11 @@ export async function startAppServer(options: {
         { allow },
       );
     }
-    if (path === "/__dev/info") return json(200, { mode: "dev" });
+    if (path === "/__dev/info")
+      return json(200, {
+        mode: "dev",
+        ...(process.env.DEV_AUTH_URL ? { auth: "same-origin" } : {}),
+      });
     // The local Auth stand-in's project (dev/auth/): its key signs the token.
     const projectFile = process.env.DEV_AUTH_PROJECT_FILE;
     const project = projectFile ? await readProject(projectFile).catch(() => undefined) : undefined;
@@ -147,6 +169,9 @@ export async function startAppServer(options: {
       });
     }
     if (url.pathname.startsWith("/__dev/")) return serveDev(incoming, url.pathname, body);
+    const authUrl = process.env.DEV_AUTH_URL;
+    if (authUrl && url.pathname.startsWith("/auth/v1/"))
+      return passToAuth(authUrl, incoming, url, body);
     const headers = new Headers(incoming.headers);
     headers.set("x-forwarded-for", ip || "127.0.0.1");
     headers.set("x-forwarded-proto", "http");

@@ -9,7 +9,8 @@ export type StackPart =
   | "redisRest"
   | "redisServer"
   | "openai"
-  | "alerts";
+  | "alerts"
+  | "mail";
 
 /** The design's ports (docs/DESIGN.md#local-stack); redis-server and the alert receiver are ours to pick. */
 export const DEFAULT_PORTS: Record<StackPart, number> = {
@@ -21,6 +22,7 @@ export const DEFAULT_PORTS: Record<StackPart, number> = {
   redisServer: 6390,
   openai: 8787,
   alerts: 8790,
+  mail: 54324,
 };
 
 /** Every part on a port the OS picks (tests and benchmarks run beside a running `npm run dev`). */
@@ -33,6 +35,7 @@ export const ANY_FREE_PORTS: Record<StackPart, number> = {
   redisServer: 0,
   openai: 0,
   alerts: 0,
+  mail: 0,
 };
 
 /** A TCP port on loopback that nothing listens on right now. */

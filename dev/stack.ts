@@ -72,6 +72,10 @@ export interface Stack {
     openai: string;
     alerts: string;
     postgres: string;
+    /** Supabase Auth (GoTrue stand-in) on the project's origin; the page reaches it at the app's `/auth/v1`. */
+    auth: string;
+    /** Its mailbox: `GET` it in a browser, or `/messages` for JSON. */
+    mail: string;
   };
   /** The app's full environment. */
   env: Record<string, string>;
@@ -193,7 +197,7 @@ function stackHandle(s: {
   app: AppProcess;
   sweep: Sweep;
 }): Omit<Stack, "build" | "stop" | "startupMs" | "dataDir"> {
-  const { postgres, postgrest, redisRest, openai, alerts, qstash } = s.services;
+  const { postgres, postgrest, redisRest, openai, alerts, qstash, auth } = s.services;
   const { env } = s;
   const notStandIn = (what: string) => () => {
     throw new Error(`${what} is the real service here (set by env), not the stand-in`);
@@ -216,6 +220,8 @@ function stackHandle(s: {
       openai: openai?.url ?? env.OPENAI_BASE_URL ?? "https://api.openai.com/v1",
       alerts: alerts?.url ?? env.ALERT_WEBHOOK_URL ?? "",
       postgres: postgres.url,
+      auth: `${postgrest.url}/auth/v1`,
+      mail: auth.mailUrl,
     },
     env,
     standIns: s.standIns,

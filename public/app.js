@@ -45,6 +45,7 @@ const ui = {
   signInNotice: byId("sign-in-notice"),
   signInError: byId("sign-in-error"),
   passwordForm: /** @type {HTMLFormElement} */ (byId("password-form")),
+  newPasswordTemplate: /** @type {HTMLTemplateElement} */ (byId("new-password-template")),
   devForm: /** @type {HTMLFormElement} */ (byId("dev-form")),
   noSignIn: byId("no-sign-in"),
   app: byId("app"),
@@ -66,21 +67,28 @@ const now = () => new Date();
 async function discover() {
   const [dev, config] = await Promise.all([
     fetch("/__dev/info", { cache: "no-store" })
-      .then(async (r) => r.ok && (await r.json())?.mode === "dev")
-      .catch(() => false),
+      .then(async (r) => (r.ok ? await r.json() : null))
+      .catch(() => null),
     fetch("/api/public-config", { cache: "no-store" })
       .then(async (r) => (r.ok ? await r.json() : null))
       .catch(() => null),
   ]);
+  // the publishable key (new name), or the legacy anon key (old name)
+  const key = config?.supabasePublishableKey ?? config?.supabaseAnonKey;
   const supabase =
-    config &&
-    typeof config.supabaseUrl === "string" &&
-    typeof config.supabasePublishableKey === "string"
-      ? { url: config.supabaseUrl.replace(/\/+$/, ""), anonKey: config.supabasePublishableKey }
+    config && typeof config.supabaseUrl === "string" && typeof key === "string"
+      ? { url: config.supabaseUrl.replace(/\/+$/, ""), anonKey: key }
       : null;
   // From here on the page may reach the app and this one Supabase project, nothing else.
   narrowConnectSrc(document, supabase?.url);
-  return { dev: Boolean(dev), supabase };
+  const isDev = dev?.mode === "dev";
+  // `npm run dev` serves its Auth stand-in on this origin (`/__dev/info` says so): the page
+  // talks to it there, as the CSP allows; without it, the dev sign-in only.
+  const devAuth = isDev && dev?.auth === "same-origin" && supabase;
+  return {
+    dev: isDev,
+    supabase: devAuth ? { ...supabase, url: location.origin } : isDev ? null : supabase,
+  };
 }
 
 /** @param {string} text */
@@ -92,9 +100,23 @@ function announce(text) {
   }, 50);
 }
 
+/** What an emailed link brought back in the fragment (auth-js reads and clears it). */
+function landing() {
+  const hash = new URLSearchParams(location.hash.slice(1));
+  return { type: hash.get("type"), failed: hash.has("error_code") || hash.has("error") };
+}
+
 async function main() {
+  const arrived = landing();
   const offer = await discover();
   const auth = createAuth({ supabase: offer.supabase, storage: sessionStorage });
+  /** @type {string} */
+  let linkNotice = "";
+  try {
+    await auth.ready();
+  } catch (e) {
+    linkNotice = authErrorSentence(e instanceof AuthError ? e.code : "unavailable");
+  }
   const api = createApi({ token: auth.accessToken, refresh: auth.refresh });
   const submission = createSubmission();
 
@@ -117,8 +139,10 @@ async function main() {
     ui.signIn.hidden = false;
     ui.signInNotice.textContent = notice;
     ui.signInError.textContent = "";
-    // `npm run dev` has no Supabase Auth (only its database): there, the dev sign-in only.
-    ui.passwordForm.hidden = !offer.supabase || offer.dev;
+    document.getElementById("new-password-form")?.remove();
+    ui.passwordForm.hidden = !offer.supabase;
+    // `npm run dev`: its one-click local sign-in first, the local Auth stand-in's forms after it
+    if (offer.dev) ui.passwordForm.before(ui.devForm);
     ui.devForm.hidden = !offer.dev;
     ui.noSignIn.hidden = Boolean(offer.supabase || offer.dev);
     const first = /** @type {HTMLElement | null} */ (
@@ -145,14 +169,84 @@ async function main() {
     }
   }
 
+  /** Where an emailed link lands: this page, without any fragment. */
+  const back = () => `${location.origin}${location.pathname}`;
+
+  /**
+   * Sends a mail (sign-up confirmation, magic link, reset) and says where to look.
+   * @param {() => Promise<unknown>} send
+   * @param {HTMLButtonElement} button
+   * @param {string} sentence
+   */
+  async function trySend(send, button, sentence) {
+    if (button.getAttribute("aria-disabled") === "true") return;
+    button.setAttribute("aria-disabled", "true");
+    ui.signInError.textContent = "";
+    ui.signInNotice.textContent = "";
+    try {
+      const outcome = await send();
+      if (outcome === "signed_in") return await showApp();
+      ui.signInNotice.textContent = sentence;
+      announce(sentence);
+    } catch (e) {
+      ui.signInError.textContent = authErrorSentence(
+        e instanceof AuthError ? e.code : "unavailable",
+      );
+    } finally {
+      button.removeAttribute("aria-disabled");
+    }
+  }
+
   ui.passwordForm.addEventListener("submit", (e) => {
     e.preventDefault();
     const data = new FormData(ui.passwordForm);
-    void trySignIn(
-      () => auth.signInWithPassword(String(data.get("email")), String(data.get("password"))),
-      ui.passwordForm,
+    const email = String(data.get("email") ?? "").trim();
+    const password = String(data.get("password") ?? "");
+    const submitter = /** @type {SubmitEvent} */ (e).submitter;
+    const button = /** @type {HTMLButtonElement} */ (
+      submitter instanceof HTMLButtonElement ? submitter : ui.passwordForm.querySelector("button")
     );
+    const action = button.value;
+    if ((action === "sign-in" || action === "sign-up") && !password) {
+      ui.signInError.textContent = "Enter a password (or ask for a sign-in link).";
+      return;
+    }
+    if (action === "sign-up")
+      void trySend(
+        () => auth.signUp(email, password, back()),
+        button,
+        `Check your email: we sent a link to ${email}. Open it to confirm your account.`,
+      );
+    else if (action === "magic-link")
+      void trySend(
+        () => auth.sendMagicLink(email, back()),
+        button,
+        `Check your email: we sent a sign-in link to ${email}.`,
+      );
+    else if (action === "reset")
+      void trySend(
+        () => auth.sendPasswordReset(email, back()),
+        button,
+        `If ${email} has an account, we sent it a link to choose a new password.`,
+      );
+    else void trySignIn(() => auth.signInWithPassword(email, password), ui.passwordForm);
   });
+  /** After a reset link: the form for the new password, in place of the sign-in form. */
+  function askNewPassword() {
+    showSignIn("Choose a new password for your account.");
+    ui.passwordForm.hidden = true;
+    const form = /** @type {HTMLFormElement} */ (
+      /** @type {DocumentFragment} */ (ui.newPasswordTemplate.content.cloneNode(true))
+        .firstElementChild
+    );
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      const password = String(new FormData(form).get("password") ?? "");
+      void trySignIn(() => auth.updatePassword(password), form);
+    });
+    ui.passwordForm.after(form);
+    form.querySelector("input")?.focus();
+  }
   ui.devForm.addEventListener("submit", (e) => {
     e.preventDefault();
     const plan = devPlan(new FormData(ui.devForm).get("plan"));
@@ -391,8 +485,14 @@ async function main() {
     }
   });
 
-  if (auth.session()) await showApp();
-  else showSignIn();
+  if (auth.session() && arrived.type === "recovery" && !arrived.failed) {
+    // the reset link signed them in: ask for the new password before anything else
+    askNewPassword();
+  } else if (auth.session()) await showApp();
+  else {
+    showSignIn();
+    ui.signInError.textContent = linkNotice;
+  }
 }
 
 main().catch(() => {

@@ -2,15 +2,24 @@
 /**
  * Who the page is signed in as, and the access token the API needs.
  *
- * - In a deployment: Supabase Auth (GoTrue) by email and password over its REST API,
- *   `POST {supabaseUrl}/auth/v1/token?grant_type=password` with the public anon key as
- *   `apikey`; refreshed with `grant_type=refresh_token` a minute before it expires. The anon
- *   key is the only key the browser ever holds.
+ * - Supabase Auth (GoTrue), through the official client, auth-js (bundled into
+ *   `vendor/auth-js.js`, served from this origin): sign-up with email confirmation, sign-in by
+ *   password or magic link, password reset, sign-out. Its default implicit flow: an emailed link
+ *   lands back on this page with the session in the URL fragment, which auth-js reads (and
+ *   clears) when it starts. It refreshes the token before it expires. The publishable (or
+ *   legacy anon) key is the only key the browser ever holds.
  * - Under `npm run dev`: the dev server's `POST /__dev/sign-in` mints a local token (that route
  *   does not exist in a deployment); "refresh" signs in again as the same user.
  *
- * The session lives in memory and in sessionStorage (this tab only, gone when it closes).
+ * Sessions live in sessionStorage (this tab only, gone when it closes): auth-js's own under
+ * `quota-jobs.supabase`, and the page's summary under `quota-jobs.session`.
  */
+import {
+  GoTrueClient,
+  isAuthApiError,
+  isAuthRetryableFetchError,
+  isAuthWeakPasswordError,
+} from "./vendor/auth-js.js";
 
 /**
  * @typedef {object} Session
@@ -26,11 +35,18 @@
 /** @typedef {{ url: string, anonKey: string }} SupabaseAuthConfig */
 
 export const STORAGE_KEY = "quota-jobs.session";
-/** Refresh this long before the token expires. */
+export const SUPABASE_STORAGE_KEY = "quota-jobs.supabase";
+/** Dev sessions: refresh this long before the token expires (auth-js keeps its own margin). */
 export const REFRESH_MARGIN_MS = 60_000;
 
+/**
+ * @typedef {"invalid_credentials" | "email_not_confirmed" | "rate_limited" | "weak_password"
+ *   | "already_registered" | "same_password" | "link_expired" | "invalid_email" | "network"
+ *   | "unavailable"} AuthErrorCode
+ */
+
 export class AuthError extends Error {
-  /** @param {"invalid_credentials" | "email_not_confirmed" | "rate_limited" | "network" | "unavailable"} code */
+  /** @param {AuthErrorCode} code */
   constructor(code) {
     super(code);
     this.name = "AuthError";
@@ -38,7 +54,7 @@ export class AuthError extends Error {
   }
 }
 
-/** @param {AuthError["code"]} code */
+/** @param {AuthErrorCode} code */
 export function authErrorSentence(code) {
   switch (code) {
     case "invalid_credentials":
@@ -46,12 +62,52 @@ export function authErrorSentence(code) {
     case "email_not_confirmed":
       return "Confirm your email address first: open the link we sent you.";
     case "rate_limited":
-      return "Too many sign-in attempts. Wait a few minutes and try again.";
+      return "Too many attempts. Wait a minute and try again.";
+    case "weak_password":
+      return "Choose a longer password: at least 6 characters.";
+    case "already_registered":
+      return "That email address already has an account. Sign in, or reset your password.";
+    case "same_password":
+      return "Choose a password different from your current one.";
+    case "link_expired":
+      return "That link has expired or was already used. Ask for a new one.";
+    case "invalid_email":
+      return "That does not look like an email address.";
     case "network":
       return "Could not reach the sign-in service. Check your connection and try again.";
     default:
       return "Sign-in is unavailable right now. Please try again in a moment.";
   }
+}
+
+/**
+ * What GoTrue's answer means for the person, from auth-js's error (its `code` is GoTrue's
+ * `error_code`).
+ * @param {unknown} error
+ * @returns {AuthError}
+ */
+export function fromAuthJs(error) {
+  if (error instanceof AuthError) return error;
+  if (isAuthWeakPasswordError(error)) return new AuthError("weak_password");
+  if (isAuthRetryableFetchError(error) && error.status === 0) return new AuthError("network");
+  if (isAuthApiError(error)) {
+    if (error.status === 429) return new AuthError("rate_limited");
+    switch (error.code) {
+      case "invalid_credentials":
+        return new AuthError("invalid_credentials");
+      case "email_not_confirmed":
+        return new AuthError("email_not_confirmed");
+      case "user_already_exists":
+        return new AuthError("already_registered");
+      case "same_password":
+        return new AuthError("same_password");
+      case "otp_expired":
+        return new AuthError("link_expired");
+      case "validation_failed":
+        return new AuthError("invalid_email");
+    }
+  }
+  return new AuthError("unavailable");
 }
 
 /**
@@ -89,6 +145,43 @@ export function createAuth(options = {}) {
   /** @type {Promise<string | null> | null} */
   let refreshing = null;
 
+  const cfg = options.supabase ?? null;
+  const gotrue = cfg
+    ? new GoTrueClient({
+        url: `${cfg.url}/auth/v1`,
+        headers: { apikey: cfg.anonKey },
+        storageKey: SUPABASE_STORAGE_KEY,
+        ...(storage ? { storage } : {}),
+        persistSession: Boolean(storage),
+        autoRefreshToken: true,
+        detectSessionInUrl: true,
+        flowType: "implicit",
+        fetch: fetchImpl,
+      })
+    : null;
+  gotrue?.onAuthStateChange((event, s) => {
+    // auth-js calls back inside its lock: only record here, never call back into it
+    if (s) set(fromSupabase(s, session));
+    else if (event === "SIGNED_OUT" && session?.kind === "supabase") set(null);
+  });
+
+  /**
+   * @param {import("@supabase/auth-js").Session} s
+   * @param {Session | null} before
+   * @returns {Session}
+   */
+  function fromSupabase(s, before) {
+    return {
+      kind: "supabase",
+      userId: s.user.id,
+      accessToken: s.access_token,
+      refreshToken: s.refresh_token,
+      expiresAt: toEpochMs(s.expires_at, now() + s.expires_in * 1000),
+      email: s.user.email ?? before?.email ?? null,
+      plan: null,
+    };
+  }
+
   function load() {
     try {
       const raw = storage?.getItem(STORAGE_KEY);
@@ -101,6 +194,7 @@ export function createAuth(options = {}) {
 
   /** @param {Session | null} next */
   function set(next) {
+    const changed = next?.accessToken !== session?.accessToken;
     session = next;
     try {
       if (next) storage?.setItem(STORAGE_KEY, JSON.stringify(next));
@@ -108,62 +202,13 @@ export function createAuth(options = {}) {
     } catch {
       // storage full or disabled: the session still lives in memory
     }
-    for (const fn of listeners) fn(next);
+    if (changed) for (const fn of listeners) fn(next);
   }
 
-  /**
-   * @param {string} url
-   * @param {RequestInit} init
-   * @returns {Promise<{ status: number, body: any }>}
-   */
-  async function post(url, init) {
-    let res;
-    try {
-      res = await fetchImpl(url, { method: "POST", cache: "no-store", ...init });
-    } catch {
-      throw new AuthError("network");
-    }
-    /** @type {any} */
-    let body = null;
-    try {
-      body = await res.json();
-    } catch {
-      body = null;
-    }
-    return { status: res.status, body };
-  }
-
-  /**
-   * The GoTrue token endpoint, for both grants.
-   * @param {"password" | "refresh_token"} grant
-   * @param {Record<string, string>} fields
-   */
-  async function gotrue(grant, fields) {
-    const cfg = options.supabase;
-    if (!cfg) throw new AuthError("unavailable");
-    const { status, body } = await post(`${cfg.url}/auth/v1/token?grant_type=${grant}`, {
-      headers: { apikey: cfg.anonKey, "content-type": "application/json" },
-      body: JSON.stringify(fields),
-    });
-    if (status === 200 && typeof body?.access_token === "string") {
-      /** @type {Session} */
-      const next = {
-        kind: "supabase",
-        userId: String(body.user?.id ?? ""),
-        accessToken: body.access_token,
-        refreshToken: typeof body.refresh_token === "string" ? body.refresh_token : null,
-        expiresAt: toEpochMs(body.expires_at, now() + Number(body.expires_in ?? 3600) * 1000),
-        email: typeof body.user?.email === "string" ? body.user.email : null,
-        plan: null,
-      };
-      return next;
-    }
-    const code = String(body?.error_code ?? body?.error ?? "");
-    if (status === 429) throw new AuthError("rate_limited");
-    if (code === "email_not_confirmed") throw new AuthError("email_not_confirmed");
-    if (status === 400 || status === 401 || status === 403)
-      throw new AuthError("invalid_credentials");
-    throw new AuthError("unavailable");
+  /** @returns {GoTrueClient} */
+  function client() {
+    if (!gotrue) throw new AuthError("unavailable");
+    return gotrue;
   }
 
   /**
@@ -171,11 +216,21 @@ export function createAuth(options = {}) {
    * @param {string} [userId]
    */
   async function devSignInRaw(plan, userId) {
-    const { status, body } = await post("/__dev/sign-in", {
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify(userId ? { plan, userId } : { plan }),
-    });
-    if (status !== 200 || typeof body?.accessToken !== "string") throw new AuthError("unavailable");
+    let res;
+    try {
+      res = await fetchImpl("/__dev/sign-in", {
+        method: "POST",
+        cache: "no-store",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(userId ? { plan, userId } : { plan }),
+      });
+    } catch {
+      throw new AuthError("network");
+    }
+    /** @type {any} */
+    const body = await res.json().catch(() => null);
+    if (res.status !== 200 || typeof body?.accessToken !== "string")
+      throw new AuthError("unavailable");
     /** @type {Session} */
     const next = {
       kind: "dev",
@@ -195,22 +250,19 @@ export function createAuth(options = {}) {
       const s = session;
       if (!s) return null;
       try {
-        const next =
-          s.kind === "dev"
-            ? await devSignInRaw(devPlan(s.plan), s.userId)
-            : s.refreshToken
-              ? await gotrue("refresh_token", { refresh_token: s.refreshToken })
-              : null;
-        if (!next) {
-          set(null);
-          return null;
+        if (s.kind === "dev") {
+          const next = await devSignInRaw(devPlan(s.plan), s.userId);
+          set(next);
+          return next.accessToken;
         }
-        set({ ...next, email: next.email ?? s.email });
-        return next.accessToken;
+        const { data, error } = await client().refreshSession();
+        if (error) throw error;
+        if (data.session) set(fromSupabase(data.session, s));
+        return data.session?.access_token ?? null;
       } catch (e) {
         // A network failure keeps the session (the token may still be good); anything else
         // means the refresh token is no longer accepted.
-        if (!(e instanceof AuthError && e.code === "network")) set(null);
+        if (fromAuthJs(e).code !== "network") set(null);
         return null;
       } finally {
         refreshing = null;
@@ -218,6 +270,9 @@ export function createAuth(options = {}) {
     })();
     return refreshing;
   }
+
+  /** @param {string} redirectTo */
+  const here = (redirectTo) => ({ emailRedirectTo: redirectTo });
 
   return {
     /** @returns {Session | null} */
@@ -227,9 +282,28 @@ export function createAuth(options = {}) {
       listeners.add(fn);
       return () => listeners.delete(fn);
     },
+    /**
+     * Waits for auth-js to start: it takes a session from an emailed link in the URL fragment
+     * (and clears the fragment). Throws `link_expired` when the link carried an error.
+     */
+    async ready() {
+      if (!gotrue) {
+        if (session?.kind === "supabase") set(null);
+        return;
+      }
+      const { error } = await gotrue.initialize();
+      const { data } = await gotrue.getSession();
+      if (data.session) set(fromSupabase(data.session, session));
+      else if (session?.kind === "supabase") set(null);
+      if (error) throw new AuthError("link_expired");
+    },
     /** The access token to send, refreshed first when it is about to expire. */
     async accessToken() {
       if (!session) return null;
+      if (session.kind === "supabase") {
+        const { data } = await client().getSession();
+        return data.session?.access_token ?? null;
+      }
       if (session.expiresAt - now() < REFRESH_MARGIN_MS) {
         const fresh = await refresh();
         if (fresh) return fresh;
@@ -244,7 +318,50 @@ export function createAuth(options = {}) {
      * @param {string} password
      */
     async signInWithPassword(email, password) {
-      set(await gotrue("password", { email, password }));
+      const { data, error } = await client().signInWithPassword({ email, password });
+      if (error) throw fromAuthJs(error);
+      set(fromSupabase(data.session, session));
+    },
+    /**
+     * A new account: GoTrue mails a confirmation link (no session until it is followed).
+     * With confirmations on, an address that already has an account gets a made-up user with
+     * no identities (GoTrue does not say who is registered; auth-js's docs say to look there).
+     * @param {string} email
+     * @param {string} password
+     * @param {string} redirectTo where the emailed link lands
+     * @returns {Promise<"confirm_email" | "signed_in">}
+     */
+    async signUp(email, password, redirectTo) {
+      const { data, error } = await client().signUp({ email, password, options: here(redirectTo) });
+      if (error) throw fromAuthJs(error);
+      if (data.session) {
+        set(fromSupabase(data.session, session));
+        return "signed_in";
+      }
+      if (data.user && data.user.identities?.length === 0)
+        throw new AuthError("already_registered");
+      return "confirm_email";
+    },
+    /**
+     * @param {string} email
+     * @param {string} redirectTo
+     */
+    async sendMagicLink(email, redirectTo) {
+      const { error } = await client().signInWithOtp({ email, options: here(redirectTo) });
+      if (error) throw fromAuthJs(error);
+    },
+    /**
+     * @param {string} email
+     * @param {string} redirectTo
+     */
+    async sendPasswordReset(email, redirectTo) {
+      const { error } = await client().resetPasswordForEmail(email, { redirectTo });
+      if (error) throw fromAuthJs(error);
+    },
+    /** @param {string} password */
+    async updatePassword(password) {
+      const { error } = await client().updateUser({ password });
+      if (error) throw fromAuthJs(error);
     },
     /** @param {DevPlan} plan */
     async devSignIn(plan) {
@@ -253,14 +370,8 @@ export function createAuth(options = {}) {
     async signOut() {
       const s = session;
       set(null);
-      const cfg = options.supabase;
-      if (s?.kind === "supabase" && cfg) {
-        // best effort: revokes the refresh token server side
-        await fetchImpl(`${cfg.url}/auth/v1/logout`, {
-          method: "POST",
-          headers: { apikey: cfg.anonKey, authorization: `Bearer ${s.accessToken}` },
-        }).catch(() => undefined);
-      }
+      // revokes the session server side; auth-js forgets it locally even when that fails
+      if (s?.kind === "supabase" && gotrue) await gotrue.signOut().catch(() => undefined);
     },
   };
 }

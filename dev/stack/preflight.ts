@@ -25,6 +25,7 @@ const PART_NAMES: Record<StackPart, string> = {
   redisServer: "redis-server",
   openai: "the fake OpenAI model",
   alerts: "the alert receiver",
+  mail: "the local mailbox",
 };
 
 /** Variables that name a real service; when set, that service's stand-in is not started. */
@@ -63,6 +64,7 @@ export async function assignPorts(
     "app",
     "postgres",
     "supabase",
+    "mail",
     ...(standIns.qstash ? (["qstash"] as const) : []),
     ...(standIns.redis ? (["redisRest", "redisServer"] as const) : []),
     ...(standIns.openai ? (["openai"] as const) : []),

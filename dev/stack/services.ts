@@ -6,6 +6,7 @@
  */
 import { join } from "node:path";
 import { type AlertReceiver, startAlertReceiver } from "../alert-receiver.ts";
+import { type StackAuth, startStackAuth } from "../auth/gotrue-stack.ts";
 import { createAuthStandIn, type ProjectFile } from "../auth/index.ts";
 import { type FakeOpenAI, startFakeOpenAI } from "../openai/index.ts";
 import { type RunningPostgres, startPostgres } from "../postgres/index.ts";
@@ -39,6 +40,8 @@ export interface Services {
   qstash: QStashSwitch;
   /** The local project (dev/auth/): its shape, keys and signing key. */
   project: ProjectFile;
+  /** GoTrue (dev/auth/gotrue.ts) under the project's `/auth/v1`, and its mailbox. */
+  auth: StackAuth;
 }
 
 export async function startServices(o: {
@@ -81,6 +84,18 @@ export async function startServices(o: {
   const qstash = qstashSwitch(firstQStash, standIns.qstash, launchQStash);
   teardown.add(() => qstash.stop().catch(() => undefined));
 
+  // Auth on the project's origin: the JWKS room and GoTrue beside it, its mail on a port of its own
+  const standIn = createAuthStandIn(project);
+  const auth = await teardown.track(
+    startStackAuth({
+      project,
+      standIn,
+      mailPort: ports.mail,
+      databaseUrl: postgres.url,
+      appUrl: `http://127.0.0.1:${ports.app}`,
+    }),
+    (a) => a.stop(),
+  );
   const [postgrest, redisRest] = await Promise.all([
     teardown.track(
       startPostgrest({
@@ -89,7 +104,7 @@ export async function startServices(o: {
         jwtSecret: project.jwtSecret,
         serviceRoleKey: project.secretKey,
         anonKey: project.publishableKey,
-        auth: createAuthStandIn(project),
+        auth: { jwks: standIn.jwks, handle: auth.handle },
       }),
       (p) => p.close(),
     ),
@@ -104,7 +119,7 @@ export async function startServices(o: {
         )
       : undefined,
   ]);
-  return { postgres, postgrest, redisRest, openai, alerts, qstash, project };
+  return { postgres, postgrest, redisRest, openai, alerts, qstash, project, auth };
 }
 
 function qstashSwitch(
@@ -169,6 +184,8 @@ export function appEnv(
     ...(s.openai ? { OPENAI_API_KEY: LOCAL_VALUES.openaiKey, OPENAI_BASE_URL: s.openai.url } : {}),
     OPENAI_MODEL: "gpt-4o-mini",
     APP_URL: o.appUrl,
+    // dev only: the app server passes the page's /auth/v1 calls to the project's Auth
+    DEV_AUTH_URL: s.postgrest.url,
     CRON_SECRET: LOCAL_VALUES.cronSecret,
     ...(s.alerts ? { ALERT_WEBHOOK_URL: s.alerts.url } : {}),
     ...o.userEnv,

@@ -24,9 +24,9 @@ const noProgressBar = "progress, meter, [role=progressbar]";
 describe("the job page in a browser", () => {
   test("a new user signs in with the keyboard, submits, and reads the output when the job succeeds", async () => {
     const { page, errors } = await h.open();
-    // npm run dev: the local sign-in only (no Supabase Auth here)
+    // npm run dev: the local sign-in first, the local Auth stand-in's sign-up after it
     await page.getByRole("button", { name: "Sign in locally" }).waitFor();
-    expect(await page.locator("#password-form").isHidden()).toBe(true);
+    expect(await page.locator("#dev-form + #password-form").isVisible()).toBe(true);
     await h.screenshot(page, "01-sign-in-dev");
 
     // keyboard only: focus starts on the plan choice, Tab reaches the button
