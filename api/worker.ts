@@ -20,10 +20,11 @@ export function createHandler(deps: () => WorkerDeps) {
       const { body, deliveryId } = await verifyDelivery(req, d.config, "/api/worker");
       const jobId = parseJobId(body);
       const r = await runJob(d, jobId, { deliveryId });
+      // Only the edge speaks HTTP: a retry is QStash's 503 (it redelivers), anything else 200.
       return json(
-        r.status,
+        r.retry ? 503 : 200,
         { outcome: r.outcome },
-        r.status === 503 ? { "retry-after": "10" } : {},
+        r.retry ? { "retry-after": "10" } : {},
       );
     },
   });

@@ -1,27 +1,33 @@
 /**
- * The job transitions, typed: one function per SQL function in
- * supabase/migrations/*_transitions.sql, each one round trip. Outcomes are data (a union on
+ * The job transitions, typed: one function per SQL function (what each does now:
+ * supabase/schema.sql; when and why it changed: the migration that last re-created it), each one
+ * round trip. Outcomes are data (a union on
  * `outcome`); a database failure is a thrown DatabaseError, never an outcome. What the API
  * shows of a job is lib/view.ts.
  */
 import type { Rpc } from "./db.ts";
 
 export type JobStatus = "queued" | "running" | "succeeded" | "failed" | "canceled";
-export type FailureReason =
-  | "model_refused"
-  | "delivery_failed"
-  | "publish_failed"
-  | "provider_quota_exhausted"
-  | "lease_expired"
-  | "max_age_exceeded"
-  | "never_delivered"
-  /** A token plan's attempts reached 2 × hold (docs/DESIGN.md#metering-hold-and-capture). */
-  | "attempt_budget_exhausted"
-  /**
-   * The provider refused our configuration (key, region, permission, model: lib/model.ts): the
-   * operator's fault, so it captures nothing and is always refunded.
-   */
-  | "provider_misconfigured";
+/**
+ * Why a job failed: the one list. The SQL check constraint (`generation_jobs_failure_reason_check`
+ * in supabase/schema.sql) and the page's wording (public/status.js, typed by it) are held to it
+ * by test/unit/one-source.test.ts and the type checker.
+ */
+export const FAILURE_REASONS = [
+  "model_refused",
+  "delivery_failed",
+  "publish_failed",
+  "provider_quota_exhausted",
+  "lease_expired",
+  "max_age_exceeded",
+  "never_delivered",
+  // A token plan's attempts reached 2 × hold (docs/DESIGN.md#metering-hold-and-capture).
+  "attempt_budget_exhausted",
+  // The provider refused our configuration (key, region, permission, model: lib/model.ts): the
+  // operator's fault, so it captures nothing and is always refunded.
+  "provider_misconfigured",
+] as const;
+export type FailureReason = (typeof FAILURE_REASONS)[number];
 
 /**
  * Why a job plan's failed or canceled job kept its unit (docs/DESIGN.md#cancel): a running cancel

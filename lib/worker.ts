@@ -1,8 +1,9 @@
 /**
  * One QStash delivery of one job. Claim first (one SQL call); only a claim calls the model; the
- * result is written with a guarded transition that names the claim. The answer tells QStash
- * whether a retry can help: 200 for success, duplicates, late deliveries and failures already
- * recorded; 503 for a transient model error or any database error.
+ * result is written with a guarded transition that names the claim. The result says whether a
+ * redelivery can help (`retry`): not for success, duplicates, late deliveries and failures already
+ * recorded; yes for a transient model error. A database error throws. The edge (api/worker.ts)
+ * turns that into QStash's language: 503 with Retry-After for a retry (and for a throw), else 200.
  */
 
 import {
@@ -27,8 +28,10 @@ import { CHAT_FRAMING_TOKENS, utf8Bytes } from "./tokens.ts";
 
 export type { WorkerDeps } from "./ports.ts";
 
+/** What one delivery came to. The flow says whether to retry; the edge picks the status. */
 export interface WorkerResult {
-  status: 200 | 503;
+  /** A redelivery may help (a transient model error): the queue should deliver it again. */
+  retry: boolean;
   outcome: string;
 }
 
@@ -59,16 +62,16 @@ export async function runJob(
       dedupId: `${dedupId(claim.job)}-after-${(delivery.deliveryId ?? "unknown").replace(/[^\w-]/g, "_")}`,
       notBefore: new Date(claim.job.resume_at ?? Date.now()),
     });
-    return { status: 200, outcome: "not_ready" };
+    return { retry: false, outcome: "not_ready" };
   }
   if (claim.outcome === "budget_exhausted") {
     // A token plan's attempts reached what one job may consume (2 × hold): ended, not run.
     log.warn("job_budget_exhausted", { jobId, consumed: claim.job.consumed, hold: claim.job.hold });
-    return { status: 200, outcome: claim.outcome };
+    return { retry: false, outcome: claim.outcome };
   }
   if (claim.outcome !== "started") {
     log.info("delivery_ignored", { jobId, outcome: claim.outcome });
-    return { status: 200, outcome: claim.outcome };
+    return { retry: false, outcome: claim.outcome };
   }
   const job = claim.job;
   const attempt = job.attempts;
@@ -96,7 +99,7 @@ export async function runJob(
         status: call.stoppedBy,
         completionTokens: call.usage?.completion_tokens ?? null,
       });
-      return { status: 200, outcome: "aborted" };
+      return { retry: false, outcome: "aborted" };
     }
     return await onModelError(deps, job, attempt, call.error, call.usage);
   }
@@ -111,7 +114,7 @@ export async function runJob(
       finishReason: call.result.finishReason,
       completionTokens: usage.completion_tokens,
     });
-    return { status: 200, outcome: "completed" };
+    return { retry: false, outcome: "completed" };
   }
   // Canceled, failed or reclaimed while the model ran: that caller owns the job's fate.
   await recordUsage(deps, job.id, attempt, usage);
@@ -120,7 +123,7 @@ export async function runJob(
     attempt,
     status: "job" in done ? done.job.status : null,
   });
-  return { status: 200, outcome: "late_output_dropped" };
+  return { retry: false, outcome: "late_output_dropped" };
 }
 
 /**
@@ -380,8 +383,8 @@ async function onModelError(
       );
       // Canceled, failed or reclaimed while the model ran: that caller owns the job's fate, and
       // a redelivery cannot help (it would only find the job final and count as a retry).
-      if (r.outcome !== "released") return { status: 200, outcome: r.outcome };
-      return { status: 503, outcome: "released" };
+      if (r.outcome !== "released") return { retry: false, outcome: r.outcome };
+      return { retry: true, outcome: "released" };
     }
     case "refused": {
       log.warn("model_refused", { jobId: job.id, attempt, status: failure.status });
@@ -396,7 +399,7 @@ async function onModelError(
       // A prompt can make the model refuse at will: counted into the window's summary, not paged.
       if (r.outcome === "failed")
         await deps.alerts.record({ reason: "model_refused", userId: job.user_id });
-      return { status: 200, outcome: r.outcome === "failed" ? "failed" : r.outcome };
+      return { retry: false, outcome: r.outcome === "failed" ? "failed" : r.outcome };
     }
     case "operator_fault": {
       // Our configuration is wrong (a revoked key, an unknown model, a region or a parameter the
@@ -439,7 +442,7 @@ async function onModelError(
           job: job.id,
         },
       });
-      return { status: 200, outcome: r.outcome === "failed" ? "failed" : r.outcome };
+      return { retry: false, outcome: r.outcome === "failed" ? "failed" : r.outcome };
     }
   }
 }
@@ -470,11 +473,11 @@ async function afterRequeue(deps: WorkerDeps, r: RequeueResult): Promise<WorkerR
       resumeAt: r.job.resume_at,
       hits: r.job.provider_quota_hits,
     });
-    return { status: 200, outcome: "requeued" };
+    return { retry: false, outcome: "requeued" };
   }
   if (r.outcome === "gave_up") {
     log.warn("job_gave_up", { jobId: r.job.id, by: r.by, hits: r.job.provider_quota_hits });
-    return { status: 200, outcome: "gave_up" };
+    return { retry: false, outcome: "gave_up" };
   }
-  return { status: 200, outcome: r.outcome };
+  return { retry: false, outcome: r.outcome };
 }

@@ -16,8 +16,9 @@ export const ACTIVE_PHASES = ["queued", "waiting_for_provider", "running"];
 /** @param {Pick<Job, "phase">} job */
 export const isActive = (job) => ACTIVE_PHASES.includes(job.phase);
 
-/** @type {Record<string, string>} */
-const REASONS = {
+/** Every failure reason in words: the type checker holds this to lib/jobs.ts's FAILURE_REASONS. */
+/** @type {Record<import("../lib/jobs.ts").FailureReason, string>} */
+export const REASONS = {
   model_refused: "the AI provider refused this prompt",
   delivery_failed: "it could not be delivered to a worker, even after retrying",
   publish_failed: "it could not be put in the queue",
@@ -34,7 +35,10 @@ const REASONS = {
  * @param {string | null} reason
  */
 export function failureSentence(reason) {
-  return (reason && REASONS[reason]) || "something went wrong while generating it";
+  return (
+    (reason && REASONS[/** @type {keyof typeof REASONS} */ (reason)]) ||
+    "something went wrong while generating it"
+  );
 }
 
 /**

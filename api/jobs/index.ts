@@ -6,6 +6,7 @@ import { handle, json, readJson } from "../../lib/http.ts";
 import {
   encodeCursor,
   MAX_BODY_BYTES,
+  MAX_PROMPT_CHARS,
   parseIdempotencyKey,
   parseListQuery,
   parsePrompt,
@@ -77,7 +78,7 @@ export function createHandler(deps: () => Deps) {
           throw new HttpError(
             400,
             "invalid_prompt",
-            "The prompt must be 1 to 8,000 characters of text.",
+            `The prompt must be 1 to ${MAX_PROMPT_CHARS.toLocaleString("en-US")} characters of text.`,
           );
         case "invalid_idempotency_key":
           throw new HttpError(

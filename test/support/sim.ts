@@ -38,7 +38,7 @@ import type { PublishInput } from "../../lib/queue.ts";
 import { createRateLimiter } from "../../lib/rate-limit.ts";
 import { createRedis } from "../../lib/redis.ts";
 import { sweepStaleJobs } from "../../lib/sweeper.ts";
-import { runJob, type WorkerDeps } from "../../lib/worker.ts";
+import { runJob, type WorkerDeps, type WorkerResult } from "../../lib/worker.ts";
 import { signAsQStash } from "./api.ts";
 import { type Fault, Faults, type Outcome } from "./faults.ts";
 import { pgRpc, withClock } from "./pg-rpc.ts";
@@ -684,7 +684,8 @@ export class Sim {
         : { model },
     );
     if (duplicate) return;
-    const status = r.kind === "returned" ? r.value.status : r.kind === "threw" ? 503 : null;
+    const status =
+      r.kind === "returned" ? (r.value.retry ? 503 : 200) : r.kind === "threw" ? 503 : null;
     if (status === 200) {
       this.queue.remove(m);
       return;
@@ -697,7 +698,7 @@ export class Sim {
   }
 
   /** POST /api/worker as QStash delivers: the published body, signed for the exact URL. */
-  private async postDelivery(m: Message): Promise<{ status: number; outcome: unknown }> {
+  private async postDelivery(m: Message): Promise<WorkerResult> {
     const url = this.url("/api/worker");
     const body = JSON.stringify({ jobId: m.jobId, seq: m.seq });
     const res = await this.routes.worker(
@@ -714,7 +715,8 @@ export class Sim {
     );
     await this.edge("POST /api/worker", [200, 503], res);
     const answer = (await res.json()) as { outcome?: unknown; error?: { code?: unknown } };
-    return { status: res.status, outcome: answer.outcome ?? answer.error?.code };
+    // QStash's reading of the answer: anything but a 2xx is delivered again.
+    return { retry: res.status !== 200, outcome: String(answer.outcome ?? answer.error?.code) };
   }
 
   /** POST /api/dlq with QStash's failure-callback payload, signed for the callback URL. */

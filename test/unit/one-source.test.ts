@@ -1,0 +1,74 @@
+/**
+ * A rule written in several languages has one source, and every other copy is held to it: the
+ * failure reasons (lib/jobs.ts's FAILURE_REASONS: the SQL check constraint, the page's wording)
+ * and the prompt limit (lib/validate.ts's MAX_PROMPT_CHARS: the SQL constraint and enqueue_job's
+ * check, the page's field and its sentences). The SQL side is read from supabase/schema.sql, the
+ * schema the migrations make today (held to them by test/db/schema-file.test.ts). Each check
+ * fails on a planted difference (below).
+ */
+import { readFileSync } from "node:fs";
+import { describe, expect, test } from "vitest";
+import { FAILURE_REASONS } from "../../lib/jobs.ts";
+import { MAX_PROMPT_CHARS } from "../../lib/validate.ts";
+import { REASONS } from "../../public/status.js";
+
+const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta.url), "utf8");
+const schema = read("supabase/schema.sql");
+
+/** The reasons the SQL constraint allows, in its order. */
+function sqlReasons(sql: string): string[] {
+  const line = sql
+    .split("\n")
+    .find((l) => l.includes("constraint generation_jobs_failure_reason_check"));
+  return [...(line ?? "").matchAll(/'([a-z_]+)'::text/g)].map((m) => m[1] ?? "");
+}
+
+/** Every prompt limit the SQL states (the column's check, enqueue_job's refusal). */
+function sqlPromptLimits(sql: string): number[] {
+  return [
+    ...sql.matchAll(/char_length\(prompt\) <= (\d+)/g),
+    ...sql.matchAll(/char_length\(p_prompt\) > (\d+)/g),
+  ].map((m) => Number(m[1]));
+}
+
+describe("one source for each rule", () => {
+  test("the failure reasons: the SQL constraint allows exactly lib/jobs.ts's list", () => {
+    expect(sqlReasons(schema)).toEqual([...FAILURE_REASONS]);
+  });
+
+  test("the failure reasons: the page words each one, and nothing else", () => {
+    expect(Object.keys(REASONS).sort()).toEqual([...FAILURE_REASONS].sort());
+  });
+
+  test("the prompt limit: the column, enqueue_job, the page's field and its sentences", () => {
+    const limits = sqlPromptLimits(schema);
+    expect(limits.length).toBeGreaterThanOrEqual(2);
+    expect(new Set(limits)).toEqual(new Set([MAX_PROMPT_CHARS]));
+    const page = read("public/index.html");
+    expect([...page.matchAll(/maxlength="(\d+)"/g)].map((m) => Number(m[1]))).toEqual([
+      MAX_PROMPT_CHARS,
+    ]);
+    const said = MAX_PROMPT_CHARS.toLocaleString("en-US");
+    for (const [file, text] of [
+      ["public/index.html", page],
+      ["public/status.js", read("public/status.js")],
+    ] as const) {
+      // Thousands only: a password's "at least 6 characters" is another rule.
+      const numbers = [...text.matchAll(/(\d{1,3}(?:,\d{3})+|\d{4,}) characters/g)].map(
+        (m) => m[1],
+      );
+      expect({ file, numbers: [...new Set(numbers)] }).toEqual({ file, numbers: [said] });
+    }
+  });
+
+  test("the checks have teeth: a planted reason or limit is caught", () => {
+    const planted = schema
+      .replace(
+        "'attempt_budget_exhausted'::text",
+        "'attempt_budget_exhausted'::text, 'planted'::text",
+      )
+      .replace(`char_length(p_prompt) > ${MAX_PROMPT_CHARS}`, "char_length(p_prompt) > 9000");
+    expect(sqlReasons(planted)).not.toEqual([...FAILURE_REASONS]);
+    expect(new Set(sqlPromptLimits(planted))).not.toEqual(new Set([MAX_PROMPT_CHARS]));
+  });
+});
