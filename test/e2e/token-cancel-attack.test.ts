@@ -43,12 +43,16 @@ test.each([
       const created = await api.enqueue(`${marker}, round ${round}`);
       expect(created.status).toBe(202);
       const id = created.body.job.id as string;
-      const promptTokens = (
-        await stack.sql.query<{ p: number }>(
-          "select prompt_tokens as p from public.generation_jobs where id = $1",
-          [id],
-        )
-      ).rows[0]?.p as number;
+      const promptTokensOf = async () =>
+        (
+          await stack.sql.query<{ p: number }>(
+            "select prompt_tokens as p from public.generation_jobs where id = $1",
+            [id],
+          )
+        ).rows[0]?.p as number;
+      // Enqueue holds the prompt's bound (its bytes + 8); the worker's progress writes lower it
+      // to its count of the prompt, which is what the cancel charges for the prompt.
+      const promptBound = await promptTokensOf();
       // Wait for a progress write, so the cancel finds tokens to capture.
       await api.waitFor(
         id,
@@ -68,6 +72,8 @@ test.each([
         { timeoutMs: 10_000, intervalMs: 10, what: `round ${round}: the stream to be cut` },
       );
       const streamed = stats.requests.at(-1)?.completionTokens ?? 0;
+      const promptTokens = await promptTokensOf();
+      expect(promptTokens).toBeLessThanOrEqual(promptBound);
       const completion = job.captured - promptTokens;
       expect(completion).toBeGreaterThan(0);
       expect(completion).toBeLessThanOrEqual(streamed);
