@@ -184,7 +184,10 @@ describe("named points, what exactly happens", () => {
 
   test('lose("rpc:complete_job"): the completion committed, its response lost; the retry reads back its own success', async () => {
     const sim = await runWith(flow("delivery, model answers"), lose("rpc:complete_job"));
-    expect(sim.lastOutcome).toMatchObject({ kind: "returned", value: { status: 200 } });
+    expect(sim.lastOutcome).toMatchObject({
+      kind: "returned",
+      value: { retry: false, outcome: "completed" },
+    });
     expect(sim.stats.modelCalls).toBe(1);
     expect(await job(sim)).toEqual([{ status: "succeeded", failure_reason: null, attempts: 1 }]);
   });
