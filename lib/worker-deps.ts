@@ -17,13 +17,6 @@ export function createWorkerDeps(deps: Deps): WorkerDeps {
       model: c.openaiModel,
       timeoutMs: c.modelTimeoutMs,
     }),
-    settings: {
-      leaseSeconds: c.jobLeaseSeconds,
-      providerQuotaMaxHits: c.providerQuotaMaxHits,
-      jobMaxAgeSeconds: c.jobMaxAgeSeconds,
-      providerBackoffSeconds: c.providerBackoffSeconds,
-      progressIntervalMs: c.progressIntervalMs,
-    },
   };
 }
 
