@@ -1,6 +1,6 @@
 import { callbackBody, callbackSpec } from "./callbacks.ts";
 import { DEDUP_WINDOW_MS, DEV_SIGNING_KEYS } from "./constants.ts";
-import { type Attempt, deliver } from "./delivery.ts";
+import { deliver } from "./delivery.ts";
 import { DeadLetters } from "./dlq.ts";
 import { defaultBackoffMs, parseRetryAfter } from "./durations.ts";
 import { createMessage, type Message, type MessageSpec } from "./message.ts";
