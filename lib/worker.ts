@@ -367,6 +367,19 @@ async function onModelError(
       );
       return afterRequeue(deps, r);
     }
+    case "capacity_unavailable": {
+      // The flex tier is out of capacity (lib/model/classify.ts): released and redelivered like a
+      // transient error, and the shared provider gate stays open (it is not our rate limit).
+      const r = await settled(
+        await deps.jobs.release(job.id, {
+          attempt,
+          error: "transient: 429 capacity_unavailable",
+          usage,
+        }),
+      );
+      if (r.outcome !== "released") return { retry: false, outcome: r.outcome };
+      return { retry: true, outcome: "released" };
+    }
     case "transient": {
       log.warn("model_transient_error", {
         jobId: job.id,
