@@ -40,7 +40,8 @@ export type ModelFailure =
       status: number;
       code: string | null;
       message: string;
-    };
+    }
+  | { kind: "capacity_unavailable"; retryAfterSeconds: number | null };
 
 /**
  * The part of our configuration a provider refusal points at (never the prompt's fault):
@@ -64,6 +65,8 @@ export interface ModelUsage {
   promptTokens: number;
   completionTokens: number;
   source: "provider" | "counted";
+  /** Output tokens spent on hidden reasoning, included in completionTokens (billed as output). 0 when none were reported. */
+  reasoningTokens?: number;
 }
 
 export interface GenerateOptions {
@@ -73,6 +76,12 @@ export interface GenerateOptions {
   signal?: AbortSignal;
   /** Called with the whole text so far after each chunk that added text. */
   onText?: (textSoFar: string) => void;
+  /** OpenAI's service tier: "flex" is priced at Batch rates, slower, and may answer 429 resource unavailable. Omitted = the project's default tier. */
+  serviceTier?: "flex" | "default" | undefined;
+  /** A stable, non-identifying id of the end user (OpenAI's abuse attribution); never an email or the raw user id. */
+  safetyIdentifier?: string | undefined;
+  /** Called while the model streams no visible text but reports it is working (reasoning): with the reasoning tokens reported so far, or null when the provider has not reported a count yet. */
+  onThinking?: ((reasoningTokens: number | null) => void) | undefined;
 }
 
 export interface Generation {
