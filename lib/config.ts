@@ -155,6 +155,19 @@ export const VARIABLES = {
     shownDefault: "`https://api.openai.com/v1`",
     dev: openai,
   }),
+  OPENAI_API: variable({
+    group: "openai",
+    schema: z
+      .enum(["responses", "chat_completions"], {
+        error: "must be responses or chat_completions",
+      })
+      .default("responses"),
+    about:
+      "the API a model call goes through: `responses` (OpenAI's recommended API) or `chat_completions` (for an OpenAI-compatible `OPENAI_BASE_URL` that speaks only Chat Completions)",
+    shownDefault: "`responses`",
+    example: "responses",
+    dev: "always",
+  }),
   OPENAI_MODEL: variable({
     group: "openai",
     schema: z.string().min(1).default("gpt-4o-mini"),

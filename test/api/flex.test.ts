@@ -6,30 +6,23 @@
  * shows as "thinking" progress and is billed, and every call carries the user's safety
  * identifier (an HMAC, never the id).
  *
- * The double stands for the port (lib/model.ts's `Model`): what it throws for "no flex
- * capacity" is classified `capacity_unavailable` by the bridge below until the port's own
- * classification of OpenAI's flex 429 is merged; the end-to-end test
- * (test/e2e/flex.test.ts) goes through the real port and the fake model.
+ * The double stands for the port (lib/model.ts's `Model`) and throws for "no flex capacity"
+ * what the port throws: the SDK's 429 with OpenAI's "Resource Unavailable" body, which the
+ * port's own classification reads. The end-to-end test (test/e2e/flex.test.ts) goes through the
+ * real port and the fake model.
  */
 import { createHmac, randomUUID } from "node:crypto";
-import { describe, expect, test, vi } from "vitest";
-import type { GenerateOptions, Generation, Model } from "../../lib/model.ts";
+import { APIError } from "openai";
+import { describe, expect, test } from "vitest";
+import {
+  type GenerateOptions,
+  type Generation,
+  type Model,
+  ModelCallError,
+} from "../../lib/model.ts";
 import { toJob } from "../../lib/view.ts";
 import { runJob } from "../../lib/worker.ts";
 import { type TestUser, useApi } from "../support/api.ts";
-
-vi.mock("../../lib/model.ts", async (importOriginal) => {
-  const real = await importOriginal<typeof import("../../lib/model.ts")>();
-  return {
-    ...real,
-    classifyModelError: (error: unknown, now?: Date) => {
-      const cause = error instanceof real.ModelCallError ? error.cause : error;
-      if (cause instanceof Error && cause.name === "NoFlexCapacity")
-        return { kind: "capacity_unavailable", retryAfterSeconds: null };
-      return real.classifyModelError(error, now);
-    },
-  };
-});
 
 const KEY = "api-tests-safety-identifier-key-0123456789";
 const app = useApi({
@@ -52,16 +45,24 @@ function doubleModel(o: {
     async generate(prompt, options): Promise<Generation> {
       calls.push(options);
       if (options.serviceTier === "flex" && !o.flexCapacity()) {
-        const { ModelCallError } = await import("../../lib/model.ts");
-        const cause = Object.assign(new Error("429 resource unavailable"), {
-          name: "NoFlexCapacity",
-        });
-        // A 429 bills nothing.
-        throw new ModelCallError(cause, {
-          promptTokens: 0,
-          completionTokens: 0,
-          source: "counted",
-        });
+        // OpenAI's flex 429 as the SDK raises it; it bills nothing.
+        const cause = APIError.generate(
+          429,
+          {
+            error: {
+              message: "Resource Unavailable: there is not enough flex processing capacity",
+              type: "invalid_request_error",
+              code: null,
+            },
+          },
+          undefined,
+          new Headers(),
+        );
+        throw new ModelCallError(
+          cause,
+          { promptTokens: 0, completionTokens: 0, source: "counted" },
+          "flex",
+        );
       }
       let reasoned = 0;
       for (const count of o.reasoning?.counts ?? []) {
