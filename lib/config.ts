@@ -237,6 +237,14 @@ export const VARIABLES = {
     example: "gpt-4o-mini",
     dev: "always",
   }),
+  OPENAI_SAFETY_IDENTIFIER_KEY: variable({
+    group: "openai",
+    schema: z.string().min(32, "must be at least 32 characters").optional(),
+    about:
+      "server-side key (≥ 32 chars, keep it stable) for each user's `safety_identifier`: HMAC-SHA256 of the user id, never the id or email (lib/safety-identifier.ts); unset: no identifier is sent",
+    shownDefault: "none sent",
+    dev: openai,
+  }),
   APP_URL: variable({
     group: "app",
     schema: httpUrl.transform(stripSlash),
