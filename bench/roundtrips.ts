@@ -9,11 +9,13 @@
  * trigger (which would refuse a "failed but not yet refunded" row, the very state that wiring
  * passes through). Each statement stands for one PostgREST request; they are counted as sent.
  */
+
 import { randomUUID } from "node:crypto";
 import { Redis } from "@upstash/redis";
 import pg from "pg";
 import { type BenchApp, type Counts, createBenchApp, diff } from "./support/app.ts";
 import { bulkJobs, createUsers } from "./support/pg.ts";
+import { pollCost } from "./support/poll-cost.ts";
 import { type BenchStack, type StandInStats, startBenchStack } from "./support/stack.ts";
 import { log, table, writeResult } from "./support/util.ts";
 
@@ -378,7 +380,11 @@ export async function runRoundtrips(opts: { quick: boolean }) {
 
     const targets: Record<string, [string, (x: Measured["atStandIns"]) => boolean]> = {
       enqueue: ["1 db + 1 publish", (x) => x.db === 1 && x.publish === 1],
-      "worker success": ["2 db + 1 model", (x) => x.db === 2 && x.model === 1],
+      // The claim, the first progress write (on the first streamed text), the completion.
+      "worker success": [
+        "3 db (claim, first progress, complete) + 1 model",
+        (x) => x.db === 3 && x.model === 1,
+      ],
       "worker duplicate delivery (leased)": ["1 db, 0 model", (x) => x.db === 1 && x.model === 0],
       "worker provider-quota requeue": [
         "2 db + 1 model + 1 publish",
@@ -414,7 +420,7 @@ export async function runRoundtrips(opts: { quick: boolean }) {
     });
     for (const r of rows)
       log(`  roundtrips ${r.flow}: ${JSON.stringify(r.ours)} seed ${JSON.stringify(r.seed)}`);
-    const result = { rows, postgres: stack.postgres };
+    const result = { rows, postgres: stack.postgres, polls: await pollCost() };
     await writeResult("roundtrips", result);
     return result;
   } finally {
@@ -424,6 +430,26 @@ export async function runRoundtrips(opts: { quick: boolean }) {
 }
 
 export function printRoundtrips(r: Awaited<ReturnType<typeof runRoundtrips>>): string {
+  const polls = table(
+    [
+      "the page's status reads per job (1 db each)",
+      "old fixed schedule",
+      "adaptive",
+      "extra",
+      "first text shown after, old / adaptive (ms)",
+    ],
+    r.polls.map((p) => [
+      p.timeline,
+      p.fixed.reads,
+      p.adaptive.reads,
+      p.extraReads,
+      `${p.fixed.firstTextShownAfterMs} / ${p.adaptive.firstTextShownAfterMs}`,
+    ]),
+  );
+  return `${flows(r)}\n\n${polls}`;
+}
+
+function flows(r: Awaited<ReturnType<typeof runRoundtrips>>): string {
   return table(
     [
       "flow",
