@@ -51,7 +51,8 @@ type RequestsFor = (stack: Stack) => Promise<[Req, Req]>;
 
 const CHILD = `
 const [url, reqsJson, mode] = process.argv.slice(1);
-const line = (s) => process.stdout.write(s + "\\n");
+const cpu = () => { const u = process.cpuUsage(); return ((u.user + u.system) / 1000).toFixed(1); };
+const line = (s) => process.stdout.write(s + " cpu=" + cpu() + "\\n");
 if (mode === "empty") { line("ready"); process.exit(0); }
 const m = await import(url);
 if (typeof m.default?.fetch !== "function") throw new Error("no default fetch");
@@ -66,7 +67,8 @@ process.exit(0);
 `;
 
 interface ChildTimes {
-  lines: { at: number; text: string }[];
+  /** Each line: when it came (ms after the spawn), its text, and the child's CPU ms so far. */
+  lines: { at: number; text: string; cpu: number }[];
   exitMs: number;
 }
 
@@ -91,7 +93,8 @@ function runChild(
     });
     if (!child.stdout) throw new Error("no stdout");
     createInterface({ input: child.stdout }).on("line", (text) => {
-      lines.push({ at: performance.now() - started, text });
+      const cpu = Number(/ cpu=([\d.]+)$/.exec(text)?.[1] ?? Number.NaN);
+      lines.push({ at: performance.now() - started, text, cpu });
     });
     const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
     child.once("exit", (code) => {
@@ -238,15 +241,26 @@ const stats = (xs: number[]) => ({
 
 const lineAt = (t: ChildTimes, prefix: string, nth = 0) =>
   t.lines.filter((l) => l.text.startsWith(prefix))[nth]?.at ?? Number.NaN;
+const cpuAt = (t: ChildTimes, prefix: string, nth = 0) =>
+  t.lines.filter((l) => l.text.startsWith(prefix))[nth]?.cpu ?? Number.NaN;
 
 async function firstRequests(stack: Stack, runs: number, variants: Variant[]) {
   const funcs = functionFolders(join(OUTPUT_DIR, "functions"))
     .map((d) => relative(join(OUTPUT_DIR, "functions"), d).replace(/\.func$/, ""))
     .filter((name) => REQUESTS[name]);
   const empty: number[] = [];
+  const emptyCpu: number[] = [];
   const rows = new Map<
     string,
-    { import: number[]; importInFull: number[]; first: number[]; second: number[] }
+    {
+      import: number[];
+      importInFull: number[];
+      first: number[];
+      second: number[];
+      importCpu: number[];
+      firstCpu: number[];
+      secondCpu: number[];
+    }
   >();
   const statuses = new Map<string, Set<string>>();
   const handlers = new Map<string, string>();
@@ -258,11 +272,21 @@ async function firstRequests(stack: Stack, runs: number, variants: Variant[]) {
   }
   const env = { ...stack.env };
   for (let i = 0; i < runs; i++) {
-    empty.push(lineAt(await runChild(tmpdir(), ["", "[]", "empty"], env), "ready"));
+    const e = await runChild(tmpdir(), ["", "[]", "empty"], env);
+    empty.push(lineAt(e, "ready"));
+    emptyCpu.push(cpuAt(e, "ready"));
     for (const fn of funcs) {
       for (const v of variants) {
         const key = `${fn}|${v.name}`;
-        const row = rows.get(key) ?? { import: [], importInFull: [], first: [], second: [] };
+        const row = rows.get(key) ?? {
+          import: [],
+          importInFull: [],
+          first: [],
+          second: [],
+          importCpu: [],
+          firstCpu: [],
+          secondCpu: [],
+        };
         rows.set(key, row);
         const cwd = join(v.functionsDir, `${fn}.func`);
         const url = pathToFileURL(join(cwd, handlers.get(fn) ?? "")).href;
@@ -275,6 +299,9 @@ async function firstRequests(stack: Stack, runs: number, variants: Variant[]) {
         const b = lineAt(full, "answered", 1);
         row.first.push(a);
         row.second.push(b - a);
+        row.importCpu.push(cpuAt(imp, "imported"));
+        row.firstCpu.push(cpuAt(full, "answered", 0));
+        row.secondCpu.push(cpuAt(full, "answered", 1) - cpuAt(full, "answered", 0));
         const seen = statuses.get(key) ?? new Set<string>();
         for (const l of full.lines.filter((x) => x.text.startsWith("answered")))
           seen.add(l.text.split(" ")[1] ?? "?");
@@ -298,11 +325,17 @@ async function firstRequests(stack: Stack, runs: number, variants: Variant[]) {
       importMs: stats(r.importInFull),
       firstResponseMs: stats(r.first),
       secondRequestMs: stats(r.second),
+      /** CPU ms of the child (Node's start included): less moved by the machine's load. */
+      cpu: {
+        import: stats(r.importCpu),
+        firstResponse: stats(r.firstCpu),
+        secondRequest: stats(r.secondCpu),
+      },
       /** The first response after the spawn, against an empty process's start + a warm request. */
       ratio: round(first / (emptyMs + warm), 2),
     };
   });
-  return { emptyProcessMs: stats(empty), rows: out };
+  return { emptyProcessMs: stats(empty), emptyProcessCpuMs: stats(emptyCpu), rows: out };
 }
 
 interface JobView {
@@ -452,9 +485,16 @@ export async function runFirstRequest(opts: { quick: boolean }) {
         function: TARGET_FUNCTION,
         ratio: TARGET_RATIO,
         importMs: IMPORT_TARGET_MS,
+        /** The import, less an empty process's start: wall and CPU. */
+        importBeyondStartMs: target
+          ? round(target.importOnlyMs.median - first.emptyProcessMs.median, 1)
+          : null,
+        importCpuBeyondStartMs: target
+          ? round(target.cpu.import.median - first.emptyProcessCpuMs.median, 1)
+          : null,
         met: target
           ? target.ratio <= TARGET_RATIO &&
-            target.importMs.median - first.emptyProcessMs.median < IMPORT_TARGET_MS
+            target.importOnlyMs.median - first.emptyProcessMs.median < IMPORT_TARGET_MS
           : false,
       },
       ...first,
@@ -480,6 +520,7 @@ export function printFirstRequest(r: Awaited<ReturnType<typeof runFirstRequest>>
       "first response (spawn →)",
       "second request",
       "ratio",
+      "CPU ms: import / first / second",
       "status",
     ],
     r.rows.map((x) => [
@@ -490,6 +531,7 @@ export function printFirstRequest(r: Awaited<ReturnType<typeof runFirstRequest>>
       `${x.firstResponseMs.median} (${x.firstResponseMs.p10}–${x.firstResponseMs.p90})`,
       `${x.secondRequestMs.median} (${x.secondRequestMs.p10}–${x.secondRequestMs.p90})`,
       x.ratio,
+      `${x.cpu.import.median} / ${x.cpu.firstResponse.median} / ${x.cpu.secondRequest.median}`,
       x.statuses.join("/"),
     ]),
   );
@@ -512,5 +554,5 @@ export function printFirstRequest(r: Awaited<ReturnType<typeof runFirstRequest>>
       return [k as string, s.median, `${s.p10}–${s.p90}`];
     }),
   );
-  return `${a}\n\nempty Node process (spawn → first line): ${empty} ms (${r.emptyProcessMs.p10}–${r.emptyProcessMs.p90}); ratio = first response / (empty process + second request); target for ${r.target.function}: ratio ≤ ${r.target.ratio} and import (less Node's start) < ${r.target.importMs} ms: ${r.target.met ? "met" : "NOT met"}; ${r.runs} processes each, interleaved; Node ${r.node}; build ${r.build}\n\n${b}\n\nfake model chunk pause ${g.chunkMs} ms; fixed-schedule looks: ${g.fixed.looks.median}`;
+  return `${a}\n\nempty Node process (spawn → first line): ${empty} ms (${r.emptyProcessMs.p10}–${r.emptyProcessMs.p90}), CPU ${r.emptyProcessCpuMs.median} ms; ratio = first response / (empty process + second request); target for ${r.target.function}: ratio ≤ ${r.target.ratio} and import (less Node's start) < ${r.target.importMs} ms: ${r.target.met ? "met" : "NOT met"} (ratio ${r.rows.find((x) => x.function === r.target.function)?.ratio}, import less Node's start ${r.target.importBeyondStartMs} ms wall, ${r.target.importCpuBeyondStartMs} ms CPU); ${r.runs} processes each, interleaved; Node ${r.node}; build ${r.build}\n\n${b}\n\nfake model chunk pause ${g.chunkMs} ms; fixed-schedule looks: ${g.fixed.looks.median}`;
 }

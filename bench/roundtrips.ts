@@ -100,7 +100,7 @@ class SeedWiring {
     const reserved = await this.q(
       `insert into seedwire.quota_usage as q (user_id, period_start, units_used)
        values ($1, ${period}, 1)
-       on conflict (user_id, period_start) do update set units_used = q.units_used + 1
+       on conflict (user_id, period_start, meter) do update set units_used = q.units_used + 1
        where q.units_used < $2 returning units_used`,
       [userId, plan.units_per_period],
     );
@@ -215,6 +215,7 @@ class SeedWiring {
 export async function runRoundtrips(opts: { quick: boolean }) {
   const stack = await startBenchStack();
   const admin = new pg.Client({ connectionString: stack.databaseUrl });
+  admin.on("error", () => {});
   await admin.connect();
   try {
     const app = await createBenchApp(stack);
@@ -320,6 +321,8 @@ export async function runRoundtrips(opts: { quick: boolean }) {
     // The comparison: the scattered wiring on the same database.
     await SeedWiring.setup(admin);
     const seedClient = new pg.Client({ connectionString: stack.databaseUrl });
+    // A failure below stops the stack: the section reports it, not this client's lost connection.
+    seedClient.on("error", () => {});
     await seedClient.connect();
     const seed = new SeedWiring(seedClient, app);
     const seedUsers = await createUsers(admin, 8, "pro");
@@ -371,7 +374,7 @@ export async function runRoundtrips(opts: { quick: boolean }) {
       );
       await admin.query(
         `insert into seedwire.quota_usage (user_id, period_start, units_used) values ($1, date_trunc('month', now()), $2)
-         on conflict (user_id, period_start) do update set units_used = seedwire.quota_usage.units_used + $2`,
+         on conflict (user_id, period_start, meter) do update set units_used = seedwire.quota_usage.units_used + $2`,
         [u(7), n],
       );
       seedRows[`sweep of ${n} stale jobs`] = await seedM(() => seed.sweep("3 hours"));
