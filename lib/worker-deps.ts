@@ -18,13 +18,6 @@ export function createWorkerDeps(deps: Deps): WorkerDeps {
       api: c.openaiApi,
       timeoutMs: c.modelTimeoutMs,
     }),
-    settings: {
-      leaseSeconds: c.jobLeaseSeconds,
-      providerQuotaMaxHits: c.providerQuotaMaxHits,
-      jobMaxAgeSeconds: c.jobMaxAgeSeconds,
-      providerBackoffSeconds: c.providerBackoffSeconds,
-      progressIntervalMs: c.progressIntervalMs,
-    },
   };
 }
 

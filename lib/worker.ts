@@ -48,7 +48,7 @@ export async function runJob(
   jobId: string,
   delivery: { deliveryId: string | null } = { deliveryId: null },
 ): Promise<WorkerResult> {
-  const claim = await deps.jobs.start(jobId, { leaseSeconds: deps.settings.leaseSeconds });
+  const claim = await deps.jobs.start(jobId, { leaseSeconds: deps.config.jobLeaseSeconds });
   if (claim.outcome === "not_ready") {
     // Delivered before its resume time: the requeue's own publish failed (this is QStash's
     // retry of the message that found the provider busy), or QStash's clock runs ahead of the
@@ -283,7 +283,7 @@ async function streamModel(
   };
   const timer = setInterval(() => {
     if (writing === null && stoppedBy === null) writing = write().finally(() => (writing = null));
-  }, deps.settings.progressIntervalMs);
+  }, deps.config.progressIntervalMs);
   try {
     const result = await deps.model.generate(job.prompt, {
       maxOutputTokens,
@@ -375,8 +375,8 @@ function requeueArgs(
     error,
     countHit,
     usage,
-    maxHits: deps.settings.providerQuotaMaxHits,
-    maxAgeSeconds: deps.settings.jobMaxAgeSeconds,
+    maxHits: deps.config.providerQuotaMaxHits,
+    maxAgeSeconds: deps.config.jobMaxAgeSeconds,
   };
 }
 
@@ -397,7 +397,7 @@ async function onModelError(
   };
   switch (failure.kind) {
     case "provider_quota": {
-      const waitSeconds = failure.retryAfterSeconds ?? deps.settings.providerBackoffSeconds;
+      const waitSeconds = failure.retryAfterSeconds ?? deps.config.providerBackoffSeconds;
       const resumeAt = new Date(deps.now().getTime() + waitSeconds * 1000);
       await deps.gate.holdUntil(resumeAt);
       if (failure.reason === "insufficient_quota") {

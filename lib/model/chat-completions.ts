@@ -23,11 +23,27 @@ export const chatCompletionsAdapter: Adapter = async (client, r, signal) => {
     },
     { signal },
   );
-  return { steps: steps(stream), close: () => stream.controller.abort() };
+  return {
+    steps: steps(stream, () => stream.controller.abort()),
+    close: () => stream.controller.abort(),
+  };
 };
 
-async function* steps(chunks: AsyncIterable<ChatCompletionChunk>): AsyncGenerator<Step> {
+async function* steps(
+  chunks: AsyncIterable<ChatCompletionChunk>,
+  close: () => void,
+): AsyncGenerator<Step> {
+  let finished = false;
   for await (const chunk of chunks) {
+    const choice = chunk.choices[0];
+    if (choice?.delta?.refusal) yield { kind: "refusal", delta: choice.delta.refusal };
+    if (choice?.delta?.content) yield { kind: "text", delta: choice.delta.content };
+    else if (choice && !choice.finish_reason && !choice.delta?.refusal)
+      yield { kind: "thinking", reasoningTokens: null };
+    if (choice?.finish_reason) {
+      finished = true;
+      yield { kind: "finish", reason: choice.finish_reason };
+    }
     if (chunk.usage) {
       yield {
         kind: "usage",
@@ -35,13 +51,13 @@ async function* steps(chunks: AsyncIterable<ChatCompletionChunk>): AsyncGenerato
         completionTokens: chunk.usage.completion_tokens,
         reasoningTokens: chunk.usage.completion_tokens_details?.reasoning_tokens ?? 0,
       };
+      // The usage after the finish reason is the last chunk that matters: stop here rather than
+      // wait on `[DONE]`, after which the SDK awaits the body's cancellation (openai 7
+      // src/core/streaming.ts), which a body that never settles would hold forever.
+      if (finished) {
+        close();
+        return;
+      }
     }
-    const choice = chunk.choices[0];
-    if (!choice) continue;
-    if (choice.delta?.refusal) yield { kind: "refusal", delta: choice.delta.refusal };
-    if (choice.delta?.content) yield { kind: "text", delta: choice.delta.content };
-    else if (!choice.finish_reason && !choice.delta?.refusal)
-      yield { kind: "thinking", reasoningTokens: null };
-    if (choice.finish_reason) yield { kind: "finish", reason: choice.finish_reason };
   }
 }
