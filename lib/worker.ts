@@ -425,7 +425,7 @@ async function onModelError(
       // standard tier's too). When the plan falls back to the standard tier, the wait ends no
       // later than the fallback is due (start_job then chooses the default tier).
       const now = deps.now().getTime();
-      const waitSeconds = failure.retryAfterSeconds ?? deps.settings.providerBackoffSeconds;
+      const waitSeconds = failure.retryAfterSeconds ?? deps.config.providerBackoffSeconds;
       let resumeAt = now + waitSeconds * 1000;
       if (tier.fallbackAfterSeconds !== null) {
         const since = job.capacity_wait_since ? Date.parse(job.capacity_wait_since) : now;

@@ -163,7 +163,7 @@ describe("the economy plan on flex", () => {
     // The job is almost as old as it may be: the next wait would take it past its max age.
     await app.admin.query(
       "update public.generation_jobs set created_at = now() - make_interval(secs => $2) where id = $1",
-      [id, app.workerDeps.settings.jobMaxAgeSeconds - 10],
+      [id, app.workerDeps.config.jobMaxAgeSeconds - 10],
     );
     expect(await runJob(deps, id)).toEqual({ retry: false, outcome: "gave_up" });
     const row = await app.jobRow(id);
