@@ -2,14 +2,14 @@
 -- A running job's cancel refunds its unit up to max_refunded_running_cancels times a period:
 -- free, once a day (its one unit); pro, 20 times a month (a fifth of its units; beyond that a
 -- canceled generation was paid to the provider and stays spent).
--- team meters tokens: 2,000,000 a month; each job holds its prompt's tokens plus 8,000 and keeps
+-- team meters tokens: 2,000,000 a month; each job holds its prompt's tokens plus 2,048 and keeps
 -- what the provider consumed (a running cancel keeps what streamed, so it needs no bound).
--- max_output_tokens: 8,000 (a long document, about 6,000 words) streams within the worker's
--- 270 s model timeout at 30 tokens a second; free keeps 512.
+-- pro's max_output_tokens, 8,000 (a long document, about 6,000 words), streams within the
+-- worker's 270 s model timeout at 30 tokens a second; free keeps 512.
 insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_output_tokens, max_refunded_running_cancels, meter) values
   ('free', 'Free', 'day', 1, 1, 512, 1, 'jobs'),
   ('pro', 'Pro', 'month', 100, 3, 8000, 20, 'jobs'),
-  ('team', 'Team', 'month', 2000000, 3, 8000, null, 'tokens')
+  ('team', 'Team', 'month', 2000000, 3, 2048, null, 'tokens')
 on conflict (id) do update set
   name = excluded.name,
   period = excluded.period,
