@@ -75,6 +75,9 @@ export class GotrueError extends Error {
   }
 }
 
+/** GoTrue's 501 for what it serves and the stand-in does not. */
+export const notServed = (message: string) => new GotrueError(501, "not_implemented", message);
+
 export const API_VERSION = "X-Supabase-Api-Version";
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const REFRESH_TOKEN = /^[a-z0-9]{12}$/;
@@ -327,9 +330,7 @@ export function createContext(o: GotrueOptions) {
       typeof (parsed as { code_challenge?: unknown }).code_challenge === "string" &&
       (parsed as { code_challenge: string }).code_challenge
     )
-      throw new GotrueError(
-        501,
-        "not_implemented",
+      throw notServed(
         "The PKCE flow is not served by the local Auth stand-in (auth-js's default flowType is implicit)",
       );
     return parsed as Record<string, unknown>;

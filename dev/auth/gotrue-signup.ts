@@ -9,6 +9,7 @@ import {
   type Context,
   GotrueError,
   hashPassword,
+  notServed,
   type Routes,
   userJson,
 } from "./gotrue-context.ts";
@@ -32,11 +33,7 @@ export function signupRoutes(c: Context): Routes {
     "POST /signup": async (request, url) => {
       const p = await body(request);
       if (typeof p.phone === "string" && p.phone)
-        throw new GotrueError(
-          501,
-          "not_implemented",
-          "Phone sign-up is not served by the local Auth stand-in",
-        );
+        throw notServed("Phone sign-up is not served by the local Auth stand-in");
       const password = typeof p.password === "string" ? p.password : "";
       if (!password) throw bad("validation_failed", "Signup requires a valid password");
       checkPassword(password);
@@ -50,11 +47,7 @@ export function signupRoutes(c: Context): Routes {
       if (!type) throw bad("validation_failed", "Verify requires a verification type");
       if (!token) throw bad("validation_failed", "Verify requires a token or a token hash");
       if (type === "invite" || type === "email_change" || type === "email")
-        throw new GotrueError(
-          501,
-          "not_implemented",
-          `Verification type ${type} is not served by the local Auth stand-in`,
-        );
+        throw notServed(`Verification type ${type} is not served by the local Auth stand-in`);
       if (type !== "signup" && type !== "recovery" && type !== "magiclink")
         throw bad("validation_failed", "Invalid email verification type");
       const redirect = redirectTo(url);

@@ -5,8 +5,8 @@
  */
 import {
   type Context,
-  GotrueError,
   newRefreshToken,
+  notServed,
   passwordMatches,
   REFRESH_TOKEN,
   type Routes,
@@ -19,11 +19,7 @@ export function tokenRoutes(c: Context): Routes {
     "POST /token": async (request, url) => {
       const grant = url.searchParams.get("grant_type") ?? "";
       if (grant === "pkce" || grant === "id_token" || grant === "web3")
-        throw new GotrueError(
-          501,
-          "not_implemented",
-          `grant_type=${grant} is not served by the local Auth stand-in`,
-        );
+        throw notServed(`grant_type=${grant} is not served by the local Auth stand-in`);
       if (grant !== "password" && grant !== "refresh_token")
         throw bad("invalid_credentials", "unsupported_grant_type");
       const p = await body(request);
@@ -44,11 +40,7 @@ export function tokenRoutes(c: Context): Routes {
         );
       }
       if (typeof p.phone === "string" && p.phone)
-        throw new GotrueError(
-          501,
-          "not_implemented",
-          "Phone sign-in is not served by the local Auth stand-in",
-        );
+        throw notServed("Phone sign-in is not served by the local Auth stand-in");
       if (typeof p.email !== "string" || !p.email)
         throw bad("validation_failed", "missing email or phone");
       const a = await store.byEmail(p.email.trim().toLowerCase());

@@ -6,6 +6,7 @@ import {
   type Context,
   GotrueError,
   hashPassword,
+  notServed,
   passwordMatches,
   type Routes,
   userJson,
@@ -24,17 +25,9 @@ export function userRoutes(c: Context): Routes {
       const { account, sessionId } = await authenticated(request);
       const p = await body(request);
       if (typeof p.email === "string" && p.email && p.email.toLowerCase() !== account.email)
-        throw new GotrueError(
-          501,
-          "not_implemented",
-          "Changing the email is not served by the local Auth stand-in",
-        );
+        throw notServed("Changing the email is not served by the local Auth stand-in");
       if (typeof p.phone === "string" && p.phone)
-        throw new GotrueError(
-          501,
-          "not_implemented",
-          "Phone numbers are not served by the local Auth stand-in",
-        );
+        throw notServed("Phone numbers are not served by the local Auth stand-in");
       let hash: string | undefined;
       if (typeof p.password === "string") {
         checkPassword(p.password);

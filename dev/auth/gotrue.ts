@@ -28,6 +28,7 @@ import {
   createContext,
   GotrueError,
   type GotrueOptions,
+  notServed,
   type Routes,
 } from "./gotrue-context.ts";
 import { linkRoutes } from "./gotrue-links.ts";
@@ -118,11 +119,7 @@ export function createGotrue(o: GotrueOptions) {
       const top = `/${path.split("/")[1] ?? ""}`;
       if (NOT_SERVED.has(path) || NOT_SERVED.has(top) || path === "/verify")
         return errorResponse(
-          new GotrueError(
-            501,
-            "not_implemented",
-            `${request.method} /auth/v1${path} is not served by the local Auth stand-in`,
-          ),
+          notServed(`${request.method} /auth/v1${path} is not served by the local Auth stand-in`),
           request,
         );
       return new Response("404 page not found\n", {
@@ -134,11 +131,7 @@ export function createGotrue(o: GotrueOptions) {
     if (!handler) {
       if (path === "/verify" && request.method === "POST")
         return errorResponse(
-          new GotrueError(
-            501,
-            "not_implemented",
-            "POST /auth/v1/verify (a typed code) is not served by the local Auth stand-in",
-          ),
+          notServed("POST /auth/v1/verify (a typed code) is not served by the local Auth stand-in"),
           request,
         );
       return new Response(null, { status: 405 });
