@@ -78,6 +78,12 @@ export class GotrueError extends Error {
 /** GoTrue's 501 for what it serves and the stand-in does not. */
 export const notServed = (message: string) => new GotrueError(501, "not_implemented", message);
 
+/** Phone users are not served: a body with a `phone` is GoTrue's 501, `what` says which flow. */
+export function refusePhone(p: Record<string, unknown>, what: string): void {
+  if (typeof p.phone === "string" && p.phone)
+    throw notServed(`${what} is not served by the local Auth stand-in`);
+}
+
 export const API_VERSION = "X-Supabase-Api-Version";
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const REFRESH_TOKEN = /^[a-z0-9]{12}$/;
@@ -340,6 +346,8 @@ export function createContext(o: GotrueOptions) {
     v && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
 
   return {
+    // the module's helpers too, so a flow takes everything from its context
+    ...{ hashPassword, passwordMatches, newRefreshToken, userJson, notServed, refusePhone },
     o,
     store,
     now,

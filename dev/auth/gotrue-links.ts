@@ -3,17 +3,16 @@
  * mails a magic link (signing a new address up first), POST /recover a password reset link.
  */
 import { randomBytes } from "node:crypto";
-import { type Context, GotrueError, notServed, type Routes } from "./gotrue-context.ts";
+import { type Context, GotrueError, type Routes } from "./gotrue-context.ts";
 import { newSignup } from "./gotrue-signup.ts";
 
 export function linkRoutes(c: Context): Routes {
-  const { store, bad, validateEmail, redirectTo, mail, body, metadataOf } = c;
+  const { store, bad, validateEmail, redirectTo, mail, body, metadataOf, refusePhone } = c;
   const signup = newSignup(c);
   return {
     "POST /otp": async (request, url) => {
       const p = await body(request);
-      if (typeof p.phone === "string" && p.phone)
-        throw notServed("Phone OTP is not served by the local Auth stand-in");
+      refusePhone(p, "Phone OTP");
       if (typeof p.email !== "string" || !p.email)
         throw bad("validation_failed", "One of email or phone must be set");
       const email = validateEmail(p.email);

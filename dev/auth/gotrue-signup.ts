@@ -5,14 +5,7 @@
  * new address up first.
  */
 import { randomUUID } from "node:crypto";
-import {
-  type Context,
-  GotrueError,
-  hashPassword,
-  notServed,
-  type Routes,
-  userJson,
-} from "./gotrue-context.ts";
+import { type Context, GotrueError, type Routes } from "./gotrue-context.ts";
 import type { Account } from "./gotrue-store.ts";
 
 export function signupRoutes(c: Context): Routes {
@@ -27,13 +20,14 @@ export function signupRoutes(c: Context): Routes {
     session,
     body,
     metadataOf,
+    notServed,
+    refusePhone,
   } = c;
   const signup = newSignup(c);
   return {
     "POST /signup": async (request, url) => {
       const p = await body(request);
-      if (typeof p.phone === "string" && p.phone)
-        throw notServed("Phone sign-up is not served by the local Auth stand-in");
+      refusePhone(p, "Phone sign-up");
       const password = typeof p.password === "string" ? p.password : "";
       if (!password) throw bad("validation_failed", "Signup requires a valid password");
       checkPassword(password);
@@ -90,7 +84,7 @@ export function signupRoutes(c: Context): Routes {
 
 /** The signup function of one GoTrue instance. */
 export function newSignup(c: Context) {
-  const { o, store, now, mail, session } = c;
+  const { o, store, now, mail, session, hashPassword, userJson } = c;
   /** signup.go: a new user, or the existing one again; confirmation mail unless autoconfirm. */
   async function signup(
     email: string,

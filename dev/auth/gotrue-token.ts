@@ -3,18 +3,22 @@
  * email user in; `grant_type=refresh_token` rotates the refresh token (a used one is
  * `refresh_token_already_used`). PKCE, id_token and web3 grants answer 501.
  */
-import {
-  type Context,
-  newRefreshToken,
-  notServed,
-  passwordMatches,
-  REFRESH_TOKEN,
-  type Routes,
-} from "./gotrue-context.ts";
+import { type Context, REFRESH_TOKEN, type Routes } from "./gotrue-context.ts";
 import type { Account } from "./gotrue-store.ts";
 
 export function tokenRoutes(c: Context): Routes {
-  const { store, now, bad, session, tokenResponse, body } = c;
+  const {
+    store,
+    now,
+    bad,
+    session,
+    tokenResponse,
+    body,
+    newRefreshToken,
+    notServed,
+    passwordMatches,
+    refusePhone,
+  } = c;
   return {
     "POST /token": async (request, url) => {
       const grant = url.searchParams.get("grant_type") ?? "";
@@ -39,8 +43,7 @@ export function tokenRoutes(c: Context): Routes {
           await tokenResponse(a, rotated.session_id, next, rotated.amr_method, t),
         );
       }
-      if (typeof p.phone === "string" && p.phone)
-        throw notServed("Phone sign-in is not served by the local Auth stand-in");
+      refusePhone(p, "Phone sign-in");
       if (typeof p.email !== "string" || !p.email)
         throw bad("validation_failed", "missing email or phone");
       const a = await store.byEmail(p.email.trim().toLowerCase());

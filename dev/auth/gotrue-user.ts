@@ -2,19 +2,22 @@
  * The signed-in user (internal/api/user.go, logout.go): GET and PUT /user (a new password ends
  * the other sessions; `user_metadata` merges), POST /logout with its scopes.
  */
-import {
-  type Context,
-  GotrueError,
-  hashPassword,
-  notServed,
-  passwordMatches,
-  type Routes,
-  userJson,
-} from "./gotrue-context.ts";
+import { type Context, GotrueError, type Routes } from "./gotrue-context.ts";
 import type { Account } from "./gotrue-store.ts";
 
 export function userRoutes(c: Context): Routes {
-  const { store, now, bad, checkPassword, authenticated, body } = c;
+  const {
+    store,
+    now,
+    bad,
+    checkPassword,
+    authenticated,
+    body,
+    hashPassword,
+    notServed,
+    passwordMatches,
+    userJson,
+  } = c;
   return {
     "GET /user": async (request) => {
       const { account } = await authenticated(request);
