@@ -25,16 +25,12 @@ export interface Deps {
   now(): Date;
 }
 
-/** What the worker flow needs besides the edges' ports: the model, and its timing settings. */
+/**
+ * What the worker flow needs besides the edges' ports: the model. Its timing settings (lease,
+ * backoff, progress interval, provider-quota bounds) are read from `config`, the one parsed
+ * object, never copied next to it.
+ */
 export interface WorkerDeps
   extends Pick<Deps, "jobs" | "queue" | "gate" | "alerts" | "now" | "config"> {
   model: Model;
-  settings: {
-    leaseSeconds: number;
-    providerQuotaMaxHits: number;
-    jobMaxAgeSeconds: number;
-    providerBackoffSeconds: number;
-    /** How often the streaming worker records progress (and learns of a cancel). @default 1000 */
-    progressIntervalMs: number;
-  };
 }

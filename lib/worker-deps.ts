@@ -15,15 +15,9 @@ export function createWorkerDeps(deps: Deps): WorkerDeps {
       apiKey: c.openaiApiKey,
       baseURL: c.openaiBaseUrl,
       model: c.openaiModel,
+      api: c.openaiApi,
       timeoutMs: c.modelTimeoutMs,
     }),
-    settings: {
-      leaseSeconds: c.jobLeaseSeconds,
-      providerQuotaMaxHits: c.providerQuotaMaxHits,
-      jobMaxAgeSeconds: c.jobMaxAgeSeconds,
-      providerBackoffSeconds: c.providerBackoffSeconds,
-      progressIntervalMs: c.progressIntervalMs,
-    },
   };
 }
 

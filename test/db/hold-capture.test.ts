@@ -8,7 +8,7 @@ import { dbFixture } from "../support/db-fixture.ts";
 const T0 = at("2026-12-01T10:00:00Z");
 const db = dbFixture({ fresh: true, service: 40, noDrift: "file", now: T0 });
 const { svc, admin } = db;
-const OUTPUT = 2048; // the team plan's max_output_tokens
+const OUTPUT = 8000; // the team plan's max_output_tokens
 
 const counter = async (user: string) => (await db.usage(user)).units_used;
 const enqueued = (user: string, promptTokens = 100, now = T0): Promise<Json> =>

@@ -40,7 +40,10 @@ export const MID_STREAM_PROGRESS_MS = 20;
 
 function midStream(plan: "pro" | "team") {
   return async (sim: Sim) => {
-    sim.workerDeps.settings.progressIntervalMs = MID_STREAM_PROGRESS_MS;
+    sim.workerDeps = {
+      ...sim.workerDeps,
+      config: { ...sim.workerDeps.config, progressIntervalMs: MID_STREAM_PROGRESS_MS },
+    };
     await sim.addUsers([plan]);
     await sim.command(enqueue);
   };

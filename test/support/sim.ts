@@ -277,7 +277,8 @@ export class Sim {
   readonly faults = new Faults();
   readonly config: Config;
   readonly deps: Deps;
-  readonly workerDeps: WorkerDeps;
+  /** Replaceable, so a flow can run the worker with other settings (test/support/flows.ts). */
+  workerDeps: WorkerDeps;
   /** The routes over the same faulted ports, for commands marked `edge`. */
   readonly routes: {
     jobs: (req: Request) => Promise<Response>;
@@ -407,13 +408,6 @@ export class Sim {
     this.workerDeps = {
       ...this.deps,
       model: f.model(scripted),
-      settings: {
-        leaseSeconds: this.config.jobLeaseSeconds,
-        providerQuotaMaxHits: this.config.providerQuotaMaxHits,
-        jobMaxAgeSeconds: this.config.jobMaxAgeSeconds,
-        providerBackoffSeconds: this.config.providerBackoffSeconds,
-        progressIntervalMs: this.config.progressIntervalMs,
-      },
     };
     this.routes = {
       jobs: jobsHandler(() => this.deps),
