@@ -6,11 +6,7 @@ import type { FailureCallback, Message, MessageSpec } from "./message.ts";
  * The JSON body QStash posts to Upstash-Failure-Callback once retries are exhausted (with the
  * dlqId). notBefore/createdAt are unix ms numbers, as the SDK's Message type has them.
  */
-export function callbackBody(
-  source: Message,
-  attempt: Attempt,
-  dlqId: string,
-): Record<string, unknown> {
+export function callbackBody(source: Message, attempt: Attempt, dlqId: string) {
   return {
     status: attempt.status,
     header: toHeaderMap(attempt.headers),

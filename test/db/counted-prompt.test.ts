@@ -5,40 +5,20 @@
  * `prompt_tokens` (never raises it). A running cancel on a token plan then captures the counted
  * prompt plus the streamed tokens, where it captured the byte bound (about 4× an English prompt).
  */
-import { afterAll, describe, expect, test } from "vitest";
-import {
-  adminPool,
-  at,
-  expectNoDrift,
-  type Json,
-  newUser,
-  rpc,
-  servicePool,
-  useFreshDatabase,
-} from "../support/db.ts";
+import { describe, expect, test } from "vitest";
+import { at, type Json, rpc } from "../support/db.ts";
+import { dbFixture } from "../support/db-fixture.ts";
 
-useFreshDatabase();
-const svc = servicePool(4);
-const admin = adminPool();
 const T0 = at("2026-12-01T10:00:00Z");
-
-afterAll(async () => {
-  await expectNoDrift(admin);
-});
+const db = dbFixture({ fresh: true, service: 4, noDrift: "file", now: T0 });
+const { svc, admin } = db;
 
 /** A team job held at `bound` prompt tokens, claimed, with one progress write. */
 async function runningWithProgress(user: string, bound: number, counted?: number): Promise<Json> {
-  const e = await rpc(svc, "enqueue_job", {
-    p_user_id: user,
-    p_prompt: `a prompt ${Math.random()}`,
-    p_prompt_tokens: bound,
-    p_now: T0,
-  });
-  expect(e.outcome).toBe("enqueued");
-  const s = await rpc(svc, "start_job", { p_job_id: e.job.id, p_now: T0 });
-  expect(s.outcome).toBe("started");
+  const job = await db.enqueued(user, { promptTokens: bound });
+  await db.started(job.id);
   const p = await rpc(svc, "record_progress", {
-    p_job_id: e.job.id,
+    p_job_id: job.id,
     p_attempt: 1,
     p_partial_output: "so far",
     p_completion_tokens: 30,
@@ -46,12 +26,12 @@ async function runningWithProgress(user: string, bound: number, counted?: number
     ...(counted === undefined ? {} : { p_prompt_tokens: counted }),
   });
   expect(p.outcome).toBe("recorded");
-  return e.job;
+  return job;
 }
 
 describe("the counted prompt of a running attempt", () => {
   test("a running cancel captures the worker's count of the prompt, not the byte bound", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const job = await runningWithProgress(user, 400, 110);
     const r = await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: T0 });
     expect(r).toMatchObject({ outcome: "canceled", refunded: true });
@@ -62,21 +42,21 @@ describe("the counted prompt of a running attempt", () => {
   });
 
   test("a count above the bound is ignored: the charge can only go down", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const job = await runningWithProgress(user, 100, 5_000);
     const r = await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: T0 });
     expect(r.job.captured).toBe(100 + 30);
   });
 
   test("a progress write without a count (an older worker) keeps the bound", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const job = await runningWithProgress(user, 100);
     const r = await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: T0 });
     expect(r.job.captured).toBe(100 + 30);
   });
 
   test("a write of a claim that is no longer running changes nothing", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const job = await runningWithProgress(user, 300);
     await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: T0 });
     const late = await rpc(svc, "record_progress", {

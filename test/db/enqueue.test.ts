@@ -1,25 +1,14 @@
-import { afterEach, describe, expect, test } from "vitest";
-import {
-  addSeconds,
-  adminPool,
-  at,
-  expectNoDrift,
-  newUser,
-  rpc,
-  servicePool,
-} from "../support/db.ts";
+import { describe, expect, test } from "vitest";
+import { addSeconds, at, rpc } from "../support/db.ts";
+import { dbFixture } from "../support/db-fixture.ts";
 
-const svc = servicePool();
-const admin = adminPool();
 const T0 = at("2026-03-10T12:00:00Z");
-
-afterEach(async () => {
-  await expectNoDrift(admin);
-});
+const db = dbFixture({ now: T0 });
+const { svc, admin } = db;
 
 describe("enqueue_job", () => {
   test("reserves one unit and inserts a queued job, logged as enqueued", async () => {
-    const user = await newUser(admin);
+    const user = await db.user();
     const r = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "a report", p_now: T0 });
     expect(r.outcome).toBe("enqueued");
     expect(r.job).toMatchObject({
@@ -41,7 +30,7 @@ describe("enqueue_job", () => {
   });
 
   test("quota_exceeded with the reset time reserves nothing", async () => {
-    const user = await newUser(admin);
+    const user = await db.user();
     const first = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "one", p_now: T0 });
     await rpc(svc, "cancel_job", { p_job_id: first.job.id, p_user_id: user, p_now: T0 });
     // canceled: the unit came back, so a second one fits; then the day is used up
@@ -70,7 +59,7 @@ describe("enqueue_job", () => {
   });
 
   test("too_many_active_jobs reserves nothing (pro: 3 active)", async () => {
-    const user = await newUser(admin, "pro");
+    const user = await db.user("pro");
     for (const prompt of ["a", "b", "c"]) {
       expect(
         (await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: prompt, p_now: T0 })).outcome,
@@ -90,7 +79,7 @@ describe("enqueue_job", () => {
   });
 
   test("a replay with the same key and prompt returns the same job and reserves nothing", async () => {
-    const user = await newUser(admin, "pro");
+    const user = await db.user("pro");
     const a = await rpc(svc, "enqueue_job", {
       p_user_id: user,
       p_prompt: "same",
@@ -110,7 +99,7 @@ describe("enqueue_job", () => {
   });
 
   test("a replay is served even after the job ended and the quota is used up", async () => {
-    const user = await newUser(admin);
+    const user = await db.user();
     const a = await rpc(svc, "enqueue_job", {
       p_user_id: user,
       p_prompt: "same",
@@ -137,7 +126,7 @@ describe("enqueue_job", () => {
   });
 
   test("the same key with another prompt is idempotency_key_reused", async () => {
-    const user = await newUser(admin, "pro");
+    const user = await db.user("pro");
     const a = await rpc(svc, "enqueue_job", {
       p_user_id: user,
       p_prompt: "one",
@@ -156,7 +145,7 @@ describe("enqueue_job", () => {
   });
 
   test("keys are per user: another user's key does not collide", async () => {
-    const [u1, u2] = [await newUser(admin), await newUser(admin)];
+    const [u1, u2] = [await db.user(), await db.user()];
     const a = await rpc(svc, "enqueue_job", {
       p_user_id: u1,
       p_prompt: "p",
@@ -179,14 +168,14 @@ describe("enqueue_job", () => {
     ["whitespace only", " \n\t "],
     ["over 8,000 characters", "x".repeat(8001)],
   ])("an invalid prompt (%s) is refused and reserves nothing", async (_name, prompt) => {
-    const user = await newUser(admin);
+    const user = await db.user();
     const r = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: prompt, p_now: T0 });
     expect(r).toEqual({ outcome: "invalid_prompt" });
     expect((await rpc(svc, "get_usage", { p_user_id: user, p_now: T0 })).usage.used).toBe(0);
   });
 
   test("8,000 characters (of any script) is accepted", async () => {
-    const user = await newUser(admin);
+    const user = await db.user();
     const r = await rpc(svc, "enqueue_job", {
       p_user_id: user,
       p_prompt: "日".repeat(8000),
@@ -196,7 +185,7 @@ describe("enqueue_job", () => {
   });
 
   test("an over-long idempotency key is refused", async () => {
-    const user = await newUser(admin);
+    const user = await db.user();
     const r = await rpc(svc, "enqueue_job", {
       p_user_id: user,
       p_prompt: "p",
@@ -209,7 +198,7 @@ describe("enqueue_job", () => {
 
 describe("quota periods", () => {
   test("a new UTC day gives the free plan a new unit", async () => {
-    const user = await newUser(admin);
+    const user = await db.user();
     const a = await rpc(svc, "enqueue_job", {
       p_user_id: user,
       p_prompt: "a",
@@ -232,7 +221,7 @@ describe("quota periods", () => {
   });
 
   test("a refund returns to the period the unit was reserved from, not the current one", async () => {
-    const user = await newUser(admin);
+    const user = await db.user();
     const day1 = at("2026-03-10T23:00:00Z");
     const day2 = at("2026-03-11T01:00:00Z");
     const a = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "a", p_now: day1 });
@@ -258,7 +247,7 @@ describe("quota periods", () => {
   });
 
   test("periods are UTC whatever the session time zone", async () => {
-    const user = await newUser(admin);
+    const user = await db.user();
     const client = await svc.connect();
     try {
       await client.query("set time zone 'Asia/Tokyo'");
@@ -278,7 +267,7 @@ describe("quota periods", () => {
 
 describe("reads", () => {
   test("get_usage for a user with no jobs", async () => {
-    const user = await newUser(admin, "pro");
+    const user = await db.user("pro");
     const r = await rpc(svc, "get_usage", { p_user_id: user, p_now: at("2026-12-31T23:00:00Z") });
     expect(r.outcome).toBe("usage");
     expect(r.usage).toMatchObject({ plan: "pro", used: 0, limit: 100, active: 0, max_active: 3 });
@@ -286,7 +275,7 @@ describe("reads", () => {
   });
 
   test("get_job finds a job for its owner only", async () => {
-    const [owner, other] = [await newUser(admin), await newUser(admin)];
+    const [owner, other] = [await db.user(), await db.user()];
     const a = await rpc(svc, "enqueue_job", { p_user_id: owner, p_prompt: "mine", p_now: T0 });
     expect(await rpc(svc, "get_job", { p_job_id: a.job.id, p_user_id: owner })).toMatchObject({
       outcome: "found",
@@ -301,7 +290,7 @@ describe("reads", () => {
   });
 
   test("list_jobs pages newest first with a keyset cursor", async () => {
-    const user = await newUser(admin, "pro");
+    const user = await db.user("pro");
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
       const r = await rpc(svc, "enqueue_job", {
@@ -338,14 +327,14 @@ describe("reads", () => {
     });
     expect(page3.jobs.map((j: { id: string }) => j.id)).toEqual([ids[0]]);
     expect(page3.has_more).toBe(false);
-    const other = await rpc(svc, "list_jobs", { p_user_id: await newUser(admin) });
+    const other = await rpc(svc, "list_jobs", { p_user_id: await db.user() });
     expect(other).toEqual({ outcome: "listed", jobs: [], has_more: false });
   });
 });
 
 describe("idempotency after a failed publish", () => {
   test("a job failed publish_failed frees its key: the client's retry starts a new job", async () => {
-    const user = await newUser(admin);
+    const user = await db.user();
     const a = await rpc(svc, "enqueue_job", {
       p_user_id: user,
       p_prompt: "p",
@@ -370,7 +359,7 @@ describe("idempotency after a failed publish", () => {
   });
 
   test("any other failure keeps the key: a replay shows the failed job", async () => {
-    const user = await newUser(admin);
+    const user = await db.user();
     const a = await rpc(svc, "enqueue_job", {
       p_user_id: user,
       p_prompt: "p",

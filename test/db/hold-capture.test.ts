@@ -1,53 +1,20 @@
-import { afterAll, describe, expect, test } from "vitest";
-import {
-  addSeconds,
-  adminPool,
-  at,
-  expectNoDrift,
-  type Json,
-  newUser,
-  rpc,
-  servicePool,
-  useFreshDatabase,
-} from "../support/db.ts";
+import { describe, expect, test } from "vitest";
+import { addSeconds, at, expectNoDrift, type Json, rpc } from "../support/db.ts";
+import { dbFixture } from "../support/db-fixture.ts";
 
 // Hold → capture on a token plan (docs/DESIGN.md#invariant-2-exactly-once-refund):
 // each ending's capture, then racing real clients where the assertion is the invariant,
 // counter = open holds + captures, and never more captured than held.
-useFreshDatabase();
-const svc = servicePool(40);
-const admin = adminPool();
 const T0 = at("2026-12-01T10:00:00Z");
+const db = dbFixture({ fresh: true, service: 40, noDrift: "file", now: T0 });
+const { svc, admin } = db;
 const OUTPUT = 2048; // the team plan's max_output_tokens
 
-afterAll(async () => {
-  await expectNoDrift(admin);
-});
-
-async function counter(user: string): Promise<number> {
-  const r = await admin.query("select units_used from public.quota_usage where user_id = $1", [
-    user,
-  ]);
-  return r.rows[0]?.units_used ?? 0;
-}
-
-async function enqueued(user: string, promptTokens = 100, now = T0): Promise<Json> {
-  const r = await rpc(svc, "enqueue_job", {
-    p_user_id: user,
-    p_prompt: `prompt ${Math.random()}`,
-    p_prompt_tokens: promptTokens,
-    p_now: now,
-  });
-  expect(r.outcome).toBe("enqueued");
-  return r.job;
-}
-
-async function running(user: string, promptTokens = 100, now = T0): Promise<Json> {
-  const job = await enqueued(user, promptTokens, now);
-  const s = await rpc(svc, "start_job", { p_job_id: job.id, p_now: now });
-  expect(s.outcome).toBe("started");
-  return s.job;
-}
+const counter = async (user: string) => (await db.usage(user)).units_used;
+const enqueued = (user: string, promptTokens = 100, now = T0): Promise<Json> =>
+  db.enqueued(user, { promptTokens, now });
+const running = async (user: string, promptTokens = 100, now = T0): Promise<Json> =>
+  (await db.started((await enqueued(user, promptTokens, now)).id, { now })).job;
 
 /** The invariant per job: final jobs captured once, within the hold; active jobs captured nothing. */
 async function expectCapturedWithinHold(users: string[]): Promise<void> {
@@ -62,7 +29,7 @@ async function expectCapturedWithinHold(users: string[]): Promise<void> {
 
 describe("a token plan holds the most a job can cost and captures what it consumed", () => {
   test("enqueue holds the prompt's tokens plus the plan's output bound; the usage says tokens", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const r = await rpc(svc, "enqueue_job", {
       p_user_id: user,
       p_prompt: "a haiku about queues",
@@ -80,13 +47,13 @@ describe("a token plan holds the most a job can cost and captures what it consum
   });
 
   test("without a count, enqueue holds the prompt's UTF-8 bytes plus the framing: never less than it costs", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const r = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "héllo", p_now: T0 });
     expect(r.job).toMatchObject({ prompt_tokens: 6 + 8, hold: 6 + 8 + OUTPUT });
   });
 
   test("a negative count is refused as an invalid prompt, holding nothing", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const r = await rpc(svc, "enqueue_job", {
       p_user_id: user,
       p_prompt: "x",
@@ -98,7 +65,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
   });
 
   test("succeeded captures the provider's prompt + completion tokens and releases the rest", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const job = await running(user, 100);
     const r = await rpc(svc, "complete_job", {
       p_job_id: job.id,
@@ -112,7 +79,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
   });
 
   test("succeeded never captures more than the hold, and captures the hold when no usage came", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const over = await running(user, 10);
     const r1 = await rpc(svc, "complete_job", {
       p_job_id: over.id,
@@ -136,7 +103,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
   test.each(["model_refused", "delivery_failed"])(
     "failed (%s) while running, without the worker's usage, captures the prompt and the last progress write",
     async (reason) => {
-      const user = await newUser(admin, "team");
+      const user = await db.user("team");
       const job = await running(user);
       await rpc(svc, "record_progress", {
         p_job_id: job.id,
@@ -153,7 +120,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
   );
 
   test("failed by the worker with its usage captures that usage (a 400 bills nothing: 0)", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const job = await running(user);
     const r = await rpc(svc, "fail_job", {
       p_job_id: job.id,
@@ -167,7 +134,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
   });
 
   test("a publish failure (never started) captures nothing", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const job = await enqueued(user);
     const r = await rpc(svc, "fail_job", {
       p_job_id: job.id,
@@ -179,7 +146,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
   });
 
   test("the sweeper's failure of a running job captures what SQL knows it consumed (its prompt)", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const job = await running(user);
     await rpc(svc, "sweep_jobs", { p_now: addSeconds(T0, 3600), p_max_age_seconds: 600 });
     const got = await rpc(svc, "get_job", { p_job_id: job.id, p_user_id: user });
@@ -188,7 +155,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
   });
 
   test("a queued cancel captures nothing", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const job = await enqueued(user);
     const r = await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: T0 });
     expect(r).toMatchObject({ outcome: "canceled", refunded: true, job: { captured: 0 } });
@@ -196,7 +163,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
   });
 
   test("a running cancel captures the prompt and the tokens of the last progress write, with no bound", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const captured: number[] = [];
     for (let i = 0; i < 5; i++) {
       const now = addSeconds(T0, i);
@@ -230,7 +197,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
   });
 
   test("a cancel never captures more than the hold", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const job = await running(user, 10);
     await rpc(svc, "record_progress", {
       p_job_id: job.id,
@@ -244,7 +211,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
   });
 
   test("the table refuses a capture above the hold, or a final job without one", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const job = await running(user, 10);
     await expect(
       admin.query(
@@ -263,7 +230,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
   });
 
   test("a job plan keeps today's rule: succeeded keeps 1, failed and canceled 0", async () => {
-    const user = await newUser(admin, "pro");
+    const user = await db.user("pro");
     const a = await running(user);
     const b = await running(user);
     const c = await enqueued(user);
@@ -294,7 +261,7 @@ describe("races on a token plan: counter = open holds + captures", () => {
     );
     const users: string[] = [];
     for (let round = 0; round < ROUNDS; round++) {
-      const user = await newUser(admin, "tokens_small");
+      const user = await db.user("tokens_small");
       users.push(user);
       // Each holds 1,200: four fit in 5,000, the fifth would not.
       const results = await Promise.all(
@@ -318,7 +285,7 @@ describe("races on a token plan: counter = open holds + captures", () => {
     const users: string[] = [];
     const winners: Record<string, number> = {};
     for (let round = 0; round < ROUNDS; round++) {
-      const user = await newUser(admin, "team");
+      const user = await db.user("team");
       users.push(user);
       const job = await running(user, 50);
       await rpc(svc, "record_progress", {
@@ -367,7 +334,7 @@ describe("a retry cannot double the bill: at most 2 × hold across a token plan'
   });
 
   test("releases count what each attempt consumed; the one that reaches the bound fails the job and captures all it consumed, up to the hold", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const job = await running(user, 100); // hold 2,148
     const r1 = await rpc(svc, "release_job", {
       p_job_id: job.id,
@@ -399,7 +366,7 @@ describe("a retry cannot double the bill: at most 2 × hold across a token plan'
   });
 
   test("a job plan's releases are not bounded by tokens", async () => {
-    const user = await newUser(admin, "pro");
+    const user = await db.user("pro");
     const job = await running(user);
     const r = await rpc(svc, "release_job", {
       p_job_id: job.id,
@@ -411,7 +378,7 @@ describe("a retry cannot double the bill: at most 2 × hold across a token plan'
   });
 
   test("a reclaim counts the dead attempt's last progress; a claim that could cross 2 × hold ends the job capturing what was consumed, up to the hold", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const job = await running(user, 100); // hold 2,148
     await rpc(svc, "record_progress", {
       p_job_id: job.id,

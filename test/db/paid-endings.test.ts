@@ -1,53 +1,22 @@
-import { afterAll, describe, expect, test } from "vitest";
-import {
-  addSeconds,
-  adminPool,
-  at,
-  expectNoDrift,
-  type Json,
-  newUser,
-  rpc,
-  servicePool,
-  useFreshDatabase,
-} from "../support/db.ts";
+import { describe, expect, test } from "vitest";
+import { addSeconds, at, expectNoDrift, type Json, rpc } from "../support/db.ts";
+import { dbFixture } from "../support/db-fixture.ts";
 
 // What a user pays for attempts that were released, timed out or failed
 // (docs/DESIGN.md#metering-hold-and-capture): each round below was free for an attacker before
 // 20261201090000_paid_endings.sql, and the provider billed every attempt of it.
-useFreshDatabase();
-const svc = servicePool(20);
-const admin = adminPool();
 const T0 = at("2026-12-01T10:00:00Z");
+const db = dbFixture({ fresh: true, service: 20, noDrift: "file", now: T0 });
+const { svc, admin } = db;
 const OUTPUT = 2048; // the team plan's max_output_tokens
 
-afterAll(async () => {
-  await expectNoDrift(admin);
-});
-
-async function counter(user: string, meter = "jobs") {
-  const r = await admin.query(
-    `select units_used, refunded_running_cancels from public.quota_usage
-     where user_id = $1 and meter = $2`,
-    [user, meter],
-  );
-  return r.rows[0] ?? { units_used: 0, refunded_running_cancels: 0 };
-}
-
-async function enqueued(user: string, now = T0, promptTokens = 100): Promise<Json> {
-  const r = await rpc(svc, "enqueue_job", {
-    p_user_id: user,
-    p_prompt: `prompt ${Math.random()}`,
-    p_prompt_tokens: promptTokens,
-    p_now: now,
-  });
-  expect(r.outcome).toBe("enqueued");
-  return r.job;
-}
+const counter = (user: string, meter = "jobs") => db.usage(user, meter);
+const enqueued = (user: string, now = T0, promptTokens = 100): Promise<Json> =>
+  db.enqueued(user, { promptTokens, now });
 
 /** One attempt that times out after streaming: claimed, then released with its usage. */
 async function timedOut(jobId: string, now: Date, usage: { prompt: number; completion: number }) {
-  const s = await rpc(svc, "start_job", { p_job_id: jobId, p_now: now });
-  expect(s.outcome).toBe("started");
+  const s = await db.started(jobId, { now });
   const r = await rpc(svc, "release_job", {
     p_job_id: jobId,
     p_attempt: s.job.attempts,
@@ -65,7 +34,7 @@ async function timedOut(jobId: string, now: Date, usage: { prompt: number; compl
 
 describe("a token plan's ending captures what the job's released attempts consumed", () => {
   test("a queued cancel after a released attempt of 1,422 tokens captures 1,422", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const job = await enqueued(user);
     await timedOut(job.id, T0, { prompt: 100, completion: 1322 });
     const r = await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: T0 });
@@ -74,7 +43,7 @@ describe("a token plan's ending captures what the job's released attempts consum
   });
 
   test("a running cancel after a released attempt captures it plus the running attempt's prompt and progress", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const job = await enqueued(user);
     await timedOut(job.id, T0, { prompt: 100, completion: 1322 });
     const s = await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 5) });
@@ -94,7 +63,7 @@ describe("a token plan's ending captures what the job's released attempts consum
   });
 
   test("two timed-out attempts (1,620 tokens) ending in the failure callback's delivery_failed capture 1,620", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const job = await enqueued(user);
     await timedOut(job.id, T0, { prompt: 100, completion: 710 });
     await timedOut(job.id, addSeconds(T0, 10), { prompt: 100, completion: 710 });
@@ -111,7 +80,7 @@ describe("a token plan's ending captures what the job's released attempts consum
   });
 
   test("a success after a released attempt captures both, up to the hold", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const job = await enqueued(user);
     await timedOut(job.id, T0, { prompt: 100, completion: 500 });
     const s = await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 5) });
@@ -137,7 +106,7 @@ describe("a token plan's ending captures what the job's released attempts consum
   });
 
   test("provider_misconfigured (the operator's fault) captures nothing, whatever was consumed", async () => {
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     const job = await enqueued(user);
     await timedOut(job.id, T0, { prompt: 100, completion: 900 });
     const s = await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 5) });
@@ -156,7 +125,7 @@ describe("a token plan's ending captures what the job's released attempts consum
 describe("a job plan's refunds after provider spend share the running-cancel bound", () => {
   // free: 1 job a day, 1 refund after spend a day.
   test("a timed-out attempt then a queued cancel: refunded once a day and counted; the next such round keeps its unit", async () => {
-    const user = await newUser(admin, "free");
+    const user = await db.user("free");
     const first = await enqueued(user);
     await timedOut(first.id, T0, { prompt: 20, completion: 300 });
     const r1 = await rpc(svc, "cancel_job", { p_job_id: first.id, p_user_id: user, p_now: T0 });
@@ -187,7 +156,7 @@ describe("a job plan's refunds after provider spend share the running-cancel bou
   });
 
   test("a prompt that times the model out on every delivery (→ delivery_failed): refunded once a day, then failed with the unit kept", async () => {
-    const user = await newUser(admin, "free");
+    const user = await db.user("free");
     const ends: Json[] = [];
     for (let round = 0; round < 2; round++) {
       const t = addSeconds(T0, round * 100);
@@ -235,7 +204,7 @@ describe("a job plan's refunds after provider spend share the running-cancel bou
   });
 
   test("one bound for both: a refunded running cancel uses it, and a failure after spend is then withheld", async () => {
-    const user = await newUser(admin, "free");
+    const user = await db.user("free");
     const a = await enqueued(user);
     await rpc(svc, "start_job", { p_job_id: a.id, p_now: T0 });
     expect(
@@ -253,7 +222,7 @@ describe("a job plan's refunds after provider spend share the running-cancel bou
   });
 
   test("failures with nothing consumed and operator faults refund freely past the bound, uncounted", async () => {
-    const user = await newUser(admin, "pro");
+    const user = await db.user("pro");
     await admin.query(
       `insert into public.quota_usage (user_id, period_start, meter, units_used, refunded_running_cancels)
        values ($1, '2026-12-01T00:00:00Z', 'jobs', 0, 20)`,
@@ -295,7 +264,7 @@ describe("a job plan's refunds after provider spend share the running-cancel bou
   });
 
   test("the table allows a withheld refund on a failed job, but running_cancel_limit only on a canceled one", async () => {
-    const user = await newUser(admin, "free");
+    const user = await db.user("free");
     const job = await enqueued(user);
     await expect(
       admin.query(
@@ -312,7 +281,7 @@ describe("the account and the meter", () => {
     const never = crypto.randomUUID();
     const r1 = await rpc(svc, "enqueue_job", { p_user_id: never, p_prompt: "hi", p_now: T0 });
     expect(r1).toEqual({ outcome: "user_not_found" });
-    const deleted = await newUser(admin, "pro");
+    const deleted = await db.user("pro");
     await admin.query("delete from auth.users where id = $1", [deleted]);
     const r2 = await rpc(svc, "enqueue_job", { p_user_id: deleted, p_prompt: "hi", p_now: T0 });
     expect(r2).toEqual({ outcome: "user_not_found" });
@@ -326,7 +295,7 @@ describe("the account and the meter", () => {
 
   test("a plan change inside a period does not reinterpret the counter: jobs stay jobs, tokens stay tokens", async () => {
     // pro and team are both monthly: the same period_start.
-    const user = await newUser(admin, "pro");
+    const user = await db.user("pro");
     for (let i = 0; i < 2; i++) {
       const job = await enqueued(user, addSeconds(T0, i));
       const s = await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, i) });
@@ -368,8 +337,8 @@ describe("the account and the meter", () => {
   });
 
   test("a token plan's usage shows no running-cancel bound (it has none); a job plan's shows its own", async () => {
-    const team = await newUser(admin, "team");
-    const free = await newUser(admin, "free");
+    const team = await db.user("team");
+    const free = await db.user("free");
     const t = await rpc(svc, "get_usage", { p_user_id: team, p_now: T0 });
     expect(t.usage.max_refunded_running_cancels).toBeNull();
     expect(t.usage.refunded_running_cancels).toBeNull();

@@ -1,30 +1,17 @@
-import { afterAll, describe, expect, test } from "vitest";
-import {
-  addSeconds,
-  adminPool,
-  at,
-  expectNoDrift,
-  newUser,
-  rpc,
-  servicePool,
-  useFreshDatabase,
-} from "../support/db.ts";
+import { describe, expect, test } from "vitest";
+import { addSeconds, at, expectNoDrift, rpc } from "../support/db.ts";
+import { dbFixture } from "../support/db-fixture.ts";
 
 // Exactly-once refund, one fate, limits hold (docs/DESIGN.md#invariants) by brute force: real concurrent connections race one transition, repeated.
 // The assertion is the invariant, checked on the database after every round.
-useFreshDatabase();
 const ROUNDS = 200;
-const svc = servicePool(50);
-const admin = adminPool();
-
-afterAll(async () => {
-  await expectNoDrift(admin);
-});
+const db = dbFixture({ fresh: true, service: 50, noDrift: "file" });
+const { svc, admin } = db;
 
 describe("races on a real PostgreSQL", () => {
   test(`50 concurrent enqueues by one free user: exactly 1 reserved (${ROUNDS} rounds)`, async () => {
     for (let round = 0; round < ROUNDS; round++) {
-      const user = await newUser(admin, "free");
+      const user = await db.user("free");
       const results = await Promise.all(
         Array.from({ length: 50 }, (_, i) =>
           rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: `p${i}` }),
@@ -37,18 +24,18 @@ describe("races on a real PostgreSQL", () => {
           (o) => o === "enqueued" || o === "quota_exceeded" || o === "too_many_active_jobs",
         ),
       ).toBe(true);
-      const db = await admin.query(
+      const found = await admin.query(
         "select (select count(*)::int from public.generation_jobs where user_id = $1) as jobs, (select units_used from public.quota_usage where user_id = $1) as used",
         [user],
       );
-      expect(db.rows[0]).toEqual({ jobs: 1, used: 1 });
+      expect(found.rows[0]).toEqual({ jobs: 1, used: 1 });
     }
     await expectNoDrift(admin);
   });
 
   test(`a pro user's concurrent enqueues never exceed max_active_jobs (${ROUNDS} rounds of 20)`, async () => {
     for (let round = 0; round < ROUNDS; round++) {
-      const user = await newUser(admin, "pro");
+      const user = await db.user("pro");
       const results = await Promise.all(
         Array.from({ length: 20 }, (_, i) =>
           rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: `p${i}` }),
@@ -56,18 +43,18 @@ describe("races on a real PostgreSQL", () => {
       );
       expect(results.filter((r) => r.outcome === "enqueued")).toHaveLength(3);
       expect(results.filter((r) => r.outcome === "too_many_active_jobs")).toHaveLength(17);
-      const db = await admin.query(
+      const found = await admin.query(
         "select count(*)::int as active from public.generation_jobs where user_id = $1 and status in ('queued', 'running')",
         [user],
       );
-      expect(db.rows[0].active).toBe(3);
+      expect(found.rows[0].active).toBe(3);
     }
     await expectNoDrift(admin);
   });
 
   test(`10 concurrent replays of one idempotency key: one job, one unit (${ROUNDS} rounds)`, async () => {
     for (let round = 0; round < ROUNDS; round++) {
-      const user = await newUser(admin, "pro");
+      const user = await db.user("pro");
       const results = await Promise.all(
         Array.from({ length: 10 }, () =>
           rpc(svc, "enqueue_job", {
@@ -92,7 +79,7 @@ describe("races on a real PostgreSQL", () => {
     const T = at("2030-01-01T00:00:00Z");
     const tally: Record<string, number> = {};
     for (let round = 0; round < ROUNDS; round++) {
-      const user = await newUser(admin, "pro");
+      const user = await db.user("pro");
       const now = addSeconds(T, round * 100000);
       const { job } = await rpc(svc, "enqueue_job", {
         p_user_id: user,
@@ -167,7 +154,7 @@ describe("races on a real PostgreSQL", () => {
        values ('race_cancels', 'Race', 'day', 10, 5, 2) on conflict (id) do nothing`,
     );
     for (let round = 0; round < ROUNDS; round++) {
-      const user = await newUser(admin, "free");
+      const user = await db.user("free");
       await admin.query(
         "insert into public.user_plans (user_id, plan_id) values ($1, 'race_cancels')",
         [user],
@@ -183,7 +170,7 @@ describe("races on a real PostgreSQL", () => {
       );
       expect(results.every((r) => r.outcome === "canceled")).toBe(true);
       expect(results.filter((r) => r.refunded === true)).toHaveLength(2);
-      const db = (
+      const found = (
         await admin.query(
           `select (select units_used from public.quota_usage where user_id = $1) as used,
                   (select refunded_running_cancels from public.quota_usage where user_id = $1) as counted,
@@ -193,7 +180,7 @@ describe("races on a real PostgreSQL", () => {
           [user],
         )
       ).rows[0];
-      expect(db).toEqual({ used: 3, counted: 2, refunded: 2, withheld: 3 });
+      expect(found).toEqual({ used: 3, counted: 2, refunded: 2, withheld: 3 });
     }
     await expectNoDrift(admin);
   });
@@ -207,7 +194,7 @@ describe("races on a real PostgreSQL", () => {
     );
     const usage = { prompt_tokens: 20, completion_tokens: 200, source: "counted" };
     for (let round = 0; round < ROUNDS; round++) {
-      const user = await newUser(admin, "race_cancels");
+      const user = await db.user("race_cancels");
       const ids: string[] = [];
       for (let i = 0; i < 5; i++) {
         const { job } = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: `t${i}` });
@@ -224,7 +211,7 @@ describe("races on a real PostgreSQL", () => {
         ),
       );
       expect(results.every((r) => r.outcome === "failed" || r.outcome === "canceled")).toBe(true);
-      const db = (
+      const found = (
         await admin.query(
           `select (select units_used from public.quota_usage where user_id = $1) as used,
                   (select refunded_running_cancels from public.quota_usage where user_id = $1) as counted,
@@ -234,14 +221,14 @@ describe("races on a real PostgreSQL", () => {
           [user],
         )
       ).rows[0];
-      expect(db).toEqual({ used: 3, counted: 2, refunded: 2, withheld: 3 });
+      expect(found).toEqual({ used: 3, counted: 2, refunded: 2, withheld: 3 });
     }
     await expectNoDrift(admin);
   });
 
   test(`a duplicate delivery racing the first: one claim, one model call (${ROUNDS} rounds)`, async () => {
     for (let round = 0; round < ROUNDS; round++) {
-      const user = await newUser(admin, "pro");
+      const user = await db.user("pro");
       const { job } = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "dup" });
       const claims = await Promise.all(
         Array.from({ length: 5 }, () => rpc(svc, "start_job", { p_job_id: job.id })),

@@ -1,24 +1,12 @@
 import type pg from "pg";
-import { afterAll, describe, expect, test } from "vitest";
-import {
-  adminPool,
-  expectNoDrift,
-  newUser,
-  rpc,
-  servicePool,
-  useFreshDatabase,
-} from "../support/db.ts";
+import { describe, expect, test } from "vitest";
+import { dbFixture } from "../support/db-fixture.ts";
 
 // Row level security with real role switching, the way PostgREST runs a user's request:
 // transaction-local request.jwt.claims and `set local role`. A database of its own, so the list of
 // functions it checks holds only ours.
-useFreshDatabase();
-const svc = servicePool();
-const admin = adminPool();
-
-afterAll(async () => {
-  await expectNoDrift(admin);
-});
+const db = dbFixture({ fresh: true, noDrift: "file" });
+const { admin } = db;
 
 async function as<T>(
   role: "anon" | "authenticated",
@@ -39,9 +27,9 @@ async function as<T>(
 }
 
 async function userWithJob() {
-  const user = await newUser(admin, "pro");
-  const r = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: `secret of ${user}` });
-  return { user, jobId: r.job.id as string };
+  const user = await db.user("pro");
+  const job = await db.enqueued(user, { prompt: `secret of ${user}` });
+  return { user, jobId: job.id as string };
 }
 
 describe("row level security", () => {

@@ -11,22 +11,12 @@
 import pg from "pg";
 import { beforeAll, describe, expect, test } from "vitest";
 import { reconcile } from "../../ops/reconcile.ts";
-import {
-  addSeconds,
-  adminPool,
-  at,
-  databaseUrl,
-  expectNoDrift,
-  newUser,
-  rpc,
-  servicePool,
-  useFreshDatabase,
-} from "../support/db.ts";
+import { addSeconds, at, databaseUrl, expectNoDrift, rpc } from "../support/db.ts";
+import { dbFixture } from "../support/db-fixture.ts";
 
 // Both halves look at every job in the database: a database of our own.
-useFreshDatabase();
-const svc = servicePool();
-const admin = adminPool();
+const db = dbFixture({ fresh: true, noDrift: "never" });
+const { svc, admin } = db;
 
 const MAX_AGE = 10_800;
 const GRACE = 300;
@@ -59,7 +49,7 @@ describe("reconcile and the sweeper judge stale jobs by the same conditions", ()
     const T = at("2026-02-01T00:00:00Z");
     const ms = (d: Date, n: number) => new Date(d.getTime() + n);
     const enqueue = async (when: Date) => {
-      const user = await newUser(admin, "pro");
+      const user = await db.user("pro");
       const r = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "p", p_now: when });
       expect(r.outcome).toBe("enqueued");
       return r.job.id as string;

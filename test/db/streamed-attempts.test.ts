@@ -3,33 +3,20 @@
  * (the worker's only way to learn of a cancel while it streams), and each attempt's usage in
  * the event history, on the real database.
  */
-import { afterEach, describe, expect, test } from "vitest";
-import {
-  addSeconds,
-  adminPool,
-  at,
-  expectNoDrift,
-  newUser,
-  rpc,
-  servicePool,
-} from "../support/db.ts";
+import { describe, expect, test } from "vitest";
+import { addSeconds, at, rpc } from "../support/db.ts";
+import { dbFixture } from "../support/db-fixture.ts";
 
-const svc = servicePool();
-const admin = adminPool();
 const T0 = at("2026-03-10T12:00:00Z");
+const db = dbFixture({ now: T0 });
+const { svc, admin } = db;
 const USAGE = { prompt_tokens: 12, completion_tokens: 34, source: "provider" };
 
-afterEach(async () => {
-  await expectNoDrift(admin);
-});
-
 async function runningJob(plan: "free" | "pro" = "pro") {
-  const user = await newUser(admin, plan);
-  const e = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "write it", p_now: T0 });
-  expect(e.outcome).toBe("enqueued");
-  const s = await rpc(svc, "start_job", { p_job_id: e.job.id, p_lease_seconds: 90, p_now: T0 });
-  expect(s.outcome).toBe("started");
-  return { user, id: e.job.id as string, attempt: s.job.attempts as number, start: s };
+  const user = await db.user(plan);
+  const job = await db.enqueued(user, { prompt: "write it" });
+  const s = await db.started(job.id, { leaseSeconds: 90 });
+  return { user, id: job.id as string, attempt: s.job.attempts as number, start: s };
 }
 
 const progress = (id: string, attempt: number, text: string, tokens: number, now = T0) =>
@@ -45,13 +32,7 @@ async function row(id: string) {
   return (await admin.query("select * from public.generation_jobs where id = $1", [id])).rows[0];
 }
 
-async function events(id: string) {
-  const r = await admin.query(
-    "select event, from_status, to_status, detail from public.job_events where job_id = $1 order by id",
-    [id],
-  );
-  return r.rows;
-}
+const events = (id: string) => db.events(id);
 
 describe("start_job hands the worker the plan's output bound", () => {
   test("free 512, pro 8000, beside the job", async () => {

@@ -1,20 +1,11 @@
 import { afterEach, describe, expect, test } from "vitest";
-import {
-  addSeconds,
-  adminPool,
-  at,
-  expectNoDrift,
-  newUser,
-  rpc,
-  servicePool,
-  useFreshDatabase,
-} from "../support/db.ts";
+import { addSeconds, at, expectNoDrift, rpc } from "../support/db.ts";
+import { dbFixture } from "../support/db-fixture.ts";
 
 // The sweeper touches every job in the database: this file gets a database of its own, and each
 // test ends every job it left active, so the next test's sweeps see only their own.
-useFreshDatabase();
-const svc = servicePool();
-const admin = adminPool();
+const db = dbFixture({ fresh: true, noDrift: "never" });
+const { svc, admin } = db;
 
 afterEach(async () => {
   await expectNoDrift(admin);
@@ -38,9 +29,9 @@ const defaults = {
 };
 
 async function enqueue(now: Date) {
-  const user = await newUser(admin, "pro");
-  const r = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "p", p_now: now });
-  return { user, id: r.job.id as string };
+  const user = await db.user("pro");
+  const queued = await db.enqueued(user, { prompt: "p", now });
+  return { user, id: queued.id as string };
 }
 
 async function sweepAll(now: Date, opts: Partial<typeof defaults> = {}) {

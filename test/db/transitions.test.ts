@@ -1,33 +1,20 @@
-import { afterEach, describe, expect, test } from "vitest";
-import {
-  addSeconds,
-  adminPool,
-  at,
-  expectNoDrift,
-  newUser,
-  rpc,
-  servicePool,
-} from "../support/db.ts";
+import { describe, expect, test } from "vitest";
+import { addSeconds, at, rpc } from "../support/db.ts";
+import { dbFixture } from "../support/db-fixture.ts";
 
-const svc = servicePool();
-const admin = adminPool();
 const T0 = at("2026-03-10T12:00:00Z");
-
-afterEach(async () => {
-  await expectNoDrift(admin);
-});
+const db = dbFixture({ now: T0 });
+const { svc, admin } = db;
 
 async function queuedJob(plan: "free" | "pro" = "pro", now = T0) {
-  const user = await newUser(admin, plan);
-  const r = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "write it", p_now: now });
-  expect(r.outcome).toBe("enqueued");
-  return { user, id: r.job.id as string };
+  const user = await db.user(plan);
+  const job = await db.enqueued(user, { prompt: "write it", now });
+  return { user, id: job.id as string };
 }
 
 async function runningJob(now = T0) {
   const job = await queuedJob("pro", now);
-  const s = await rpc(svc, "start_job", { p_job_id: job.id, p_lease_seconds: 90, p_now: now });
-  expect(s.outcome).toBe("started");
+  const s = await db.started(job.id, { leaseSeconds: 90, now });
   return { ...job, attempt: s.job.attempts as number };
 }
 
@@ -547,7 +534,7 @@ describe("cancel_job", () => {
 
   test("a finished job is already_finished, another user's job is not_found", async () => {
     const job = await queuedJob();
-    const stranger = await newUser(admin);
+    const stranger = await db.user();
     expect(
       await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: stranger, p_now: T0 }),
     ).toEqual({ outcome: "not_found" });
@@ -585,7 +572,7 @@ describe("cancel_job: a running job's refund is bounded by the plan", () => {
   }
 
   test("a free user's first running cancel of the day refunds; the second keeps the unit spent", async () => {
-    const user = await newUser(admin, "free");
+    const user = await db.user("free");
     const first = await startedFreeJob(user, T0);
     const r1 = await rpc(svc, "cancel_job", { p_job_id: first, p_user_id: user, p_now: T0 });
     expect(r1).toMatchObject({
@@ -654,7 +641,7 @@ describe("cancel_job: a running job's refund is bounded by the plan", () => {
       `insert into public.plans (id, name, period, units_per_period, max_active_jobs)
        values ('two_a_day', 'Two', 'day', 2, 1) on conflict (id) do nothing`,
     );
-    const user = await newUser(admin, "free");
+    const user = await db.user("free");
     await admin.query("insert into public.user_plans (user_id, plan_id) values ($1, 'two_a_day')", [
       user,
     ]);

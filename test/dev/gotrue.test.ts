@@ -16,6 +16,7 @@ import { exportJWK, generateKeyPair, jwtVerify, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { type RunningGotrue, startGotrue } from "../../dev/auth/gotrue-server.ts";
 import { adminPool, useFreshDatabase } from "../support/db.ts";
+import { refusesItem, spans } from "../support/readme-refusals.ts";
 
 useFreshDatabase();
 const admin = adminPool();
@@ -535,6 +536,35 @@ describe("the wire, without the client", () => {
     expect(await nothing.text()).toBe("404 page not found\n");
     const method = await fetch(`${gotrue.url}/auth/v1/signup`, { headers: { apikey: API_KEY } });
     expect(method.status).toBe(405);
+  });
+
+  test("every path, grant and verify type README's refusal list names answers GoTrue's 501", async () => {
+    const item = spans(refusesItem("Supabase Auth"));
+    const paths = item.filter((s) => /^\/[a-z/]+$/.test(s));
+    const grants = item.flatMap((s) => /^grant_type=(\w+)$/.exec(s)?.[1] ?? []);
+    const types = ["invite", "email_change", "email"].filter((t) => item.includes(t));
+    expect([paths.length, types.length]).toEqual([13, 3]);
+    const calls: Array<[string, string, string?]> = [
+      ...paths.map((p): [string, string] => ["GET", p]),
+      ...[...grants, ...item.filter((s) => s === "id_token" || s === "web3")].map(
+        (g): [string, string, string] => ["POST", `/token?grant_type=${g}`, "{}"],
+      ),
+      ...types.map((t): [string, string] => ["GET", `/verify?type=${t}&token=x`]),
+      ["POST", "/verify", "{}"],
+    ];
+    const answers: Array<[string, number, string]> = [];
+    for (const [method, path, body] of calls) {
+      const res = await fetch(`${gotrue.url}/auth/v1${path}`, {
+        method,
+        headers: { apikey: API_KEY, "content-type": "application/json" },
+        ...(body === undefined ? {} : { body }),
+      });
+      answers.push([`${method} ${path}`, res.status, (await res.json()).error_code]);
+    }
+    expect(answers.length).toBeGreaterThanOrEqual(20);
+    expect(
+      answers.filter(([, status, code]) => status !== 501 || code !== "not_implemented"),
+    ).toEqual([]);
   });
 
   test("a browser's preflight is answered for any origin, with the API-version header exposed", async () => {

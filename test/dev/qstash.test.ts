@@ -8,6 +8,7 @@ import {
   startQStash,
 } from "../../dev/qstash/index.ts";
 import { freePort } from "../support/ports.ts";
+import { refusesItem, spans } from "../support/readme-refusals.ts";
 
 // The stand-in is driven only through the official SDK; deliveries land on a real node:http
 // receiver that checks every signature with the SDK's own Receiver against the exact URL.
@@ -525,6 +526,57 @@ test("QStash features the app does not use answer 501 through the SDK, and nothi
   expect(answers.filter(([, answer]) => answer !== "refused")).toEqual([]);
   expect(qstash.stats()).toEqual(before);
   expect((await client.dlq.listMessages()).messages.map((m) => m.dlqId)).toEqual([dlqId]);
+});
+
+// README's list of what the stand-in refuses, probed entry by entry with raw HTTP (the SDK cannot
+// send every header alone): a header or API it names but the stand-in serves fails here.
+const refusals = refusesItem("QStash");
+const listedHeaders = spans(refusals).filter((s) => /^Upstash-[A-Za-z-]+$/.test(s));
+const listedApis = spans(refusals).flatMap((s) => {
+  const m = /^(?:(GET|POST|DELETE) )?(\/v2\/[\w/<>]+)$/.exec(s);
+  return m ? [[m[1] ?? "GET", (m[2] ?? "").replace("<dlqId>", "1-0")] as const] : [];
+});
+test(`README's refusal list: every publish header (${listedHeaders.length}) and API (${listedApis.length}) it names answers 501`, async () => {
+  const { qstash } = await startStandIn();
+  expect(listedHeaders.length).toBeGreaterThanOrEqual(9);
+  expect(listedApis.length).toBeGreaterThanOrEqual(6);
+  const call = (method: string, path: string, headers: Record<string, string> = {}) =>
+    fetch(`${qstash.url}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${DEV_TOKEN}`,
+        "content-type": "application/json",
+        ...headers,
+      },
+      body: method === "GET" || method === "DELETE" ? null : "{}",
+    });
+  const answers: Array<[string, number, string]> = [];
+  for (const header of listedHeaders) {
+    // `Upstash-Method` is listed as "other than POST"; the rest take any well-formed value.
+    const value = header === "Upstash-Method" ? "PUT" : header.endsWith("-Delay") ? "1000" : "1s";
+    const callback: Record<string, string> = header.startsWith("Upstash-Failure-Callback-")
+      ? { "Upstash-Failure-Callback": "http://127.0.0.1:1/cb" }
+      : {};
+    const res = await call("POST", "/v2/publish/http://127.0.0.1:1/x", {
+      ...callback,
+      [header]: value,
+    });
+    answers.push([header, res.status, ((await res.json()) as { error: string }).error]);
+  }
+  for (const [method, path] of listedApis) {
+    const res = await call(method, path);
+    answers.push([
+      `${method} ${path}`,
+      res.status,
+      ((await res.json()) as { error: string }).error,
+    ]);
+  }
+  expect(
+    answers.filter(
+      ([, status, error]) => status !== 501 || !/not served by the local stand-in/.test(error),
+    ),
+  ).toEqual([]);
+  expect(qstash.stats().published).toBe(0);
 });
 
 test("a wrong token is refused with 401 and a bad destination scheme with QStash's 400", async () => {

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { type RunningUpstashRedis, startUpstashRedis } from "../../dev/upstash-redis/index.ts";
 import { type RunningRedisServer, startRedisServer } from "../../dev/upstash-redis/redis-server.ts";
 import { freePort } from "../support/ports.ts";
+import { refusesItem, spans } from "../support/readme-refusals.ts";
 
 const { UpstashError } = errors;
 const token = "local-upstash-token";
@@ -199,6 +200,35 @@ describe("Upstash Redis REST stand-in, through @upstash/redis", () => {
     }
     // JSON.SET never reached redis-server.
     expect(await client().get(key("doc"))).toBeNull();
+  });
+
+  // `JSON.*` names a family: probe one of it. `XREAD ... BLOCK` is a blocking read.
+  const listed = spans(refusesItem("Upstash Redis")).flatMap((s): string[][] => {
+    if (s === "XREAD ... BLOCK") return [["XREAD", "BLOCK", "1000", "STREAMS", "k", "$"]];
+    const m = /^([A-Z]+(?:\.[A-Z*]+)?)$/.exec(s);
+    return m ? [[(m[1] ?? "").replace(".*", ".GET"), "k"]] : [];
+  });
+  test(`every command README's refusal list names (${listed.length}) is answered 400, and never reaches redis-server`, async () => {
+    expect(listed.length).toBeGreaterThanOrEqual(30);
+    const answers: Array<[string, number, string]> = [];
+    for (const command of listed) {
+      const res = await fetch(rest.url, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify(command),
+      });
+      const { error = "" } = (await res.json()) as { error?: string };
+      answers.push([command[0] ?? "", res.status, error]);
+    }
+    const refused =
+      /^ERR (Command is not available|blocking commands are not served|unknown command)/;
+    expect(answers.filter(([, status, error]) => status !== 400 || !refused.test(error))).toEqual(
+      [],
+    );
+    // SHUTDOWN, CONFIG and SELECT never reached it: the same server answers, on database 0.
+    const redis = client();
+    await redis.set("readme-refusals", "db0");
+    expect(await redis.get("readme-refusals")).toBe("db0");
   });
 
   test("the token as the `_token` parameter, as Upstash's REST docs show, is served; a wrong one is 401", async () => {
