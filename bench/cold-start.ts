@@ -4,7 +4,7 @@
  * naming its entry file (`handler`) and the traced `node_modules` beside it. For each function
  * this section records the folder's size, which packages its import graph loads (the enqueue and
  * status functions must not load the OpenAI SDK), and the time to import the handler in a fresh
- * Node 22 process started in the function's folder: the median of N runs of `performance.now()`
+ * Node 24 process started in the function's folder: the median of N runs of `performance.now()`
  * around `import()`, beside the whole process wall time and the same for an empty module (Node's
  * own start, the baseline). The build runs first when `.vercel/output` is missing or older than
  * the sources.

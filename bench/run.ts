@@ -25,7 +25,7 @@ const titles: Record<Section, string> = {
   sql: "2. SQL throughput against the floor",
   peers: "2b. A job's whole life: ours, pg-boss and graphile-worker on the same database",
   http: "3. HTTP through the local stack",
-  cold: "4. Cold start (the built .vercel/output, fresh Node 22 process)",
+  cold: "4. Cold start (the built .vercel/output, fresh Node 24 process)",
   growth: "5. Growth (10k / 100k / 1M jobs) and the sweeper",
 };
 const run: Record<Section, (o: { quick: boolean }) => Promise<string>> = {

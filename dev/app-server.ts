@@ -13,7 +13,7 @@
  * token that spends the developer's OpenAI key. Otherwise 403 host_not_allowed or
  * origin_not_allowed; a sign-in body that is not JSON is 415 unsupported_media_type.
  *
- * Run by plain Node 22 (no tsx: nothing may resolve an import the deployment could not):
+ * Run by plain Node 24 (no tsx: nothing may resolve an import the deployment could not):
  * `node dev/app-server.ts` serves on $PORT, DEV_DATABASE_URL for sign-in.
  */
 import { join } from "node:path";

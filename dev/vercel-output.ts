@@ -76,7 +76,7 @@ const CONTENT_TYPES: Record<string, string> = {
   ".txt": "text/plain; charset=utf-8",
 };
 
-/** The Node major a `.vc-config.json` runtime names (`nodejs22.x` → 22). */
+/** The Node major a `.vc-config.json` runtime names (`nodejs24.x` → 24). */
 export function runtimeMajor(runtime: string): number | undefined {
   const match = /^nodejs(\d+)\.x$/.exec(runtime);
   return match?.[1] ? Number(match[1]) : undefined;

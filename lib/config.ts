@@ -47,21 +47,82 @@ function variable<S extends z.ZodType>(spec: Variable<S>): Variable<S> {
   return spec;
 }
 
-/** A whole number with a documented default; `""` counts as unset (as in `.env` files). */
-function tunable(fallback: number, min: number, about: string) {
+/**
+ * A whole number with a documented default; `""` counts as unset (as in `.env` files). `rule`
+ * names how the default follows from another variable ({@link WORKER_TIMING}).
+ */
+function tunable(
+  fallback: number,
+  min: number,
+  about: string,
+  more: { max?: number; rule?: string } = {},
+) {
+  const whole = z.coerce
+    .number({ error: "must be a whole number" })
+    .int("must be a whole number")
+    .min(min, `must be at least ${min}`);
+  const bounded =
+    more.max === undefined ? whole : whole.max(more.max, `must be at most ${more.max}`);
+  const range = more.max === undefined ? `min ${min}` : `${min} to ${more.max}`;
   return variable({
     group: "tunables",
-    schema: z.coerce
-      .number({ error: "must be a whole number" })
-      .int("must be a whole number")
-      .min(min, `must be at least ${min}`)
-      .default(fallback),
+    schema: bounded.default(fallback),
     about,
-    shownDefault: `\`${fallback}\` (min ${min})`,
+    shownDefault: more.rule
+      ? `${more.rule}: \`${fallback}\` (min ${min})`
+      : `\`${fallback}\` (${range})`,
     example: String(fallback),
     dev: "always",
   });
 }
+
+/**
+ * The worker's time limits, from one declaration: its maximum duration. The model's timeout,
+ * the lease and the sweeper's grace follow from it (unless set), and `vercel.json`'s
+ * `maxDuration` for `api/worker.ts` must equal it (test/unit/durations.test.ts, and the artifact
+ * test for the built function).
+ * - 300 s: Fluid compute's default duration on every plan (and Hobby's maximum). A streamed
+ *   generation mostly waits on the model, which Fluid compute bills at the lower I/O rate.
+ * - At most 800 s: Fluid compute's maximum on Pro and Enterprise. QStash waits for a delivery's
+ *   response up to its plan's maximum (15 min on the free plan, 2 h pay-as-you-go), so any
+ *   allowed duration plus the lease margin fits it without an `Upstash-Timeout`.
+ * - The model's timeout keeps `writeMarginSeconds` of the function's time for what comes before
+ *   and after the call: the claim and the provider gate, then the result's write (three tries,
+ *   250 ms and 750 ms apart), its usage and an alert, each database call bounded at 10 s.
+ * - The lease outlives the function by `leaseMarginSeconds`: the claim is taken after the
+ *   invocation began, so the lease ends after Vercel has ended the function even with the
+ *   database's clock a little behind; then a redelivery may reclaim it.
+ * - The sweeper fails a running job only one whole function duration after its lease ended,
+ *   time for QStash's redelivery (seconds to minutes of backoff) to reclaim it first.
+ */
+export const WORKER_TIMING = {
+  maxDurationSeconds: 300,
+  /** The most a deployment may set: Fluid compute's maximum (Pro, Enterprise). */
+  maxDurationLimitSeconds: 800,
+  writeMarginSeconds: 30,
+  leaseMarginSeconds: 30,
+} as const;
+
+/** The timings that follow from a worker's maximum duration ({@link WORKER_TIMING}). */
+export function workerTimings(maxDurationSeconds: number): {
+  modelTimeoutMs: number;
+  jobLeaseSeconds: number;
+  sweepLeaseGraceSeconds: number;
+} {
+  return {
+    modelTimeoutMs: (maxDurationSeconds - WORKER_TIMING.writeMarginSeconds) * 1000,
+    jobLeaseSeconds: maxDurationSeconds + WORKER_TIMING.leaseMarginSeconds,
+    sweepLeaseGraceSeconds: maxDurationSeconds,
+  };
+}
+
+const DEFAULT_TIMINGS = workerTimings(WORKER_TIMING.maxDurationSeconds);
+/** Which variable's default follows from `WORKER_MAX_DURATION_SECONDS`, and how. */
+const DERIVED = {
+  MODEL_TIMEOUT_MS: "modelTimeoutMs",
+  JOB_LEASE_SECONDS: "jobLeaseSeconds",
+  SWEEP_LEASE_GRACE_SECONDS: "sweepLeaseGraceSeconds",
+} as const;
 
 const openai = { with: "OPENAI_API_KEY" } as const;
 const qstash = { with: "QSTASH_TOKEN" } as const;
@@ -155,6 +216,19 @@ export const VARIABLES = {
     shownDefault: "`https://api.openai.com/v1`",
     dev: openai,
   }),
+  OPENAI_API: variable({
+    group: "openai",
+    schema: z
+      .enum(["responses", "chat_completions"], {
+        error: "must be responses or chat_completions",
+      })
+      .default("responses"),
+    about:
+      "the API a model call goes through: `responses` (OpenAI's recommended API) or `chat_completions` (for an OpenAI-compatible `OPENAI_BASE_URL` that speaks only Chat Completions)",
+    shownDefault: "`responses`",
+    example: "responses",
+    dev: "always",
+  }),
   OPENAI_MODEL: variable({
     group: "openai",
     schema: z.string().min(1).default("gpt-4o-mini"),
@@ -162,6 +236,14 @@ export const VARIABLES = {
     shownDefault: "`gpt-4o-mini`",
     example: "gpt-4o-mini",
     dev: "always",
+  }),
+  OPENAI_SAFETY_IDENTIFIER_KEY: variable({
+    group: "openai",
+    schema: z.string().min(32, "must be at least 32 characters").optional(),
+    about:
+      "server-side key (≥ 32 chars, keep it stable) for each user's `safety_identifier`: HMAC-SHA256 of the user id, never the id or email (lib/safety-identifier.ts); unset: no identifier is sent",
+    shownDefault: "none sent",
+    dev: openai,
   }),
   APP_URL: variable({
     group: "app",
@@ -192,16 +274,23 @@ export const VARIABLES = {
   ),
   JOB_MAX_AGE_SECONDS: tunable(10_800, 60, "a job older than this is failed and refunded (3 h)"),
   WORKER_MAX_DURATION_SECONDS: tunable(
-    60,
+    WORKER_TIMING.maxDurationSeconds,
     1,
-    "must equal `maxDuration` of `api/worker.ts` in `vercel.json`",
+    "must equal `maxDuration` of `api/worker.ts` in `vercel.json`; `MODEL_TIMEOUT_MS`, `JOB_LEASE_SECONDS` and `SWEEP_LEASE_GRACE_SECONDS` follow from it unless set",
+    { max: WORKER_TIMING.maxDurationLimitSeconds },
   ),
   MODEL_TIMEOUT_MS: tunable(
-    45_000,
+    DEFAULT_TIMINGS.modelTimeoutMs,
     1_000,
     "model call timeout; must be below `WORKER_MAX_DURATION_SECONDS` × 1000",
+    { rule: `(\`WORKER_MAX_DURATION_SECONDS\` − ${WORKER_TIMING.writeMarginSeconds}) × 1000` },
   ),
-  JOB_LEASE_SECONDS: tunable(90, 1, "a worker's claim; must exceed `WORKER_MAX_DURATION_SECONDS`"),
+  JOB_LEASE_SECONDS: tunable(
+    DEFAULT_TIMINGS.jobLeaseSeconds,
+    1,
+    "a worker's claim; must exceed `WORKER_MAX_DURATION_SECONDS`",
+    { rule: `\`WORKER_MAX_DURATION_SECONDS\` + ${WORKER_TIMING.leaseMarginSeconds}` },
+  ),
   PROVIDER_BACKOFF_SECONDS: tunable(60, 1, "wait after a 429 without `retry-after`"),
   SWEEP_BATCH_SIZE: tunable(100, 1, "jobs per sweeper batch"),
   SWEEP_UNDELIVERED_AFTER_SECONDS: tunable(
@@ -210,9 +299,10 @@ export const VARIABLES = {
     "a queued job not delivered after this is republished once, then failed",
   ),
   SWEEP_LEASE_GRACE_SECONDS: tunable(
-    300,
+    DEFAULT_TIMINGS.sweepLeaseGraceSeconds,
     0,
     "time past an expired lease before the sweeper fails a running job",
+    { rule: "`WORKER_MAX_DURATION_SECONDS`" },
   ),
   RATE_LIMIT_REQUESTS: tunable(10, 1, "enqueue requests per user per window"),
   RATE_LIMIT_WINDOW_SECONDS: tunable(60, 1, "the rate-limit window"),
@@ -283,6 +373,17 @@ function parsed(name: VariableName, input: Env): number | undefined {
 export function loadConfig(env: Env = process.env): Config {
   const input: Env = {};
   for (const [k, v] of Object.entries(env)) input[k] = v === "" ? undefined : v;
+  // The timings a deployment did not set follow from the worker's maximum duration (one too
+  // short for the write margin derives no model timeout: the check below then names it).
+  const declared = parsed("WORKER_MAX_DURATION_SECONDS", input);
+  if (declared !== undefined) {
+    const derived = workerTimings(declared);
+    for (const [name, field] of Object.entries(DERIVED) as [VariableName, keyof typeof derived][]) {
+      const value = String(derived[field]);
+      if (input[name] === undefined && VARIABLES[name].schema.safeParse(value).success)
+        input[name] = value;
+    }
+  }
 
   const result = schema.safeParse(input);
   const problems = result.success ? [] : problemsOf(result.error, input);

@@ -26,6 +26,9 @@ export const FAILURE_REASONS = [
   // The provider refused our configuration (key, region, permission, model: lib/model.ts): the
   // operator's fault, so it captures nothing and is always refunded.
   "provider_misconfigured",
+  // A flex-tier job waited for capacity (429 resource unavailable) until its max age: nothing
+  // was billed for those waits, nobody must add credits; refunded like every failure by age.
+  "capacity_unavailable",
 ] as const;
 export type FailureReason = (typeof FAILURE_REASONS)[number];
 
@@ -76,9 +79,20 @@ export interface JobRow {
   captured: number | null;
   /** Tokens consumed by the attempts that did not end the job (bounded: 2 × hold in all). */
   consumed: number;
+  /** What the last requeue waits for (meaningful while `resume_at` is ahead). */
+  waiting_for: "provider" | "capacity" | null;
+  /** When the job first met no flex capacity; the plan's fallback counts from it. */
+  capacity_wait_since: string | null;
+  /** The running attempt reports reasoning and has streamed no visible text yet. */
+  thinking: boolean;
+  /** The running attempt's reasoning tokens so far (part of `partial_tokens`); null: none reported. */
+  reasoning_tokens: number | null;
   /** get_job and list_jobs only: whether a cancel now would refund. */
   cancel_refunds?: boolean;
 }
+
+/** OpenAI's service tier a plan runs on (plans.service_tier). */
+export type ServiceTier = "default" | "flex";
 
 /** What a plan counts: jobs (each holds 1) or tokens (each holds its prompt + output bound). */
 export type Meter = "jobs" | "tokens";
@@ -114,7 +128,15 @@ export type EnqueueResult =
   /** No auth.users row for the token's user (deleted, or never created): nothing held. */
   | { outcome: "user_not_found" };
 export type StartResult =
-  | { outcome: "started"; job: JobRow; max_output_tokens: number }
+  | {
+      outcome: "started";
+      job: JobRow;
+      max_output_tokens: number;
+      /** The tier of this attempt: the plan's, or `default` once a flex job waited past the plan's fallback. */
+      service_tier?: ServiceTier;
+      /** The plan's flex fallback (seconds of waiting for capacity), or null: never. */
+      flex_fallback_after_seconds?: number | null;
+    }
   | { outcome: "already_running" | "not_ready" | "already_final"; job: JobRow }
   /** A token plan's next attempt could cross 2 × hold: the job ended failed instead. */
   | { outcome: "budget_exhausted"; job: JobRow }
@@ -236,6 +258,9 @@ export function createJobs(rpc: Rpc) {
         completionTokens: number;
         /** The prompt as the worker counts it (+ framing): lowers what a running cancel charges. */
         promptTokens?: number;
+        /** Reasoning with no visible text yet; `reasoningTokens` are inside `completionTokens`. */
+        thinking?: boolean;
+        reasoningTokens?: number | null;
         now?: Date;
       },
     ) =>
@@ -245,6 +270,8 @@ export function createJobs(rpc: Rpc) {
         p_partial_output: i.partialOutput,
         p_completion_tokens: i.completionTokens,
         ...(i.promptTokens === undefined ? {} : { p_prompt_tokens: i.promptTokens }),
+        ...(i.thinking ? { p_thinking: true } : {}),
+        ...(i.reasoningTokens == null ? {} : { p_reasoning_tokens: i.reasoningTokens }),
         ...at(i.now),
       }),
     /** The usage of an attempt whose own transition was refused (someone else ended the job). */
@@ -264,6 +291,8 @@ export function createJobs(rpc: Rpc) {
         maxHits: number;
         maxAgeSeconds: number;
         countHit: boolean;
+        /** No flex capacity: wait without a hit; an age-out fails `capacity_unavailable`. */
+        capacity?: boolean;
         usage?: AttemptUsage | null;
         now?: Date;
       },
@@ -276,6 +305,7 @@ export function createJobs(rpc: Rpc) {
         p_max_hits: i.maxHits,
         p_max_age_seconds: i.maxAgeSeconds,
         p_count_hit: i.countHit,
+        ...(i.capacity ? { p_capacity: true } : {}),
         ...usageArg(i.usage),
         ...at(i.now),
       }),

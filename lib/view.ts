@@ -4,10 +4,15 @@
  */
 import type { FailureReason, JobRow, JobStatus, Meter, RefundWithheld, UsageRow } from "./jobs.ts";
 
-/** The honest word for the UI: `waiting_for_provider` is a queued job with a resume time ahead. */
+/**
+ * The honest word for the UI: `waiting_for_provider` is a queued job with a resume time ahead
+ * (a provider quota 429, or the shared gate); `waiting_for_capacity` one that waits because the
+ * flex tier had no capacity (an economy plan's 429 resource unavailable).
+ */
 export type Phase =
   | "queued"
   | "waiting_for_provider"
+  | "waiting_for_capacity"
   | "running"
   | "succeeded"
   | "failed"
@@ -42,6 +47,13 @@ export interface Job {
    */
   partialOutput: string | null;
   partialTokens: number;
+  /**
+   * While running: the model is reasoning and has streamed no visible text yet (false in every
+   * other state), and the reasoning tokens the provider reported so far (null: none reported).
+   * Reasoning tokens are billed output: they are inside `partialTokens`.
+   */
+  thinking: boolean;
+  reasoningTokens: number | null;
   /** What the job is charged in: the plan's meter when it was enqueued. */
   meter: Meter;
   /** The most this job can cost: what it holds while active (1 job, or tokens). */
@@ -78,7 +90,11 @@ export function toJob(row: JobRow, now: Date = new Date()): Job {
     id: row.id,
     prompt: row.prompt,
     status: row.status,
-    phase: waiting ? "waiting_for_provider" : row.status,
+    phase: waiting
+      ? row.waiting_for === "capacity"
+        ? "waiting_for_capacity"
+        : "waiting_for_provider"
+      : row.status,
     createdAt: new Date(row.created_at).toISOString(),
     startedAt: iso(row.started_at),
     finishedAt: iso(row.finished_at),
@@ -93,6 +109,8 @@ export function toJob(row: JobRow, now: Date = new Date()): Job {
     output: row.output,
     partialOutput: row.status === "running" ? (row.partial_output ?? null) : null,
     partialTokens: row.status === "running" ? (row.partial_tokens ?? 0) : 0,
+    thinking: row.status === "running" && row.thinking === true,
+    reasoningTokens: row.status === "running" ? (row.reasoning_tokens ?? null) : null,
     meter: row.meter ?? "jobs",
     hold: row.hold ?? 1,
     captured: row.captured ?? null,

@@ -15,6 +15,7 @@ export function createWorkerDeps(deps: Deps): WorkerDeps {
       apiKey: c.openaiApiKey,
       baseURL: c.openaiBaseUrl,
       model: c.openaiModel,
+      api: c.openaiApi,
       timeoutMs: c.modelTimeoutMs,
     }),
   };

@@ -6,7 +6,7 @@
  * turns that into QStash's language: 503 with Retry-After for a retry (and for a throw), else 200.
  */
 
-import type { AttemptUsage, JobRow, JobStatus, RequeueResult } from "./jobs.ts";
+import type { AttemptUsage, JobRow, JobStatus, RequeueResult, StartResult } from "./jobs.ts";
 import { log } from "./log.ts";
 import { deliveryDedupId, messageOf } from "./message.ts";
 import {
@@ -18,6 +18,7 @@ import {
   usageOfFailure,
 } from "./model.ts";
 import type { WorkerDeps } from "./ports.ts";
+import { safetyIdentifier } from "./safety-identifier.ts";
 import { CHAT_FRAMING_TOKENS, utf8Bytes } from "./tokens.ts";
 
 export type { WorkerDeps } from "./ports.ts";
@@ -81,7 +82,14 @@ export async function runJob(
     return afterRequeue(deps, r);
   }
 
-  const call = await streamModel(deps, job, attempt, outputBound(claim.max_output_tokens, jobId));
+  const tier = attemptTier(claim);
+  const call = await streamModel(
+    deps,
+    job,
+    attempt,
+    outputBound(claim.max_output_tokens, jobId),
+    tier.serviceTier,
+  );
   if (!call.ok) {
     if (call.stoppedBy !== null) {
       // Someone else ended the job (or reclaimed it) while the model streamed: the stream was
@@ -95,7 +103,7 @@ export async function runJob(
       });
       return { retry: false, outcome: "aborted" };
     }
-    return await onModelError(deps, job, attempt, call.error, call.usage);
+    return await onModelError(deps, job, attempt, call.error, call.usage, tier);
   }
 
   const usage = toAttemptUsage(call.result.usage);
@@ -160,6 +168,29 @@ function outputBound(value: unknown, jobId: string): number {
   return FALLBACK_OUTPUT_TOKENS;
 }
 
+/**
+ * The service tier of this attempt, as start_job chose it: the plan's, or the standard tier once
+ * a flex plan's job waited for capacity past the plan's fallback. A plan on the default tier
+ * sends none (the project's tier, as before); a fallback names `default` (standard pricing)
+ * whatever the project's setting.
+ */
+interface AttemptTier {
+  serviceTier: "flex" | "default" | undefined;
+  /** The plan's flex fallback in seconds, or null: never. */
+  fallbackAfterSeconds: number | null;
+}
+function attemptTier(claim: Extract<StartResult, { outcome: "started" }>): AttemptTier {
+  const fallback = claim.flex_fallback_after_seconds;
+  const fallbackAfterSeconds =
+    typeof fallback === "number" && Number.isInteger(fallback) && fallback >= 0 ? fallback : null;
+  if (claim.service_tier === "flex") return { serviceTier: "flex", fallbackAfterSeconds };
+  if (fallbackAfterSeconds !== null) {
+    log.info("flex_fallback", { jobId: claim.job.id, attempt: claim.job.attempts });
+    return { serviceTier: "default", fallbackAfterSeconds };
+  }
+  return { serviceTier: undefined, fallbackAfterSeconds };
+}
+
 type ModelCall =
   | { ok: true; result: Generation }
   | { ok: false; error: unknown; usage: AttemptUsage | null; stoppedBy: JobStatus | "gone" | null };
@@ -198,9 +229,15 @@ async function streamModel(
   job: JobRow,
   attempt: number,
   maxOutputTokens: number,
+  serviceTier: "flex" | "default" | undefined,
 ): Promise<ModelCall> {
   const controller = new AbortController();
   let text = "";
+  // Reasoning streams no visible text: the progress write says "thinking" (with the provider's
+  // count of reasoning tokens once it reports one) instead of an empty output that looks stuck.
+  // Those tokens are billed output, so they are part of the completion tokens written.
+  let thinking = false;
+  let reasoningTokens: number | null = null;
   let stoppedBy: JobStatus | "gone" | null = null;
   let writing: Promise<void> | null = null;
   let promptTokens: number | undefined;
@@ -209,9 +246,11 @@ async function streamModel(
       // The write is how the worker learns of a cancel: it is sent whatever the count does (a
       // count that fails is the bytes, an upper bound).
       const streamed = text;
-      const completionTokens = await countOutputTokens(streamed, deps.config.openaiModel).catch(
-        () => utf8Bytes(streamed),
+      const visibleTokens = await countOutputTokens(streamed, deps.config.openaiModel).catch(() =>
+        utf8Bytes(streamed),
       );
+      const reasoned = reasoningTokens;
+      const completionTokens = visibleTokens + (reasoned ?? 0);
       const partialOutput = storable(streamed);
       // The prompt as the model's tokenizer counts it, with the chat framing: what a cancel or a
       // sweep of this attempt charges for it (enqueue held the bound, the prompt's bytes + 8).
@@ -224,6 +263,8 @@ async function streamModel(
         partialOutput,
         completionTokens,
         promptTokens,
+        thinking: thinking && streamed === "",
+        reasoningTokens: reasoned,
       });
       if (r.outcome !== "recorded" && stoppedBy === null) {
         stoppedBy = r.outcome === "not_running" ? r.status : "gone";
@@ -242,7 +283,14 @@ async function streamModel(
       signal: controller.signal,
       onText: (t) => {
         text = t;
+        thinking = false;
       },
+      onThinking: (tokens) => {
+        thinking = text === "";
+        if (tokens !== null && Number.isInteger(tokens) && tokens >= 0) reasoningTokens = tokens;
+      },
+      serviceTier,
+      safetyIdentifier: safetyIdentifier(job.user_id, deps.config.openaiSafetyIdentifierKey),
     });
     return { ok: true, result };
   } catch (error) {
@@ -331,6 +379,7 @@ async function onModelError(
   attempt: number,
   error: unknown,
   usage: AttemptUsage | null,
+  tier: AttemptTier,
 ): Promise<WorkerResult> {
   const failure = classifyModelError(error, deps.now());
   // The transition that ends this attempt carries its usage; when someone else ended the job
@@ -358,6 +407,35 @@ async function onModelError(
           job.id,
           requeueArgs(deps, attempt, resumeAt, `429 ${failure.reason}`, true, usage),
         ),
+      );
+      return afterRequeue(deps, r);
+    }
+    case "capacity_unavailable": {
+      // The flex tier had no capacity (429 resource unavailable): nothing was billed, and it says
+      // nothing about our quota or about the other tiers. So the job waits and tries again
+      // within its max age, without counting a provider quota hit (three would give it up) and
+      // without touching the shared provider gate (it would hold back every plan's jobs, the
+      // standard tier's too). When the plan falls back to the standard tier, the wait ends no
+      // later than the fallback is due (start_job then chooses the default tier).
+      const now = deps.now().getTime();
+      const waitSeconds = failure.retryAfterSeconds ?? deps.config.providerBackoffSeconds;
+      let resumeAt = now + waitSeconds * 1000;
+      if (tier.fallbackAfterSeconds !== null) {
+        const since = job.capacity_wait_since ? Date.parse(job.capacity_wait_since) : now;
+        resumeAt = Math.max(now, Math.min(resumeAt, since + tier.fallbackAfterSeconds * 1000));
+      }
+      const r = await settled(
+        await deps.jobs.requeue(job.id, {
+          ...requeueArgs(
+            deps,
+            attempt,
+            new Date(resumeAt),
+            "429 capacity_unavailable",
+            false,
+            usage,
+          ),
+          capacity: true,
+        }),
       );
       return afterRequeue(deps, r);
     }
@@ -462,11 +540,14 @@ async function afterRequeue(deps: WorkerDeps, r: RequeueResult): Promise<WorkerR
       ...messageOf(r.job),
       notBefore: new Date(r.job.resume_at ?? Date.now()),
     });
-    log.info("job_waiting_for_provider", {
-      jobId: r.job.id,
-      resumeAt: r.job.resume_at,
-      hits: r.job.provider_quota_hits,
-    });
+    log.info(
+      r.job.waiting_for === "capacity" ? "job_waiting_for_capacity" : "job_waiting_for_provider",
+      {
+        jobId: r.job.id,
+        resumeAt: r.job.resume_at,
+        hits: r.job.provider_quota_hits,
+      },
+    );
     return { retry: false, outcome: "requeued" };
   }
   if (r.outcome === "gave_up") {

@@ -106,7 +106,8 @@ inline invariants() {
      :: st == S_FAILED || st == S_CANCELED ->
         assert(withheld == (!refundLeft && !(st == S_FAILED && reason == R_PROVIDER_MISCONFIGURED) &&
           (spent || (lastActive == S_RUNNING && (st == S_CANCELED ||
-            (reason != R_MODEL_REFUSED && reason != R_PROVIDER_QUOTA_EXHAUSTED))))))
+            (reason != R_MODEL_REFUSED && reason != R_PROVIDER_QUOTA_EXHAUSTED &&
+             reason != R_CAPACITY_UNAVAILABLE))))))
      :: else -> skip
      fi
   :: else -> skip
@@ -214,6 +215,7 @@ inline take() {
 #define P_TRANSIENT 4
 #define P_REFUSED 5
 #define P_MISCONFIGURED 6
+#define P_CAPACITY 7
 proctype Worker(byte w) {
   byte out, a, path;
   bool nb, tr, dup, ok, bd, sp, wr;
@@ -241,13 +243,15 @@ proctype Worker(byte w) {
        :: path = P_SUCCESS; printf("[%d] worker %d: the model answers\n", _pid, w)
        :: quota429 > 0 -> quota429--; path = P_QUOTA; /* insufficient_quota or rate_limit_exceeded */
           printf("[%d] worker %d: the model says 429\n", _pid, w)
+       :: quota429 > 0 -> quota429--; path = P_CAPACITY; /* flex: 429 resource unavailable */
+          printf("[%d] worker %d: the flex tier has no capacity (429)\n", _pid, w)
        :: path = P_TRANSIENT; printf("[%d] worker %d: the model says 500 or times out\n", _pid, w)
        :: path = P_REFUSED; printf("[%d] worker %d: the model says 400\n", _pid, w)
        :: path = P_MISCONFIGURED; printf("[%d] worker %d: the provider refuses our key (401)\n", _pid, w)
        fi;
        /* a requeue's resume time (the provider's retry-after) may lie past the job's deadline */
        if
-       :: path == P_GATE || path == P_QUOTA ->
+       :: path == P_GATE || path == P_QUOTA || path == P_CAPACITY ->
           if :: aged -> bd = true :: !aged -> bd = false :: !aged -> bd = true fi
        :: else
        fi
@@ -255,7 +259,7 @@ proctype Worker(byte w) {
      /* while the model streams: a progress write may find the job no longer this claim's; the
       * worker then cuts the stream and answers 200, leaving the job to whoever ended it */
      if
-     :: path != P_GATE ->
+     :: path != P_GATE && path != P_CAPACITY ->   /* a 429 comes before any stream */
         atomic {
           record_progress(a, out); invariants();
           if
@@ -271,8 +275,8 @@ proctype Worker(byte w) {
           complete_job(a, out); invariants();
           if :: out != O_COMPLETED -> claim_lost() :: else fi;
           ok = true
-       :: path == P_GATE || path == P_QUOTA ->
-          budget(); requeue_job(a, path == P_QUOTA, bd, out); invariants(); refundLeft = true;
+       :: path == P_GATE || path == P_QUOTA || path == P_CAPACITY ->
+          budget(); requeue_job(a, path == P_QUOTA, bd, path == P_CAPACITY, out); invariants(); refundLeft = true;
           if
           :: out == O_NOT_RUNNING -> claim_lost(); ok = true
           :: out == O_REQUEUED -> publish_answered(true, ok)   /* not sent: 503, QStash retries */

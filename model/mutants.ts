@@ -92,6 +92,20 @@ export const mutants: Record<string, Mutant> = {
       rows: f.rows.filter((r) => r.when === "otherwise" || !r.when.paid),
     })),
   },
+  "a flex capacity give-up that keeps the unit": {
+    describe:
+      "requeue_job ends a job that waited for flex capacity past its max age failed " +
+      "(capacity_unavailable) without giving its unit back, though the 429s billed nothing",
+    mode: "safety",
+    table: mutate("requeue_job", (f) => ({
+      ...f,
+      rows: f.rows.map((r) =>
+        r.to.reason === "capacity_unavailable"
+          ? { ...r, to: { status: "failed", reason: "capacity_unavailable", counter: 0 } }
+          : r,
+      ),
+    })),
+  },
   "sweeper without its lease check": {
     describe: "sweep_jobs fails every running job, whether or not its lease expired",
     mode: "safety",

@@ -14,6 +14,7 @@ export const REASONS: Reason[] = [
   "max_age_exceeded",
   "never_delivered",
   "provider_misconfigured",
+  "capacity_unavailable",
 ];
 const LEASES = ["none", "live", "expired", "past_grace"] as const;
 /** fail_job's `m`: the message the caller names, against the job's publish_seq. */
@@ -24,7 +25,7 @@ const PARAMS: Record<string, string[]> = {
   enqueue_job: ["out"],
   start_job: ["out"],
   complete_job: ["a", "out"],
-  requeue_job: ["a", "ch", "bd", "out"],
+  requeue_job: ["a", "ch", "bd", "cap", "out"],
   release_job: ["a", "sp", "out"],
   fail_job: ["a", "r", "m", "out"],
   cancel_job: ["out"],
@@ -39,7 +40,15 @@ const R = (s: Reason) => `R_${up(s)}`;
 
 function atom(name: string, value: unknown): string {
   switch (
-    name as FactName | "claim" | "message" | "countHit" | "beyondDeadline" | "spent" | "fault"
+    name as
+      | FactName
+      | "claim"
+      | "message"
+      | "countHit"
+      | "beyondDeadline"
+      | "capacity"
+      | "spent"
+      | "fault"
   ) {
     case "status":
       return `st == ${S(value as Status)}`;
@@ -76,6 +85,8 @@ function atom(name: string, value: unknown): string {
       return value ? "ch" : "!ch";
     case "beyondDeadline":
       return value ? "bd" : "!bd";
+    case "capacity":
+      return value ? "cap" : "!cap";
   }
   throw new Error(`unknown fact ${name}`);
 }

@@ -19,7 +19,9 @@ export type Reason =
   | "max_age_exceeded"
   | "never_delivered"
   /** The operator's fault (a revoked key, a region, an unknown model): never bounded. */
-  | "provider_misconfigured";
+  | "provider_misconfigured"
+  /** A flex job waited for capacity (429 resource unavailable) past its max age. */
+  | "capacity_unavailable";
 
 /**
  * What a guard may look at. Time is abstracted into the facts the SQL compares against `now`:
@@ -61,6 +63,11 @@ export interface Args {
   countHit: boolean;
   /** requeue_job: the requested resume time lies past the job's max-age deadline. */
   beyondDeadline: boolean;
+  /**
+   * requeue_job: the flex tier had no capacity (429 resource unavailable): never a hit, whatever
+   * countHit says; an age-out fails `capacity_unavailable`.
+   */
+  capacity: boolean;
   /**
    * fail_job: the failure callback's message (`p_seq`, the job's publish_seq when the message
    * was published) is the job's current one, an older one (a requeue or a republish published
@@ -215,14 +222,36 @@ export const transitions: Record<FnName, Fn> = {
     ],
   },
   requeue_job: {
-    args: ["claim", "countHit", "beyondDeadline"],
+    args: ["claim", "countHit", "beyondDeadline", "capacity"],
     claims: ["current", "stale"],
     rows: [
+      // No flex capacity until the max age: a reason of its own, refunded by the same rule (the
+      // 429 billed nothing: after spend only if earlier attempts consumed).
+      ...outcome(
+        "gave_up",
+        [
+          { status: ["running"], claim: ["current"], capacity: [true], aged: [true] } as When,
+          {
+            status: ["running"],
+            claim: ["current"],
+            capacity: [true],
+            beyondDeadline: [true],
+          } as When,
+        ].flatMap((when) =>
+          refunding(when, { status: "failed", reason: "capacity_unavailable" }, [consumedBefore]),
+        ),
+      ),
       // The attempt that gives up hit a 429 (bills nothing): after spend only if earlier ones did.
       ...outcome(
         "gave_up",
         [
-          { status: ["running"], claim: ["current"], countHit: [true], lastHit: [true] } as When,
+          {
+            status: ["running"],
+            claim: ["current"],
+            countHit: [true],
+            capacity: [false],
+            lastHit: [true],
+          } as When,
           { status: ["running"], claim: ["current"], aged: [true] } as When,
           { status: ["running"], claim: ["current"], beyondDeadline: [true] } as When,
         ].flatMap((when) =>
@@ -232,7 +261,7 @@ export const transitions: Record<FnName, Fn> = {
         ),
       ),
       {
-        when: { status: ["running"], claim: ["current"], countHit: [true] },
+        when: { status: ["running"], claim: ["current"], countHit: [true], capacity: [false] },
         outcome: "requeued",
         to: {
           status: "queued",
@@ -243,6 +272,7 @@ export const transitions: Record<FnName, Fn> = {
           counter: 0,
         },
       },
+      // The closed gate's wait, and a wait for flex capacity: no hit counted.
       {
         when: { status: ["running"], claim: ["current"] },
         outcome: "requeued",
@@ -418,12 +448,13 @@ export function allArgs(fn: Fn, facts: Facts): Args[] {
     for (const message of messages)
       for (const countHit of bools("countHit"))
         for (const beyondDeadline of bools("beyondDeadline"))
-          for (const spent of bools("spent"))
-            for (const fault of faults) {
-              // Past the max age every resume time lies past the deadline.
-              if (facts.aged && fn.args.includes("beyondDeadline") && !beyondDeadline) continue;
-              out.push({ claim, message, countHit, beyondDeadline, spent, fault });
-            }
+          for (const capacity of bools("capacity"))
+            for (const spent of bools("spent"))
+              for (const fault of faults) {
+                // Past the max age every resume time lies past the deadline.
+                if (facts.aged && fn.args.includes("beyondDeadline") && !beyondDeadline) continue;
+                out.push({ claim, message, countHit, beyondDeadline, capacity, spent, fault });
+              }
   return out;
 }
 

@@ -11,7 +11,7 @@ import { formatClock, formatCount, formatDuration, formatWait, formatWhen } from
 /** @typedef {import("./format.js").Clock} Clock */
 
 /** Phases in which a job can still change (and be canceled). */
-export const ACTIVE_PHASES = ["queued", "waiting_for_provider", "running"];
+export const ACTIVE_PHASES = ["queued", "waiting_for_provider", "waiting_for_capacity", "running"];
 
 /** @param {Pick<Job, "phase">} job */
 export const isActive = (job) => ACTIVE_PHASES.includes(job.phase);
@@ -28,6 +28,7 @@ export const REASONS = {
   never_delivered: "no worker ever picked it up",
   attempt_budget_exhausted: "its retries used up what one job may cost",
   provider_misconfigured: "the service is misconfigured on our side, not because of your prompt",
+  capacity_unavailable: "no cheaper capacity became free within its time limit",
 };
 
 /**
@@ -81,9 +82,20 @@ function phaseOnly(job, now, clock) {
       return job.resumeAt
         ? `Waiting for the AI provider, resumes around ${formatClock(job.resumeAt, clock)}. You can close this page.`
         : "Waiting for the AI provider. You can close this page.";
+    case "waiting_for_capacity":
+      // The economy plan's flex tier had no capacity: nothing was billed, and it tries again.
+      return job.resumeAt
+        ? `Waiting for cheaper capacity, tries again around ${formatClock(job.resumeAt, clock)}. You can close this page.`
+        : "Waiting for cheaper capacity. You can close this page.";
     case "running": {
       const since = job.startedAt ? Date.parse(job.startedAt) : Date.parse(job.createdAt);
-      return `Generating now, running for ${formatDuration(now.getTime() - since)}.`;
+      const running = `running for ${formatDuration(now.getTime() - since)}`;
+      // Reasoning streams no visible text: say so, with the provider's count when it gave one.
+      if (job.thinking)
+        return job.reasoningTokens
+          ? `Thinking… ${formatCount(job.reasoningTokens)} reasoning tokens so far, ${running}.`
+          : `Thinking…, ${running}.`;
+      return `Generating now, ${running}.`;
     }
     case "succeeded":
       return job.finishedAt ? `Done ${formatWhen(job.finishedAt, now, clock)}.` : "Done.";
@@ -111,6 +123,7 @@ export function phaseLabel(phase) {
     {
       queued: "Queued",
       waiting_for_provider: "Waiting for the AI provider",
+      waiting_for_capacity: "Waiting for cheaper capacity",
       running: "Generating",
       succeeded: "Done",
       failed: "Failed",

@@ -37,12 +37,16 @@ create table public.generation_jobs (
   hold integer not null default 1,
   captured integer,
   consumed integer not null default 0,
+  waiting_for text,
+  capacity_wait_since timestamp with time zone,
+  thinking boolean not null default false,
+  reasoning_tokens integer,
   constraint generation_jobs_attempts_check CHECK (attempts >= 0),
   constraint generation_jobs_captured_check CHECK (captured >= 0),
   constraint generation_jobs_captured_iff_final CHECK ((status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) = (captured IS NOT NULL)),
   constraint generation_jobs_captured_within_hold CHECK (captured IS NULL OR captured <= hold),
   constraint generation_jobs_consumed_check CHECK (consumed >= 0),
-  constraint generation_jobs_failure_reason_check CHECK (failure_reason = ANY (ARRAY['model_refused'::text, 'delivery_failed'::text, 'publish_failed'::text, 'provider_quota_exhausted'::text, 'lease_expired'::text, 'max_age_exceeded'::text, 'never_delivered'::text, 'attempt_budget_exhausted'::text, 'provider_misconfigured'::text])),
+  constraint generation_jobs_failure_reason_check CHECK (failure_reason = ANY (ARRAY['model_refused'::text, 'delivery_failed'::text, 'publish_failed'::text, 'provider_quota_exhausted'::text, 'lease_expired'::text, 'max_age_exceeded'::text, 'never_delivered'::text, 'attempt_budget_exhausted'::text, 'provider_misconfigured'::text, 'capacity_unavailable'::text])),
   constraint generation_jobs_finished_iff_terminal CHECK ((status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) = (finished_at IS NOT NULL)),
   constraint generation_jobs_hold_check CHECK (hold >= 1),
   constraint generation_jobs_idempotency_key_check CHECK (char_length(idempotency_key) >= 1 AND char_length(idempotency_key) <= 255),
@@ -59,12 +63,14 @@ create table public.generation_jobs (
   constraint generation_jobs_provider_quota_hits_check CHECK (provider_quota_hits >= 0),
   constraint generation_jobs_publish_seq_check CHECK (publish_seq >= 1),
   constraint generation_jobs_reason_iff_failed CHECK ((status = 'failed'::text) = (failure_reason IS NOT NULL)),
+  constraint generation_jobs_reasoning_tokens_check CHECK (reasoning_tokens >= 0),
   constraint generation_jobs_refund_withheld_check CHECK (refund_withheld = ANY (ARRAY['running_cancel_limit'::text, 'paid_refund_limit'::text])),
   constraint generation_jobs_refunded_iff_failed_or_canceled CHECK ((status = ANY (ARRAY['failed'::text, 'canceled'::text])) = ((refunded_at IS NOT NULL) <> (refund_withheld IS NOT NULL))),
   constraint generation_jobs_republish_count_check CHECK (republish_count >= 0),
   constraint generation_jobs_resume_only_when_queued CHECK (resume_at IS NULL OR status = 'queued'::text),
   constraint generation_jobs_running_cancel_limit_only_when_canceled CHECK (refund_withheld IS DISTINCT FROM 'running_cancel_limit'::text OR status = 'canceled'::text),
   constraint generation_jobs_status_check CHECK (status = ANY (ARRAY['queued'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'canceled'::text])),
+  constraint generation_jobs_waiting_for_check CHECK (waiting_for = ANY (ARRAY['provider'::text, 'capacity'::text])),
   constraint generation_jobs_withheld_only_when_failed_or_canceled CHECK (refund_withheld IS NULL OR (status = ANY (ARRAY['failed'::text, 'canceled'::text])))
 );
 alter table public.generation_jobs enable row level security;
@@ -82,6 +88,10 @@ comment on column public.generation_jobs.prompt_tokens is 'The prompt''s tokens 
 comment on column public.generation_jobs.hold is 'What enqueue added to the counter: 1 on a job plan; prompt_tokens + max_output_tokens on a token plan.';
 comment on column public.generation_jobs.captured is 'Null while active. On an ending, what the job kept of its hold (0 ≤ captured ≤ hold); the rest went back to the counter in the same transaction.';
 comment on column public.generation_jobs.consumed is 'Tokens the job''s attempts that did not end it consumed (released attempts'' usage, reclaimed attempts'' last progress). A token plan''s job never starts an attempt that could take it past 2 × hold.';
+comment on column public.generation_jobs.waiting_for is 'What the last requeue waits for: provider (a quota 429 or the closed provider gate) or capacity (flex had none). Meaningful while resume_at is ahead; cleared by a claim.';
+comment on column public.generation_jobs.capacity_wait_since is 'When the job first met no flex capacity (429 resource unavailable). Never cleared: the plan''s flex_fallback_after_seconds counts from it.';
+comment on column public.generation_jobs.thinking is 'The running attempt reports reasoning and has streamed no visible text yet (record_progress).';
+comment on column public.generation_jobs.reasoning_tokens is 'The running attempt''s reasoning tokens as the provider reported them so far (billed output, part of partial_tokens); null when none were reported.';
 
 create table public.job_events (
   id bigint not null generated always as identity,
@@ -108,12 +118,17 @@ create table public.plans (
   max_output_tokens integer not null default 512,
   max_refunded_running_cancels integer,
   meter text not null default 'jobs'::text,
+  service_tier text not null default 'default'::text,
+  flex_fallback_after_seconds integer,
+  constraint plans_fallback_only_on_flex CHECK (flex_fallback_after_seconds IS NULL OR service_tier = 'flex'::text),
+  constraint plans_flex_fallback_after_seconds_check CHECK (flex_fallback_after_seconds >= 0),
   constraint plans_max_active_jobs_check CHECK (max_active_jobs >= 1),
   constraint plans_max_output_tokens_check CHECK (max_output_tokens >= 1),
   constraint plans_max_refunded_running_cancels_check CHECK (max_refunded_running_cancels >= 0),
   constraint plans_meter_check CHECK (meter = ANY (ARRAY['jobs'::text, 'tokens'::text])),
   constraint plans_period_check CHECK (period = ANY (ARRAY['day'::text, 'month'::text])),
   constraint plans_pkey PRIMARY KEY (id),
+  constraint plans_service_tier_check CHECK (service_tier = ANY (ARRAY['default'::text, 'flex'::text])),
   constraint plans_units_per_period_check CHECK (units_per_period >= 0)
 );
 alter table public.plans enable row level security;
@@ -122,6 +137,8 @@ comment on column public.plans.for_anonymous_users is 'Anonymous sign-ins withou
 comment on column public.plans.max_output_tokens is 'The most completion tokens one model attempt may produce (sent as max_completion_tokens).';
 comment on column public.plans.max_refunded_running_cancels is 'How many jobs per period get their unit back after the provider billed them (running cancels, and failures or queued cancels after a consumed attempt). Null: as many as units_per_period. Job plans only: a token plan captures what was consumed instead.';
 comment on column public.plans.meter is 'jobs: units_per_period counts jobs (a job holds 1). tokens: units_per_period counts tokens (a job holds its prompt tokens plus max_output_tokens and captures what it consumed).';
+comment on column public.plans.service_tier is 'OpenAI''s service tier for this plan''s model calls: default, or flex (Batch prices, slower, may answer 429 resource unavailable; the job then waits for capacity without counting a provider quota hit).';
+comment on column public.plans.flex_fallback_after_seconds is 'A flex plan''s job that has waited this long for flex capacity runs its next attempt on the default tier. Null: never (the job waits within its max age, then fails capacity_unavailable, refunded).';
 
 create table public.quota_usage (
   user_id uuid not null,
@@ -888,7 +905,7 @@ end
 $function$;
 comment on function public.record_attempt_usage(p_job_id uuid, p_attempt integer, p_usage jsonb, p_now timestamp with time zone) is 'What an attempt consumed when its own transition was refused (someone else ended or reclaimed the job): one attempt_usage event, insert only. recorded, already_recorded, no_such_attempt, not_found.';
 
-CREATE OR REPLACE FUNCTION public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone DEFAULT now(), p_prompt_tokens integer DEFAULT NULL::integer)
+CREATE OR REPLACE FUNCTION public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone DEFAULT now(), p_prompt_tokens integer DEFAULT NULL::integer, p_thinking boolean DEFAULT false, p_reasoning_tokens integer DEFAULT NULL::integer)
  RETURNS jsonb
  LANGUAGE plpgsql
  SET search_path TO ''
@@ -904,6 +921,10 @@ begin
       partial_tokens = greatest(coalesce(p_completion_tokens, 0), 0),
       prompt_tokens = case when p_prompt_tokens is null or p_prompt_tokens < 0 then j.prompt_tokens
         else least(coalesce(j.prompt_tokens, p_prompt_tokens), p_prompt_tokens) end,
+      thinking = coalesce(p_thinking, false),
+      -- A count once reported is kept (a later write without one does not erase it).
+      reasoning_tokens = case when p_reasoning_tokens is null or p_reasoning_tokens < 0
+        then j.reasoning_tokens else p_reasoning_tokens end,
       progress_at = p_now,
       updated_at = p_now
   where j.id = p_job_id and j.status = 'running' and j.attempts = p_attempt;
@@ -918,7 +939,7 @@ begin
   return jsonb_build_object('outcome', 'not_running', 'status', v_status);
 end
 $function$;
-comment on function public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone, p_prompt_tokens integer) is 'The running attempt''s output so far, and (p_prompt_tokens) its prompt as the worker counts it, which lowers prompt_tokens (never raises it). recorded, or not_running (with the job''s status): the worker then cuts the model''s stream at once.';
+comment on function public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone, p_prompt_tokens integer, p_thinking boolean, p_reasoning_tokens integer) is 'The running attempt''s output so far (p_completion_tokens includes its reasoning tokens: billed output), whether it is thinking (reasoning, no visible text yet) and the reasoning tokens reported so far, and (p_prompt_tokens) its prompt as the worker counts it, which lowers prompt_tokens (never raises it). recorded, or not_running (with the job''s status): the worker then cuts the model''s stream at once.';
 
 CREATE OR REPLACE FUNCTION public.release_job(p_job_id uuid, p_attempt integer, p_error text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT now(), p_usage jsonb DEFAULT NULL::jsonb)
  RETURNS jsonb
@@ -973,7 +994,7 @@ end
 $function$;
 comment on function public.release_job(p_job_id uuid, p_attempt integer, p_error text, p_now timestamp with time zone, p_usage jsonb) is 'running under this claim → queued after a transient error, the attempt''s tokens added to consumed; on a token plan, when no further attempt fits under 2 × hold, → failed (attempt_budget_exhausted) capturing least(hold, consumed + this attempt): budget_exhausted.';
 
-CREATE OR REPLACE FUNCTION public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text DEFAULT NULL::text, p_max_hits integer DEFAULT 3, p_max_age_seconds integer DEFAULT 10800, p_now timestamp with time zone DEFAULT now(), p_count_hit boolean DEFAULT true, p_usage jsonb DEFAULT NULL::jsonb)
+CREATE OR REPLACE FUNCTION public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text DEFAULT NULL::text, p_max_hits integer DEFAULT 3, p_max_age_seconds integer DEFAULT 10800, p_now timestamp with time zone DEFAULT now(), p_count_hit boolean DEFAULT true, p_usage jsonb DEFAULT NULL::jsonb, p_capacity boolean DEFAULT false)
  RETURNS jsonb
  LANGUAGE plpgsql
  SET search_path TO ''
@@ -994,10 +1015,12 @@ begin
     return jsonb_build_object('outcome', 'not_running', 'job', private.job_json(v_old));
   end if;
 
-  v_hits := v_old.provider_quota_hits + case when p_count_hit then 1 else 0 end;
+  -- No flex capacity is not a quota: it never counts a hit, whatever the caller says.
+  v_hits := v_old.provider_quota_hits
+    + case when p_count_hit and not p_capacity then 1 else 0 end;
   v_deadline := v_old.created_at + make_interval(secs => p_max_age_seconds);
   v_give_up := case
-    when p_count_hit and v_hits >= p_max_hits then 'hits'
+    when p_count_hit and not p_capacity and v_hits >= p_max_hits then 'hits'
     when p_now >= v_deadline then 'age'
     when p_resume_at > v_deadline then 'age'
   end;
@@ -1006,7 +1029,9 @@ begin
     update public.generation_jobs j set provider_quota_hits = v_hits where j.id = p_job_id
     returning * into v_old;
     v_job := private.end_with_refund(
-      v_old, 'failed', 'provider_quota_exhausted', p_error, 'gave_up', p_now,
+      v_old, 'failed',
+      case when p_capacity then 'capacity_unavailable' else 'provider_quota_exhausted' end,
+      p_error, 'gave_up', p_now,
       private.with_usage(
         jsonb_build_object('attempt', p_attempt, 'hits', v_hits, 'by', v_give_up), p_usage
       ),
@@ -1020,6 +1045,9 @@ begin
     set status = 'queued',
         provider_quota_hits = v_hits,
         resume_at = greatest(p_resume_at, p_now),
+        waiting_for = case when p_capacity then 'capacity' else 'provider' end,
+        capacity_wait_since = case when p_capacity then coalesce(j.capacity_wait_since, p_now)
+          else j.capacity_wait_since end,
         queued_at = p_now,
         lease_expires_at = null,
         partial_output = null,
@@ -1032,7 +1060,8 @@ begin
     insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
     select r.id, r.user_id, p_now, 'requeued', 'running', r.status,
       private.with_usage(
-        jsonb_build_object('attempt', p_attempt, 'hits', v_hits, 'resume_at', r.resume_at), p_usage
+        jsonb_build_object('attempt', p_attempt, 'hits', v_hits, 'resume_at', r.resume_at,
+          'waiting_for', r.waiting_for), p_usage
       )
     from requeued r
   )
@@ -1041,7 +1070,7 @@ begin
   return v_result;
 end
 $function$;
-comment on function public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text, p_max_hits integer, p_max_age_seconds integer, p_now timestamp with time zone, p_count_hit boolean, p_usage jsonb) is 'running under this claim → queued until p_resume_at after a provider quota hit, or failed when it gives up (hits or age; private.end_with_refund''s rule); the attempt''s usage goes in the event.';
+comment on function public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text, p_max_hits integer, p_max_age_seconds integer, p_now timestamp with time zone, p_count_hit boolean, p_usage jsonb, p_capacity boolean) is 'running under this claim → queued until p_resume_at after a provider quota hit (counted), a closed provider gate (p_count_hit false) or no flex capacity (p_capacity: never counted, waiting_for capacity), or failed when it gives up (hits or age; provider_quota_exhausted, or capacity_unavailable for a capacity wait; private.end_with_refund''s rule); the attempt''s usage goes in the event.';
 
 CREATE OR REPLACE FUNCTION public.start_job(p_job_id uuid, p_lease_seconds integer DEFAULT 90, p_now timestamp with time zone DEFAULT now())
  RETURNS jsonb
@@ -1084,9 +1113,12 @@ begin
         attempts = j.attempts + 1,
         lease_expires_at = p_now + make_interval(secs => p_lease_seconds),
         resume_at = null,
+        waiting_for = null,
         started_at = p_now,
         partial_output = null,
         partial_tokens = 0,
+        thinking = false,
+        reasoning_tokens = null,
         progress_at = null,
         consumed = v_consumed,
         updated_at = p_now
@@ -1094,26 +1126,38 @@ begin
       and ((j.status = 'queued' and (j.resume_at is null or j.resume_at <= p_now))
         or (j.status = 'running' and j.lease_expires_at <= p_now))
     returning j.*
+  ), tier as (
+    -- The plan's tier; a flex job that has waited for capacity for the plan's fallback time
+    -- runs this attempt on the default tier.
+    select s.id,
+      case when p.service_tier = 'flex' and p.flex_fallback_after_seconds is not null
+          and s.capacity_wait_since is not null
+          and s.capacity_wait_since + make_interval(secs => p.flex_fallback_after_seconds) <= p_now
+        then 'default' else p.service_tier end as service_tier
+    from started s join public.plans p on p.id = s.plan_id
   ), logged as (
     insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
     select s.id, s.user_id, p_now,
       case when v_old.status = 'running' then 'reclaimed' else 'started' end,
-      v_old.status, s.status, jsonb_build_object('attempt', s.attempts)
-    from started s
+      v_old.status, s.status,
+      jsonb_build_object('attempt', s.attempts, 'service_tier', t.service_tier)
+    from started s join tier t on t.id = s.id
   )
   select jsonb_build_object(
     'outcome', 'started',
     'job', to_jsonb(s) - 'request_hash',
-    'max_output_tokens', p.max_output_tokens
+    'max_output_tokens', p.max_output_tokens,
+    'service_tier', t.service_tier,
+    'flex_fallback_after_seconds', p.flex_fallback_after_seconds
   ) into v_result
-  from started s join public.plans p on p.id = s.plan_id;
+  from started s join public.plans p on p.id = s.plan_id join tier t on t.id = s.id;
   if v_result is null then
     raise exception 'job % could not be claimed', p_job_id using errcode = 'P0001';
   end if;
   return v_result;
 end
 $function$;
-comment on function public.start_job(p_job_id uuid, p_lease_seconds integer, p_now timestamp with time zone) is 'Claim: queued (past resume_at) or running with an expired lease → running, attempts + 1. A token plan''s job whose next attempt could take it past 2 × hold ends failed (attempt_budget_exhausted, capturing least(hold, consumed)) instead: budget_exhausted.';
+comment on function public.start_job(p_job_id uuid, p_lease_seconds integer, p_now timestamp with time zone) is 'Claim: queued (past resume_at) or running with an expired lease → running, attempts + 1, with the plan''s output bound and the service tier of this attempt (the plan''s; default once a flex job waited for capacity for the plan''s flex_fallback_after_seconds). A token plan''s job whose next attempt could take it past 2 × hold ends failed (attempt_budget_exhausted, capturing least(hold, consumed)) instead: budget_exhausted.';
 
 CREATE OR REPLACE FUNCTION public.sweep_jobs(p_now timestamp with time zone DEFAULT now(), p_batch_size integer DEFAULT 100, p_lease_grace_seconds integer DEFAULT 300, p_undelivered_after_seconds integer DEFAULT 900, p_max_age_seconds integer DEFAULT 10800, p_max_republish integer DEFAULT 1)
  RETURNS jsonb
@@ -1233,9 +1277,9 @@ grant execute on function public.get_job(p_job_id uuid, p_user_id uuid) to servi
 grant execute on function public.get_usage(p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.list_jobs(p_user_id uuid, p_limit integer, p_before_created_at timestamp with time zone, p_before_id uuid) to service_role;
 grant execute on function public.record_attempt_usage(p_job_id uuid, p_attempt integer, p_usage jsonb, p_now timestamp with time zone) to service_role;
-grant execute on function public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone, p_prompt_tokens integer) to service_role;
+grant execute on function public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone, p_prompt_tokens integer, p_thinking boolean, p_reasoning_tokens integer) to service_role;
 grant execute on function public.release_job(p_job_id uuid, p_attempt integer, p_error text, p_now timestamp with time zone, p_usage jsonb) to service_role;
-grant execute on function public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text, p_max_hits integer, p_max_age_seconds integer, p_now timestamp with time zone, p_count_hit boolean, p_usage jsonb) to service_role;
+grant execute on function public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text, p_max_hits integer, p_max_age_seconds integer, p_now timestamp with time zone, p_count_hit boolean, p_usage jsonb, p_capacity boolean) to service_role;
 grant execute on function public.start_job(p_job_id uuid, p_lease_seconds integer, p_now timestamp with time zone) to service_role;
 grant execute on function public.sweep_jobs(p_now timestamp with time zone, p_batch_size integer, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer, p_max_republish integer) to service_role;
 grant select on table public.generation_jobs to authenticated;

@@ -2,12 +2,20 @@
 -- A running job's cancel refunds its unit up to max_refunded_running_cancels times a period:
 -- free, once a day (its one unit); pro, 20 times a month (a fifth of its units; beyond that a
 -- canceled generation was paid to the provider and stays spent).
--- team meters tokens: 2,000,000 a month; each job holds its prompt's tokens plus 2,048 and keeps
+-- team meters tokens: 2,000,000 a month; each job holds its prompt's tokens plus 8,000 and keeps
 -- what the provider consumed (a running cancel keeps what streamed, so it needs no bound).
-insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_output_tokens, max_refunded_running_cancels, meter) values
-  ('free', 'Free', 'day', 1, 1, 512, 1, 'jobs'),
-  ('pro', 'Pro', 'month', 100, 3, 2048, 20, 'jobs'),
-  ('team', 'Team', 'month', 2000000, 3, 2048, null, 'tokens')
+-- max_output_tokens: 8,000 (a long document, about 6,000 words) streams within the worker's
+-- 270 s model timeout at 30 tokens a second; free keeps 512.
+-- economy runs on OpenAI's flex tier, billed at Batch rates (half the standard price), with
+-- flex's slower answers kept to a 2,048-token bound: twice pro's jobs and refunded cancels (200
+-- and 40 a month) then bill at most pro's worst case at standard rates. It never falls back to
+-- the standard tier (that would bill at full price): a job waits for flex capacity within its
+-- max age, then fails capacity_unavailable, refunded.
+insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_output_tokens, max_refunded_running_cancels, meter, service_tier, flex_fallback_after_seconds) values
+  ('free', 'Free', 'day', 1, 1, 512, 1, 'jobs', 'default', null),
+  ('pro', 'Pro', 'month', 100, 3, 8000, 20, 'jobs', 'default', null),
+  ('team', 'Team', 'month', 2000000, 3, 8000, null, 'tokens', 'default', null),
+  ('economy', 'Economy', 'month', 200, 3, 2048, 40, 'jobs', 'flex', null)
 on conflict (id) do update set
   name = excluded.name,
   period = excluded.period,
@@ -15,4 +23,6 @@ on conflict (id) do update set
   max_active_jobs = excluded.max_active_jobs,
   max_output_tokens = excluded.max_output_tokens,
   max_refunded_running_cancels = excluded.max_refunded_running_cancels,
-  meter = excluded.meter;
+  meter = excluded.meter,
+  service_tier = excluded.service_tier,
+  flex_fallback_after_seconds = excluded.flex_fallback_after_seconds;

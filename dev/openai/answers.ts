@@ -15,26 +15,96 @@ export interface Prompt {
   /** Each message's role and text, as OpenAI bills them. */
   messages: { role: string; text: string }[];
   maxTokens: number | undefined;
-  /** `stream: true` (Chat Completions only) and whether the usage chunk was asked for. */
+  /** Which API was called: it frames the answer. */
+  api: "chat" | "responses";
+  /** `stream: true`, and (Chat Completions) whether the usage chunk was asked for. */
   stream: boolean;
   includeUsage: boolean;
+  /** `service_tier` as sent (`auto`, `default`, `flex`, ...). */
+  serviceTier: string | undefined;
+  safetyIdentifier: string | undefined;
+  /** Responses `store` (default true, as OpenAI's). */
+  store: boolean;
   /** A JSON schema to fill, `true` for plain JSON mode, `false` for text. */
   json: Record<string, unknown> | boolean;
 }
 
 type Body = Record<string, unknown>;
 
+/**
+ * The request parameters each API takes that the fake serves (openai-node's
+ * `ChatCompletionCreateParamsBase` / `ResponseCreateParamsBase`, the ones a text answer needs).
+ * Anything else is refused as OpenAI refuses a parameter it does not know, 400
+ * `unknown_parameter`, so a misspelt parameter fails here as it would in production.
+ */
+const CHAT_PARAMS = new Set([
+  "model",
+  "messages",
+  "stream",
+  "stream_options",
+  "max_completion_tokens",
+  "max_tokens",
+  "response_format",
+  "service_tier",
+  "safety_identifier",
+  "prompt_cache_key",
+  "store",
+  "metadata",
+  "temperature",
+  "top_p",
+  "user",
+  "reasoning_effort",
+]);
+const RESPONSES_PARAMS = new Set([
+  "model",
+  "input",
+  "instructions",
+  "stream",
+  "max_output_tokens",
+  "text",
+  "service_tier",
+  "safety_identifier",
+  "prompt_cache_key",
+  "store",
+  "metadata",
+  "temperature",
+  "top_p",
+  "user",
+  "reasoning",
+  "truncation",
+]);
+const SERVICE_TIERS = new Set(["auto", "default", "flex", "scale", "priority"]);
+
+function unknownParameter(body: Body, known: Set<string>): ErrorReply | undefined {
+  const unknown = Object.keys(body).find((key) => !known.has(key));
+  if (unknown === undefined) return undefined;
+  return openAIError(
+    400,
+    `Unknown parameter: '${unknown}'.`,
+    "invalid_request_error",
+    unknown,
+    "unknown_parameter",
+  );
+}
+
 export function parseChatRequest(body: Body): Prompt | ErrorReply {
-  const invalid = validate(body, "messages");
+  const invalid = unknownParameter(body, CHAT_PARAMS) ?? validate(body, "messages");
   if (invalid) return invalid;
   const messages = (body.messages as unknown[]).filter(isRecord);
   const format = isRecord(body.response_format) ? body.response_format : {};
   const schema = isRecord(format.json_schema) ? format.json_schema.schema : undefined;
-  return prompt(body, messages, format.type, schema, body.max_completion_tokens ?? body.max_tokens);
+  return prompt(
+    "chat",
+    body,
+    messages,
+    format.type,
+    schema,
+    body.max_completion_tokens ?? body.max_tokens,
+  );
 }
 
 export function parseResponsesRequest(body: Body): Prompt | ErrorReply {
-  const invalid = validate(body, "input");
+  const invalid = unknownParameter(body, RESPONSES_PARAMS) ?? validate(body, "input");
   if (invalid) return invalid;
   const input =
     typeof body.input === "string" ? [{ role: "user", content: body.input }] : body.input;
@@ -44,7 +114,7 @@ export function parseResponsesRequest(body: Body): Prompt | ErrorReply {
   ];
   const text = isRecord(body.text) ? body.text : {};
   const format = isRecord(text.format) ? text.format : {};
-  return prompt(body, items, format.type, format.schema, body.max_output_tokens);
+  return prompt("responses", body, items, format.type, format.schema, body.max_output_tokens);
 }
 
 function validate(body: Body, field: "messages" | "input"): ErrorReply | undefined {
@@ -64,21 +134,20 @@ function validate(body: Body, field: "messages" | "input"): ErrorReply | undefin
       "missing_required_parameter",
     );
   }
-  if (body.stream === true && field === "input") {
-    // Only Chat Completions streams here (what the worker uses); a half-right Responses
-    // event stream would mislead.
+  if (body.service_tier != null && !SERVICE_TIERS.has(String(body.service_tier))) {
     return openAIError(
       400,
-      "The local fake model streams chat completions only; call the Responses API without stream.",
+      `Invalid value: '${String(body.service_tier)}'. Supported values are: 'auto', 'default', 'flex', 'scale', and 'priority'.`,
       "invalid_request_error",
-      "stream",
-      "unsupported_value",
+      "service_tier",
+      "invalid_value",
     );
   }
   return undefined;
 }
 
 function prompt(
+  api: Prompt["api"],
   body: Body,
   items: Body[],
   formatType: unknown,
@@ -100,8 +169,13 @@ function prompt(
       .filter((item) => item.content !== undefined)
       .map((item) => ({ role: String(item.role ?? "user"), text: contentText(item.content) })),
     maxTokens: typeof maxTokens === "number" ? maxTokens : undefined,
+    api,
     stream: body.stream === true,
     includeUsage: isRecord(body.stream_options) && body.stream_options.include_usage === true,
+    serviceTier: typeof body.service_tier === "string" ? body.service_tier : undefined,
+    safetyIdentifier:
+      typeof body.safety_identifier === "string" ? body.safety_identifier : undefined,
+    store: body.store !== false,
     json,
   };
 }
@@ -117,6 +191,8 @@ function contentText(content: unknown): string {
 
 export interface Answer {
   text: string;
+  /** `[fake:refuse]`: the text is a refusal (Chat `delta.refusal`, Responses `refusal` part). */
+  refusal: boolean;
   truncated: boolean;
   promptTokens: number;
   completionTokens: number;
@@ -140,6 +216,7 @@ export function answer(prompt: Prompt): Answer {
     if (long) text = longText(text, Number(long[1]));
     const said = sayText(prompt.all);
     if (said !== null) text = said;
+    if (prompt.all.includes("[fake:refuse]")) text = "I'm sorry, but I can't help with that.";
   } else if (prompt.json === true) {
     text = JSON.stringify({ digest, words, echo });
   } else {
@@ -148,7 +225,13 @@ export function answer(prompt: Prompt): Answer {
   const tokens = (s: string) => Math.max(1, Math.ceil(s.length / 4));
   const truncated = prompt.maxTokens !== undefined && tokens(text) > prompt.maxTokens;
   if (truncated) text = text.slice(0, Math.max(0, (prompt.maxTokens ?? 0) * 4));
-  return { text, truncated, promptTokens: tokens(prompt.all), completionTokens: tokens(text) };
+  return {
+    text,
+    refusal: prompt.json === false && prompt.all.includes("[fake:refuse]"),
+    truncated,
+    promptTokens: tokens(prompt.all),
+    completionTokens: tokens(text),
+  };
 }
 
 /**

@@ -13,7 +13,15 @@ export type FailKind =
   | "bad_request"
   | "invalid_api_key"
   | "unsupported_country_region_territory"
-  | "model_not_found";
+  | "model_not_found"
+  | "unsupported_parameter"
+  | "stream_failed"
+  | "stream_error"
+  | "stream_cut";
+
+/** Kinds that fail inside a stream OpenAI has accepted (HTTP 200), after some tokens. */
+export const MID_STREAM_KINDS = ["stream_failed", "stream_error", "stream_cut"] as const;
+export type MidStreamKind = (typeof MID_STREAM_KINDS)[number];
 
 export const FAIL_KINDS: readonly FailKind[] = [
   "insufficient_quota",
@@ -24,6 +32,8 @@ export const FAIL_KINDS: readonly FailKind[] = [
   "invalid_api_key",
   "unsupported_country_region_territory",
   "model_not_found",
+  "unsupported_parameter",
+  ...MID_STREAM_KINDS,
 ];
 
 export interface FailOptions {
@@ -31,6 +41,10 @@ export interface FailOptions {
   retryAfterSeconds?: number;
   /** How long a "slow" answer takes. @default 10_000 */
   delayMs?: number;
+  /** A mid-stream kind: visible tokens streamed before it. @default 3 */
+  afterTokens?: number;
+  /** A mid-stream kind's error code. @default "server_error" (null for `stream_error`) */
+  code?: string | null;
 }
 
 export interface Failure extends FailOptions {
@@ -59,11 +73,23 @@ export function openAIError(
  * the request's key, which OpenAI echoes (masked) in a 401.
  */
 export function failureReply(
-  failure: Failure & { kind: Exclude<FailKind, "slow"> },
+  failure: Failure & { kind: Exclude<FailKind, "slow" | MidStreamKind> },
   model: string,
   apiKey = "",
+  api: "chat" | "responses" = "chat",
 ): ErrorReply {
   switch (failure.kind) {
+    case "unsupported_parameter": {
+      // The bound parameter our request sets, refused as a model that takes another one would.
+      const param = api === "responses" ? "max_output_tokens" : "max_completion_tokens";
+      return openAIError(
+        400,
+        `Unsupported parameter: '${param}' is not supported with this model.`,
+        "invalid_request_error",
+        param,
+        "unsupported_parameter",
+      );
+    }
     case "invalid_api_key":
       return incorrectKey(apiKey);
     case "unsupported_country_region_territory":
@@ -128,14 +154,41 @@ export function failureReply(
 }
 
 /**
+ * OpenAI's answer to a flex request when flex capacity is short (its flex processing guide:
+ * "429 Resource Unavailable", not charged). The guide documents the status and those words, not
+ * the rest of the body, so the fake sends the words as the message with an error type of
+ * OpenAI's and no code, and no `retry-after` (none is documented); the rate-limit headers say
+ * the project's own limits are far from reached, as they are.
+ */
+export function flexUnavailable(): ErrorReply {
+  return openAIError(
+    429,
+    "Resource Unavailable: there is not enough flex processing capacity for this request right now. Retry later, or retry with the default service tier.",
+    "invalid_request_error",
+    null,
+    null,
+    {
+      "x-ratelimit-limit-requests": "500",
+      "x-ratelimit-remaining-requests": "499",
+      "x-ratelimit-reset-requests": "120ms",
+      "x-ratelimit-limit-tokens": "200000",
+      "x-ratelimit-remaining-tokens": "199000",
+      "x-ratelimit-reset-tokens": "6ms",
+    },
+  );
+}
+
+/**
  * A failure the prompt asks for: `[fake:insufficient_quota]`, `[fake:rate_limit_exceeded:30]`
  * (retry-after seconds), `[fake:server_error]`, `[fake:slow:5000]` (delay in ms),
  * `[fake:bad_request]`, `[fake:invalid_api_key]`, `[fake:unsupported_country_region_territory]`,
- * `[fake:model_not_found]`. The first marker wins.
+ * `[fake:model_not_found]`, `[fake:unsupported_parameter]`, and inside a stream after N tokens
+ * (default 3) `[fake:stream_failed:N]`, `[fake:stream_error:N]`, `[fake:stream_cut:N]`. The first
+ * marker wins.
  */
 export function markerFailure(text: string): Failure | undefined {
   const match =
-    /\[fake:(insufficient_quota|rate_limit_exceeded|server_error|slow|bad_request|invalid_api_key|unsupported_country_region_territory|model_not_found)(?::(\d+))?\]/.exec(
+    /\[fake:(insufficient_quota|rate_limit_exceeded|server_error|slow|bad_request|invalid_api_key|unsupported_country_region_territory|model_not_found|unsupported_parameter|stream_failed|stream_error|stream_cut)(?::(\d+))?\]/.exec(
       text,
     );
   if (!match) return undefined;
@@ -144,6 +197,8 @@ export function markerFailure(text: string): Failure | undefined {
   if (kind === "rate_limit_exceeded" && value !== undefined)
     return { kind, retryAfterSeconds: value };
   if (kind === "slow" && value !== undefined) return { kind, delayMs: value };
+  if ((MID_STREAM_KINDS as readonly string[]).includes(kind) && value !== undefined)
+    return { kind, afterTokens: value };
   return { kind };
 }
 

@@ -20,26 +20,47 @@
  *        [fake:model_not_found]           404, code model_not_found
  * - `revokeKey(key)`: every later request with that key gets OpenAI's 401 invalid_api_key, as
  *   after the key is revoked in the dashboard (until `reset`).
- * - Streaming (`stream: true`, Chat Completions; stream.ts): server-sent events as
- *   OpenAI sends them, one chunk per token, the usage chunk when `stream_options.include_usage`,
- *   `data: [DONE]`; `max_completion_tokens` / `max_tokens` stop it with finish_reason "length";
- *   it stops when the client disconnects. Every failure above answers before the stream starts,
- *   as OpenAI's do. Prompt markers shape a stream:
+ *        [fake:unsupported_parameter]     400, code unsupported_parameter on our output bound
+ * - Streaming (`stream: true`, both APIs; stream.ts, frames.ts): server-sent events as OpenAI
+ *   sends them, one per token: Chat Completions chunks (the usage chunk when
+ *   `stream_options.include_usage`, then `data: [DONE]`), or Responses events (`event:` names,
+ *   `sequence_number`, `response.created` … `response.completed`); the output bound
+ *   (`max_output_tokens`, `max_completion_tokens`, `max_tokens`) stops it with finish_reason
+ *   "length" / `response.incomplete` (`max_output_tokens`); it stops when the client disconnects.
+ *   Every failure above answers before the stream starts, as OpenAI's do. Prompt markers shape a
+ *   stream:
  *        [fake:chunk_ms:200]              200 ms before each token's chunk (else the control API's)
  *        [fake:tokens:5000]               an answer of about 5000 tokens (still cut by the bound)
  *        [fake:say:"<JSON string>"*N]     the answer is exactly that text, N times (*N optional):
  *                                         special tokens, lone surrogates, huge words (answers.ts)
+ *        [fake:reasoning:800:3000]        a reasoning model's silent start: 800 hidden reasoning
+ *                                         tokens over 3000 ms before the first visible token,
+ *                                         billed as output (else the control API's)
+ *        [fake:stream_failed:N]           after N tokens (default 3): `response.failed`, code
+ *                                         server_error (Chat Completions: an error chunk)
+ *        [fake:stream_error:N]            after N tokens: an `error` event (Chat: an error chunk)
+ *        [fake:stream_cut:N]              after N tokens the connection drops, no last event
+ *        [fake:refuse]                    the model refuses: the text streams as a refusal
+ * - Flex capacity: a request with `service_tier: "flex"` gets OpenAI's 429 "Resource
+ *   Unavailable" (errors.ts) while the fake is out of flex capacity (`setFlexCapacity(false)`,
+ *   the control API) or the prompt says `[fake:flex_unavailable]`; other tiers are served.
+ * - Non-streamed calls are served on both APIs (and JSON mode: `response_format` /
+ *   `text.format`), an unknown request parameter is refused with OpenAI's 400
+ *   `unknown_parameter` (answers.ts).
  * - Control API for other processes (no auth):
  *     POST /__fake/fail  {"kind","count","retryAfterSeconds","delayMs"} → {"queued": n}
  *     POST /__fake/stream {"chunkMs"} → {"chunkMs": n}: the pause before each streamed token
+ *     POST /__fake/reasoning {"tokens","ms"} → the same: every later stream's silent start
+ *     POST /__fake/flex {"available"} → {"available": b}: flex capacity
  *     GET  /__fake/stats → {"calls", "completionTokens", "streamedTokens", "requests"}
  *     POST /__fake/reset → {"ok": true}
  * `calls` counts every request that reached a model endpoint, whatever its outcome.
  * `completionTokens` is every completion token the fake sent (what a provider would bill);
  * `streamedTokens` the streamed part of it, counted as each chunk is written, so a stream the
  * client cut counts only what was written. `requests` lists the last 1000 model requests that
- * got an answer: `{stream, maxCompletionTokens, completionTokens, finishReason}` (finishReason
- * `client_closed` for a stream the client cut).
+ * got an answer: `{api, stream, serviceTier, maxCompletionTokens, completionTokens,
+ * reasoningTokens, finishReason}` (completionTokens: visible ones; finishReason `client_closed` for
+ * a stream the client cut, or the mid-stream failure's kind).
  */
 import { randomBytes } from "node:crypto";
 import { serve } from "../http/serve.ts";
@@ -58,13 +79,16 @@ import {
   type FailOptions,
   type Failure,
   failureReply,
+  flexUnavailable,
   incorrectKey,
   invalidUrl,
+  MID_STREAM_KINDS,
+  type MidStreamKind,
   markerFailure,
   missingKey,
   unparsableBody,
 } from "./errors.ts";
-import { streamChatCompletion, tokenizer } from "./stream.ts";
+import { type MidStream, streamAnswer, tokenizer } from "./stream.ts";
 
 export type { FailKind, FailOptions } from "./errors.ts";
 
@@ -76,11 +100,23 @@ export interface FakeOpenAIOptions {
   chunkMs?: number;
 }
 
+/** A reasoning model's silent start: hidden tokens spent over `ms` before the first visible one. */
+export interface FakeReasoning {
+  tokens: number;
+  ms: number;
+}
+
 /** One answered model request, as `stats()` lists it. */
 export interface FakeRequest {
+  api: "chat" | "responses";
   stream: boolean;
+  serviceTier: string | null;
+  safetyIdentifier: string | null;
   maxCompletionTokens: number | null;
+  /** Visible completion tokens. */
   completionTokens: number;
+  /** Hidden reasoning tokens (billed as output too). */
+  reasoningTokens: number;
   finishReason: string;
 }
 
@@ -105,7 +141,11 @@ export interface FakeOpenAI {
   setChunkMs(ms: number): void;
   /** Later requests with this key get 401 invalid_api_key, as after a revocation. */
   revokeKey(key: string): void;
-  /** Forget queued failures, revoked keys, the counts and the chunk pause. */
+  /** Whether flex capacity is there; without it a flex request gets the 429. @default true */
+  setFlexCapacity(available: boolean): void;
+  /** Every later stream's silent start when the prompt names none (null: none). */
+  setReasoning(reasoning: FakeReasoning | null): void;
+  /** Forget queued failures, revoked keys, the counts, the chunk pause, flex and reasoning. */
   reset(): void;
 }
 
@@ -119,6 +159,8 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
   let requests: FakeRequest[] = [];
   let chunkMs = options.chunkMs ?? 0;
   let queue: Failure[] = [];
+  let flexAvailable = true;
+  let reasoning: FakeReasoning | null = null;
   const revoked = new Set<string>();
   const inFlight = new Set<AbortController>();
 
@@ -136,6 +178,13 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     chunkMs = options.chunkMs ?? 0;
     queue = [];
     revoked.clear();
+    flexAvailable = true;
+    reasoning = null;
+  };
+  const setReasoning = (r: FakeReasoning | null) => {
+    if (r && !(Number.isInteger(r.tokens) && r.tokens >= 0 && Number.isFinite(r.ms) && r.ms >= 0))
+      throw new Error("reasoning must be {tokens: whole number >= 0, ms: >= 0}");
+    reasoning = r;
   };
   const answered = (r: FakeRequest) => {
     requests.push(r);
@@ -174,42 +223,75 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     const prompt =
       path === "/v1/chat/completions" ? parseChatRequest(body) : parseResponsesRequest(body);
     if ("status" in prompt) return reply(prompt);
+    // Flex capacity is OpenAI's, not a failure of this request: it leaves the queue alone.
+    if (
+      prompt.serviceTier === "flex" &&
+      (!flexAvailable || prompt.all.includes("[fake:flex_unavailable]"))
+    )
+      return reply(flexUnavailable());
     const failure = queue.shift() ?? markerFailure(prompt.all);
+    let midStream: MidStream | null = null;
     if (failure?.kind === "slow") {
       // The client left (or the fake closed): nobody reads this answer.
       if (!(await delay(failure.delayMs ?? 10_000, signal))) return new Response(null);
+    } else if (failure && isMidStream(failure.kind)) {
+      // Inside a stream; a call that does not stream fails as OpenAI's would, with a 500.
+      if (!prompt.stream) return reply(failureReply({ kind: "server_error" }, prompt.model));
+      midStream = {
+        kind: failure.kind,
+        afterTokens: failure.afterTokens ?? 3,
+        code:
+          failure.code !== undefined
+            ? failure.code
+            : failure.kind === "stream_error"
+              ? null
+              : "server_error",
+      };
     } else if (failure) {
-      return reply(failureReply({ ...failure, kind: failure.kind }, prompt.model, apiKey));
+      const kind = failure.kind as Exclude<FailKind, "slow" | MidStreamKind>;
+      return reply(failureReply({ ...failure, kind }, prompt.model, apiKey, prompt.api));
     }
     const id = randomBytes(12).toString("hex");
     // A stream is cut by tokens as it is written (stream.ts), not here by characters.
     const result = answer(prompt.stream ? { ...prompt, maxTokens: undefined } : prompt);
     const maxCompletionTokens = prompt.maxTokens ?? null;
+    const asked = {
+      api: prompt.api,
+      serviceTier: prompt.serviceTier ?? null,
+      safetyIdentifier: prompt.safetyIdentifier ?? null,
+      maxCompletionTokens,
+    };
     if (prompt.stream) {
       const marker = /\[fake:chunk_ms:(\d+)\]/.exec(prompt.all);
-      const { response: streamed, outcome } = streamChatCompletion(
+      const thinks = /\[fake:reasoning:(\d+):(\d+)\]/.exec(prompt.all);
+      const { response: streamed, outcome } = streamAnswer(
         {
           id,
           prompt,
           result,
-          includeUsage: prompt.includeUsage,
           chunkMs: marker ? Number(marker[1]) : chunkMs,
           headers: { "x-request-id": `req_${randomBytes(16).toString("hex")}`, ...RATE_HEADERS },
+          reasoning: thinks ? { tokens: Number(thinks[1]), ms: Number(thinks[2]) } : reasoning,
+          midStream,
           onToken: () => {
             streamedTokens += 1;
             completionTokens += 1;
           },
+          onReasoning: (n) => {
+            completionTokens += n;
+          },
         },
         signal,
       );
-      void outcome.then((r) => answered({ stream: true, maxCompletionTokens, ...r }));
+      void outcome.then((r) => answered({ ...asked, stream: true, ...r }));
       return streamed;
     }
     completionTokens += result.completionTokens;
     answered({
+      ...asked,
       stream: false,
-      maxCompletionTokens,
       completionTokens: result.completionTokens,
+      reasoningTokens: 0,
       finishReason: result.truncated ? "length" : "stop",
     });
     const payload =
@@ -256,6 +338,24 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
         return send(400, { error: (error as Error).message });
       }
     }
+    if (method === "POST" && path === "/__fake/flex") {
+      const body: unknown = JSON.parse(text || "{}");
+      if (!isRecord(body) || typeof body.available !== "boolean")
+        return send(400, { error: 'body must be {"available": <boolean>}' });
+      flexAvailable = body.available;
+      return send(200, { available: flexAvailable });
+    }
+    if (method === "POST" && path === "/__fake/reasoning") {
+      try {
+        const body: unknown = JSON.parse(text || "{}");
+        if (!isRecord(body) || typeof body.tokens !== "number" || typeof body.ms !== "number")
+          throw new Error('body must be {"tokens": <n>, "ms": <ms>}');
+        setReasoning({ tokens: body.tokens, ms: body.ms });
+        return send(200, reasoning);
+      } catch (error) {
+        return send(400, { error: (error as Error).message });
+      }
+    }
     if (method === "POST" && path === "/__fake/reset") {
       reset();
       return send(200, { ok: true });
@@ -269,6 +369,8 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
         if (number(body.retryAfterSeconds) !== undefined)
           opts.retryAfterSeconds = number(body.retryAfterSeconds);
         if (number(body.delayMs) !== undefined) opts.delayMs = number(body.delayMs);
+        if (number(body.afterTokens) !== undefined) opts.afterTokens = number(body.afterTokens);
+        if (typeof body.code === "string" || body.code === null) opts.code = body.code;
         failNext(body.kind as FailKind, number(body.count) ?? 1, opts);
         return send(200, { queued: queue.length });
       } catch (error) {
@@ -302,6 +404,10 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     stats,
     setChunkMs,
     revokeKey: (key) => void revoked.add(key),
+    setFlexCapacity: (available) => {
+      flexAvailable = available;
+    },
+    setReasoning,
     reset,
   };
 }
@@ -315,6 +421,9 @@ const RATE_HEADERS = {
   "x-ratelimit-remaining-tokens": "199000",
   "x-ratelimit-reset-tokens": "6ms",
 };
+
+const isMidStream = (kind: FailKind): kind is MidStreamKind =>
+  (MID_STREAM_KINDS as readonly string[]).includes(kind);
 
 function reply(error: ErrorReply): Response {
   return send(error.status, error.body, error.headers);

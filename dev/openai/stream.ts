@@ -1,23 +1,28 @@
 /**
- * The fake model's streamed Chat Completions answer, as OpenAI sends it with `stream: true`:
- * `content-type: text/event-stream`, one `data: {chat.completion.chunk}\n\n` event per token
- * (the first with the assistant role, the last with the finish reason), then, when
- * `stream_options.include_usage` is set, a chunk with `choices: []` and the usage (every other
- * chunk then carries `usage: null`), then `data: [DONE]\n\n`.
+ * The fake model's streamed answer, token by token, as OpenAI streams it with `stream: true`
+ * (`content-type: text/event-stream`); the framing of each API is in frames.ts: Chat Completions
+ * chunks ending in `data: [DONE]`, or Responses events (`event:` names, `sequence_number`).
  *
  * Tokens are the model's tokens as OpenAI's own tokenizer makes them: `tiktoken` (the WASM
  * build of OpenAI's tiktoken), not the app's tokenizer, so a bug in the app's counting shows up
  * as a disagreement. Special-token strings in the text (`<|endoftext|>`, `<|im_start|>`, ...)
  * are plain text (`encode_ordinary`), as OpenAI encodes them in message content; the prompt is
  * billed as OpenAI bills chat messages (OpenAI cookbook, "How to count tokens with tiktoken": 3
- * per message, its role and content, plus 3 for the reply's priming). Any text streams, even
- * text no tokenizer makes: a lone surrogate is a piece (and a token) of its own, sent
- * JSON-escaped. `max_completion_tokens` (or `max_tokens`) stops the stream with finish_reason
- * "length". The stream stops the moment the client disconnects: what was written until then is
- * what a provider would bill, and `onToken` counts it.
+ * per message, its role and content, plus 3 for the reply's priming; a Responses `input` string
+ * is one user message). Any text streams, even text no tokenizer makes: a lone surrogate is a
+ * piece (and a token) of its own, sent JSON-escaped. The output bound (`max_output_tokens`,
+ * `max_completion_tokens` or `max_tokens`) stops the stream: finish_reason "length", or a
+ * Responses `response.incomplete` with reason `max_output_tokens`.
+ *
+ * A reasoning model's silent start (`reasoning`): N hidden reasoning tokens over T ms before the
+ * first visible token, billed as output (they count against the bound, and are in the usage's
+ * `reasoning_tokens` and in the output tokens). The stream stops the moment the client
+ * disconnects: what was generated until then is what a provider would bill, and `onToken` /
+ * `onReasoning` count it.
  */
 import type { Tiktoken, TiktokenModel } from "tiktoken";
 import type { Answer, Prompt } from "./answers.ts";
+import { chatFrame, type Frame, responsesFrame, type Usage } from "./frames.ts";
 
 type EncodingName = "o200k_base" | "cl100k_base";
 const encoders = new Map<EncodingName, Promise<Tiktoken>>();
@@ -55,21 +60,38 @@ export function promptTokens(enc: Tiktoken, messages: { role: string; text: stri
   return n;
 }
 
+/** A failure inside a stream OpenAI had accepted (HTTP 200). */
+export type MidStream = {
+  /**
+   * `stream_failed`: a Responses `response.failed` event; `stream_error`: an `error` event (Chat
+   * Completions: an error chunk, for both); `stream_cut`: the connection drops, no last event.
+   */
+  kind: "stream_failed" | "stream_error" | "stream_cut";
+  /** Visible tokens streamed before it. */
+  afterTokens: number;
+  code: string | null;
+};
+
 export interface StreamOptions {
   id: string;
   prompt: Prompt;
   result: Answer;
-  includeUsage: boolean;
   /** Pause before each token's chunk. */
   chunkMs: number;
   headers: Record<string, string>;
-  /** Called once per completion token written to the client. */
+  /** Hidden reasoning before the first visible token: `tokens` over `ms`. */
+  reasoning: { tokens: number; ms: number } | null;
+  midStream: MidStream | null;
+  /** Called once per visible completion token written to the client. */
   onToken(): void;
+  /** Called with reasoning tokens as they are spent (billed, never sent). */
+  onReasoning(tokens: number): void;
 }
 
 export interface StreamOutcome {
   completionTokens: number;
-  finishReason: "stop" | "length" | "client_closed";
+  reasoningTokens: number;
+  finishReason: "stop" | "length" | "client_closed" | MidStream["kind"];
 }
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
@@ -120,11 +142,12 @@ export function tokenPieces(enc: Tiktoken, text: string): Piece[] {
  * settled when the last event is written or the client has gone (`signal`, or the body
  * cancelled by the server when the connection closes).
  */
-export function streamChatCompletion(
+export function streamAnswer(
   o: StreamOptions,
   signal: AbortSignal,
 ): { response: Response; outcome: Promise<StreamOutcome> } {
   let cancelled = false;
+  let cut = false;
   let controller: ReadableStreamDefaultController<Uint8Array> | undefined;
   const body = new ReadableStream<Uint8Array>({
     start: (c) => {
@@ -137,11 +160,25 @@ export function streamChatCompletion(
   const closed = () => cancelled || signal.aborted;
   const encoder = new TextEncoder();
   const write = (text: string) => {
-    if (!closed()) controller?.enqueue(encoder.encode(text));
+    if (!closed() && text) controller?.enqueue(encoder.encode(text));
   };
-  const outcome = writeEvents(o, write, closed).finally(() => {
-    if (!cancelled) controller?.close();
-  });
+  const frame = o.prompt.api === "responses" ? responsesFrame(o) : chatFrame(o);
+  const outcome = writeEvents(o, frame, write, closed)
+    .then(async (r) => {
+      if (r.finishReason !== "stream_cut") return r;
+      cut = true;
+      // Erroring a body discards what it still queues: let the written events go out first.
+      for (let i = 0; i < 100 && !closed() && (controller?.desiredSize ?? 1) < 1; i++)
+        await sleep(10);
+      await sleep(20);
+      return r;
+    })
+    .finally(() => {
+      if (cancelled) return;
+      // A cut connection: the body errors, and the server drops the connection mid-response.
+      if (cut) controller?.error(new Error("connection cut by the fake model"));
+      else controller?.close();
+    });
   const response = new Response(body, {
     status: 200,
     headers: {
@@ -155,65 +192,69 @@ export function streamChatCompletion(
 
 async function writeEvents(
   o: StreamOptions,
+  frame: Frame,
   write: (text: string) => void,
   closed: () => boolean,
 ): Promise<StreamOutcome> {
-  const created = Math.floor(Date.now() / 1000);
-  const chunk = (choices: unknown[], usage?: unknown) => {
-    const body: Record<string, unknown> = {
-      id: `chatcmpl-${o.id}`,
-      object: "chat.completion.chunk",
-      created,
-      model: o.prompt.model,
-      service_tier: "default",
-      system_fingerprint: "fp_fake",
-      choices,
-    };
-    if (o.includeUsage) body.usage = usage ?? null;
-    write(`data: ${JSON.stringify(body)}\n\n`);
-  };
-  const choice = (delta: Record<string, unknown>, finish: string | null = null) => [
-    { index: 0, delta, logprobs: null, finish_reason: finish },
-  ];
-
-  chunk(choice({ role: "assistant", content: "", refusal: null }));
-
   const enc = await tokenizer(o.prompt.model);
-  const pieces = tokenPieces(enc, o.result.text);
   const max = o.prompt.maxTokens;
   let sent = 0;
-  let truncated = false;
-  for (const piece of pieces) {
-    if (max !== undefined && sent + piece.tokens > max) {
+  let reasoned = 0;
+  const usage = (): Usage => ({
+    prompt: promptTokens(enc, o.prompt.messages),
+    completion: sent + reasoned,
+    reasoning: reasoned,
+  });
+  const gone = (): StreamOutcome => ({
+    completionTokens: sent,
+    reasoningTokens: reasoned,
+    finishReason: "client_closed",
+  });
+  // After `afterTokens` visible tokens, or at the end when the answer is shorter.
+  const broken = (atEnd = false): StreamOutcome | null => {
+    const m = o.midStream;
+    if (!m || (sent < m.afterTokens && !atEnd)) return null;
+    if (m.kind !== "stream_cut") write(frame.fail(m.kind, m.code, usage()));
+    return { completionTokens: sent, reasoningTokens: reasoned, finishReason: m.kind };
+  };
+
+  write(frame.open());
+  if (o.reasoning && o.reasoning.tokens > 0) {
+    // Silent: spent (and billed) as time passes, nothing visible is sent.
+    const want = max === undefined ? o.reasoning.tokens : Math.min(o.reasoning.tokens, max);
+    write(frame.reasoningStart());
+    const slices = 10;
+    for (let i = 1; i <= slices; i++) {
+      await sleep(o.reasoning.ms / slices);
+      if (closed()) return gone();
+      const spent = Math.round((want * i) / slices);
+      o.onReasoning(spent - reasoned);
+      reasoned = spent;
+    }
+    write(frame.reasoningDone());
+  }
+
+  const pieces = tokenPieces(enc, o.result.text);
+  let truncated = max !== undefined && reasoned >= max;
+  for (const piece of truncated ? [] : pieces) {
+    const failed = broken();
+    if (failed) return failed;
+    if (max !== undefined && reasoned + sent + piece.tokens > max) {
       truncated = true;
       break;
     }
     if (o.chunkMs > 0) await sleep(o.chunkMs);
-    if (closed()) return { completionTokens: sent, finishReason: "client_closed" };
-    chunk(choice({ content: piece.text }));
+    if (closed()) return gone();
+    write(frame.delta(piece.text));
     sent += piece.tokens;
     for (let i = 0; i < piece.tokens; i++) o.onToken();
   }
-  if (closed()) return { completionTokens: sent, finishReason: "client_closed" };
+  if (closed()) return gone();
+  const failed = broken(true);
+  if (failed) return failed;
   const finishReason = truncated ? "length" : "stop";
-  chunk(choice({}, finishReason));
-  if (o.includeUsage) {
-    const prompt = promptTokens(enc, o.prompt.messages);
-    chunk([], {
-      prompt_tokens: prompt,
-      completion_tokens: sent,
-      total_tokens: prompt + sent,
-      prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
-      completion_tokens_details: {
-        reasoning_tokens: 0,
-        audio_tokens: 0,
-        accepted_prediction_tokens: 0,
-        rejected_prediction_tokens: 0,
-      },
-    });
-  }
-  write("data: [DONE]\n\n");
-  return { completionTokens: sent, finishReason };
+  write(frame.finish(finishReason, usage()));
+  return { completionTokens: sent, reasoningTokens: reasoned, finishReason };
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -1,16 +1,15 @@
 import type { Attempt } from "./delivery.ts";
 import { toHeaderMap } from "./headers.ts";
-import type { CallbackConfig, Message, MessageSpec } from "./message.ts";
+import type { FailureCallback, Message, MessageSpec } from "./message.ts";
 
 /**
- * The JSON body QStash posts to Upstash-Callback (after every attempt) and
- * Upstash-Failure-Callback (once retries are exhausted; then with the dlqId).
- * notBefore/createdAt are unix ms numbers, as the SDK's Message type has them.
+ * The JSON body QStash posts to Upstash-Failure-Callback once retries are exhausted (with the
+ * dlqId). notBefore/createdAt are unix ms numbers, as the SDK's Message type has them.
  */
 export function callbackBody(
   source: Message,
   attempt: Attempt,
-  dlqId?: string,
+  dlqId: string,
 ): Record<string, unknown> {
   return {
     status: attempt.status,
@@ -18,10 +17,10 @@ export function callbackBody(
     body: Buffer.from(attempt.body).toString("base64"),
     retried: source.retried,
     maxRetries: source.maxRetries,
-    ...(dlqId === undefined ? {} : { dlqId }),
+    dlqId,
     sourceMessageId: source.id,
     url: source.url,
-    method: source.method,
+    method: "POST",
     sourceHeader: toHeaderMap(source.headers),
     sourceBody: Buffer.from(source.body).toString("base64"),
     notBefore: source.notBefore,
@@ -31,28 +30,22 @@ export function callbackBody(
 }
 
 /**
- * A callback is a new QStash message of its own: signed for the callback URL, with the
- * source's retry settings unless the Upstash-(Failure-)Callback-* headers said otherwise.
+ * A failure callback is a new QStash message of its own: signed for the callback URL, with the
+ * source's retries and timeout unless Upstash-Failure-Callback-Retries said otherwise.
  */
 export function callbackSpec(
-  config: CallbackConfig,
+  config: FailureCallback,
   source: Message,
   payload: Record<string, unknown>,
   now: number,
 ): MessageSpec {
-  const spec: MessageSpec = {
+  return {
     url: config.url,
-    method: config.method,
-    headers: [["content-type", "application/json"], ...config.headers],
+    headers: [["content-type", "application/json"]],
     body: new TextEncoder().encode(JSON.stringify(payload)),
     maxRetries: config.retries ?? source.maxRetries,
-    notBefore: now + (config.delayMs ?? 0),
-    labels: [],
+    notBefore: now,
+    timeoutMs: source.timeoutMs,
     callerIp: source.callerIp,
   };
-  const retryDelay = config.retryDelay ?? source.retryDelay;
-  if (retryDelay !== undefined) spec.retryDelay = retryDelay;
-  const timeoutMs = config.timeoutMs ?? source.timeoutMs;
-  if (timeoutMs !== undefined) spec.timeoutMs = timeoutMs;
-  return spec;
 }

@@ -37,12 +37,11 @@ export async function deliver(message: Message, options: DeliverOptions): Promis
     await signDelivery(options.signingKey, message.url, message.body),
   );
   const signal = AbortSignal.any([options.signal, AbortSignal.timeout(options.timeoutMs)]);
-  const hasBody = message.method !== "GET" && message.method !== "HEAD";
   try {
     const response = await fetch(message.url, {
-      method: message.method,
+      method: "POST",
       headers,
-      body: hasBody ? new Uint8Array(message.body) : null,
+      body: new Uint8Array(message.body),
       signal,
     });
     const body = await readCapped(response);

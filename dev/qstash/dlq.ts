@@ -1,5 +1,4 @@
 import type { Attempt } from "./delivery.ts";
-import type { Filter, Filterable } from "./filters.ts";
 import type { Message } from "./message.ts";
 import type { DlqEntry } from "./views.ts";
 
@@ -35,31 +34,16 @@ export class DeadLetters {
     return this.entries.delete(dlqId);
   }
 
-  /** One page of entries matching a parsed filter (dev/qstash/filters.ts), oldest first. */
-  page(filter: { match: Filter; count?: number; cursor?: string }): {
-    entries: DlqEntry[];
-    cursor?: string;
-  } {
-    const count = filter.count ?? MAX_PAGE;
-    const matches = [...this.entries.values()].filter((e) => filter.match(filterable(e)));
+  /** One page of entries, oldest first: `count` of them (at most 100) from `cursor` on. */
+  page(options: { count?: number; cursor?: string }): { entries: DlqEntry[]; cursor?: string } {
+    const count = Math.min(options.count ?? MAX_PAGE, MAX_PAGE);
+    const all = [...this.entries.values()];
     // The cursor is the next entry's id; if that entry went away meanwhile, resume after it.
-    const start = filter.cursor === undefined ? 0 : firstAtOrAfter(matches, filter.cursor);
-    const entries = matches.slice(start, start + count);
-    const next = matches[start + count];
+    const start = options.cursor === undefined ? 0 : firstAtOrAfter(all, options.cursor);
+    const entries = all.slice(start, start + count);
+    const next = all[start + count];
     return next ? { entries, cursor: next.dlqId } : { entries };
   }
-}
-
-function filterable({ dlqId, message, attempt }: DlqEntry): Filterable {
-  return {
-    id: dlqId,
-    messageId: message.id,
-    url: message.url,
-    callerIp: message.callerIp,
-    labels: message.labels,
-    at: Number(dlqId.split("-")[0]),
-    responseStatus: attempt.status,
-  };
 }
 
 function idOrder(dlqId: string): [number, number] {

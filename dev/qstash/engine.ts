@@ -1,19 +1,16 @@
 import { callbackBody, callbackSpec } from "./callbacks.ts";
 import { DEDUP_WINDOW_MS, DEV_SIGNING_KEYS } from "./constants.ts";
-import { type Attempt, deliver } from "./delivery.ts";
+import { deliver } from "./delivery.ts";
 import { DeadLetters } from "./dlq.ts";
 import { defaultBackoffMs, parseRetryAfter } from "./durations.ts";
-import { compileExpression } from "./expression.ts";
-import type { Filter } from "./filters.ts";
-import { type CallbackConfig, createMessage, type Message, type MessageSpec } from "./message.ts";
+import { createMessage, type Message, type MessageSpec } from "./message.ts";
 import { after, type Timer } from "./timers.ts";
 
 export interface EngineConfig {
-  /** Multiplies every delay, notBefore and backoff wait. */
+  /** Multiplies every notBefore and backoff wait. */
   timeScale: number;
-  /** When false, a publish's notBefore/delay wait runs in real time (only retries are scaled). */
+  /** When false, a publish's notBefore wait runs in real time (only retries are scaled). */
   scaleNotBefore?: boolean;
-  maxTimeoutMs: number;
   log: (line: string) => void;
 }
 
@@ -27,7 +24,7 @@ export interface Stats {
 
 /**
  * The in-memory QStash: accepted messages wait on timers, are delivered, retried with backoff,
- * and end delivered, cancelled, or in the DLQ (with a failure callback published as a message).
+ * and end delivered or in the DLQ (with a failure callback published as a message).
  */
 export class Engine {
   readonly dlq = new DeadLetters();
@@ -54,41 +51,9 @@ export class Engine {
       this.dedup.set(dedupKey, { messageId: message.id, expiresAt: now + DEDUP_WINDOW_MS });
     this.messages.set(message.id, message);
     this.published++;
-    this.config.log(`publish ${message.id} ${message.method} ${message.url}`);
+    this.config.log(`publish ${message.id} POST ${message.url}`);
     this.schedule(message, Math.max(0, message.notBefore - now), this.config.scaleNotBefore);
     return { messageId: message.id, deduplicated: false };
-  }
-
-  /** A message still waiting or being delivered; finished ones are forgotten, as in QStash. */
-  get(messageId: string): Message | undefined {
-    return this.messages.get(messageId);
-  }
-
-  cancel(messageId: string): boolean {
-    const message = this.messages.get(messageId);
-    if (!message) return false;
-    message.cancelled = true;
-    this.timers.get(messageId)?.cancel();
-    this.timers.delete(messageId);
-    // An attempt already on the wire finishes; run() then stops instead of retrying.
-    if (message.state === "pending") this.finish(message);
-    this.config.log(`cancel ${messageId}`);
-    return true;
-  }
-
-  /** Cancels every waiting or in-flight message the filter matches; answers how many. */
-  cancelWhere(match: Filter): number {
-    const targets = [...this.messages.values()].filter((m) =>
-      match({
-        id: m.id,
-        messageId: m.id,
-        url: m.url,
-        callerIp: m.callerIp,
-        labels: m.labels,
-        at: m.createdAt,
-      }),
-    );
-    return targets.filter((m) => this.cancel(m.id)).length;
   }
 
   stats(): Stats {
@@ -170,11 +135,11 @@ export class Engine {
   }
 
   private async run(message: Message): Promise<void> {
-    if (this.closed || message.cancelled) return;
+    if (this.closed) return;
     message.state = "in-flight";
     const attempt = await deliver(message, {
       signingKey: DEV_SIGNING_KEYS.current,
-      timeoutMs: message.timeoutMs ?? this.config.maxTimeoutMs,
+      timeoutMs: message.timeoutMs,
       signal: this.abort.signal,
     });
     if (this.closed) return;
@@ -182,43 +147,22 @@ export class Engine {
     this.config.log(
       `deliver ${message.id} retried=${message.retried} → ${attempt.error ?? attempt.status} ${message.url}`,
     );
-    if (message.callback)
-      this.publishCallback(message.callback, message, callbackBody(message, attempt), now);
     if (attempt.ok) {
       this.delivered++;
       return this.finish(message);
     }
-    if (message.cancelled) return this.finish(message);
     if (attempt.nonRetryable || message.retried >= message.maxRetries) {
       const entry = this.dlq.add(message, attempt, now);
       this.config.log(`dlq ${entry.dlqId} ${message.id} after ${message.retried + 1} attempt(s)`);
       if (message.failureCallback) {
         const body = callbackBody(message, attempt, entry.dlqId);
-        this.publishCallback(message.failureCallback, message, body, now);
+        this.publish(callbackSpec(message.failureCallback, message, body, now));
       }
       return this.finish(message);
     }
-    const waitMs = this.retryWait(message, attempt, now);
+    const waitMs = parseRetryAfter(attempt.headers, now) ?? defaultBackoffMs(message.retried + 1);
     message.retried++;
     message.state = "pending";
     this.schedule(message, waitMs);
-  }
-
-  /** Upstash-Retry-Delay, else the destination's Retry-After, else e^(2.5·n) s backoff. */
-  private retryWait(message: Message, attempt: Attempt, now: number): number {
-    if (message.retryDelay !== undefined) {
-      const ms = compileExpression(message.retryDelay)(message.retried);
-      if (Number.isFinite(ms)) return Math.max(0, ms);
-    }
-    return parseRetryAfter(attempt.headers, now) ?? defaultBackoffMs(message.retried + 1);
-  }
-
-  private publishCallback(
-    config: CallbackConfig,
-    source: Message,
-    body: Record<string, unknown>,
-    now: number,
-  ) {
-    this.publish(callbackSpec(config, source, body, now));
   }
 }

@@ -1,9 +1,10 @@
 /**
  * A local stand-in for the official `qstash dev` server, whose binary is downloaded at install
- * time and cannot be had offline. Same port convention, dev token and signing keys; publish,
- * signed deliveries, retries with scalable backoff, notBefore/delay, deduplication, callbacks,
- * the DLQ, message get/cancel, and the bulk filters of cancel and the DLQ (dev/qstash/filters.ts:
- * an undocumented or unimplemented filter is refused, never ignored). In memory, like the real
+ * time and cannot be had offline. Same port convention, dev token and signing keys. It serves
+ * what the app calls (lib/queue.ts: publish with retries, notBefore, a deduplication id and a
+ * failure callback; signed deliveries, retries with the documented backoff or Retry-After, the
+ * DLQ as the runbook reads and retries it) plus `Upstash-Timeout` and `Upstash-Forward-*`;
+ * every other QStash feature is refused with a 501, never ignored. In memory, like the real
  * dev server.
  *
  * @example
@@ -29,10 +30,10 @@ export interface QStashOptions {
   port: number;
   /** @default "127.0.0.1" */
   host?: string;
-  /** Multiplies every backoff, delay and notBefore wait: 1 = real time, 0.001 in tests. @default 1 */
+  /** Multiplies every backoff and notBefore wait: 1 = real time, 0.001 in tests. @default 1 */
   timeScale?: number;
   /**
-   * Scale notBefore/delay waits too. An app that compares notBefore with its own clock (a job's
+   * Scale notBefore waits too. An app that compares notBefore with its own clock (a job's
    * resume_at in the database) needs them in real time while retries stay fast. @default true
    */
   scaleNotBefore?: boolean;
@@ -48,7 +49,6 @@ export async function startQStash(opts: QStashOptions): Promise<QStashStandIn> {
   const engine = new Engine({
     timeScale: opts.timeScale ?? 1,
     scaleNotBefore: opts.scaleNotBefore ?? true,
-    maxTimeoutMs,
     log: (line) => log(`[qstash] ${line}`),
   });
   const server = await serve(

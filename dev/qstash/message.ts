@@ -1,32 +1,23 @@
 import { randomBytes } from "node:crypto";
 import type { HeaderList } from "./headers.ts";
 
-/** Where and how a callback (success or failure) is sent; unset fields inherit the source's. */
-export interface CallbackConfig {
+/** Where the failure callback goes; without `retries` it retries like its source. */
+export interface FailureCallback {
   url: string;
-  method: string;
   retries?: number;
-  retryDelay?: string;
-  timeoutMs?: number;
-  delayMs?: number;
-  headers: HeaderList;
 }
 
 /** Everything a publish asks for, after the headers are parsed and validated. */
 export interface MessageSpec {
   url: string;
-  method: string;
   /** Sent to the destination as-is: the Content-Type and the Upstash-Forward-* headers. */
   headers: HeaderList;
   body: Uint8Array;
   maxRetries: number;
-  retryDelay?: string;
-  timeoutMs?: number;
+  timeoutMs: number;
   /** Unix ms; the delivery is due then (before timeScale). */
   notBefore: number;
-  callback?: CallbackConfig;
-  failureCallback?: CallbackConfig;
-  labels: string[];
+  failureCallback?: FailureCallback;
   callerIp: string;
 }
 
@@ -38,7 +29,6 @@ export interface Message extends MessageSpec {
   /** Failed attempts so far; sent as Upstash-Retried on the next attempt. */
   retried: number;
   state: MessageState;
-  cancelled: boolean;
 }
 
 const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
@@ -54,7 +44,6 @@ export function createMessage(spec: MessageSpec, now: number): Message {
     createdAt: now,
     retried: 0,
     state: "pending",
-    cancelled: false,
   };
 }
 

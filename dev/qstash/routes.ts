@@ -1,8 +1,7 @@
 import { DEV_SIGNING_KEYS, DEV_TOKEN } from "./constants.ts";
 import type { Engine } from "./engine.ts";
-import { CANCEL_FILTERS, DLQ_FILTERS, parseFilter } from "./filters.ts";
 import { parsePublish } from "./publish.ts";
-import { dlqView, messageView } from "./views.ts";
+import { dlqView } from "./views.ts";
 
 export interface RouteContext {
   engine: Engine;
@@ -11,8 +10,9 @@ export interface RouteContext {
 }
 
 /**
- * Real QStash APIs this app never calls (URL groups are `topics`): answered 501, so a caller
- * learns the stand-in lacks them rather than that something was not found.
+ * Real QStash APIs this app never calls (URL groups are `topics`; message get/cancel and the bulk
+ * cancel, DLQ delete and bulk retry are not in lib/ either): answered 501, so a caller learns
+ * the stand-in lacks them rather than that something was not found.
  */
 const UNSERVED = [
   "/v2/batch",
@@ -25,12 +25,27 @@ const UNSERVED = [
   "/v2/logs",
   "/v2/events",
   "/v2/workflows",
+  "/v2/messages",
+  "/v2/dlq",
 ];
 
 const json = (body: unknown, status = 200) => Response.json(body, { status });
 const error = (message: string, status: number) => json({ error: message }, status);
 
-/** The QStash v2 REST API subset the app and the SDK use. `(Request) → Response`, no server. */
+/**
+ * The query keys a DLQ call may carry. QStash's bulk filters (url, label, messageId, dates, ...)
+ * are not served: a filter the stand-in ignored would widen a retry to every dead letter.
+ */
+function dlqQuery(query: URLSearchParams, endpoint: string, allowed: readonly string[]) {
+  const other = [...query.keys()].find((key) => !allowed.includes(key));
+  if (other !== undefined)
+    return error(`filter ${other} on ${endpoint} is not served by the local stand-in`, 501);
+  const count = query.get("count");
+  if (count !== null && !/^[1-9]\d*$/.test(count)) return error(`invalid count: ${count}`, 400);
+  return undefined;
+}
+
+/** The QStash v2 REST API subset the app and the runbook use. `(Request) → Response`, no server. */
 export async function handle(request: Request, ctx: RouteContext): Promise<Response> {
   const url = new URL(request.url);
   const path = url.pathname;
@@ -47,79 +62,59 @@ export async function handle(request: Request, ctx: RouteContext): Promise<Respo
     return publish(path.slice("/v2/publish/".length) + url.search, request.headers, request, ctx);
   }
 
-  const messageId = path.match(/^\/v2\/messages\/([^/]+)$/)?.[1];
-  if (messageId !== undefined) {
-    const message = engine.get(decodeURIComponent(messageId));
-    if (method === "GET")
-      return message ? json(messageView(message)) : error("message not found", 404);
-    if (method === "DELETE") {
-      return engine.cancel(decodeURIComponent(messageId))
-        ? json({ cancelled: 1 })
-        : error("message not found", 404);
-    }
-  }
-  if (method === "DELETE" && path === "/v2/messages") {
-    // No filter at all cancels every message, as documented (the SDK's `{ all: true }`).
-    const filter = parseFilter(url.searchParams, CANCEL_FILTERS);
-    if (filter.outcome === "refused") return error(filter.error, filter.status);
-    return json({ cancelled: engine.cancelWhere(filter.match) });
-  }
-
+  // The runbook's listing (docs/FAILURE-PATHS.md), paged as QStash pages it.
   if (path === "/v2/dlq" && method === "GET") {
-    const filter = parseFilter(url.searchParams, DLQ_FILTERS("GET /v2/dlq"));
-    if (filter.outcome === "refused") return error(filter.error, filter.status);
-    const page = engine.dlq.page(filter);
+    const refused = dlqQuery(url.searchParams, "GET /v2/dlq", ["count", "cursor"]);
+    if (refused) return refused;
+    const count = url.searchParams.get("count");
+    const cursor = url.searchParams.get("cursor") || undefined;
+    const page = engine.dlq.page({
+      ...(count === null ? {} : { count: Number(count) }),
+      ...(cursor ? { cursor } : {}),
+    });
     return json({
       messages: page.entries.map(dlqView),
       ...(page.cursor ? { cursor: page.cursor } : {}),
     });
   }
-  if (path === "/v2/dlq" && method === "DELETE") {
-    const filter = parseFilter(url.searchParams, DLQ_FILTERS("DELETE /v2/dlq"));
-    if (filter.outcome === "refused") return error(filter.error, filter.status);
-    const page = engine.dlq.page(filter);
-    const deleted = page.entries.filter((e) => engine.dlq.delete(e.dlqId)).length;
-    return json({ deleted, ...(page.cursor ? { cursor: page.cursor } : {}) });
-  }
-  const retryId = path.match(/^\/v2\/dlq\/retry(?:\/([^/]+))?$/);
-  if (retryId && method === "POST") {
-    const single = retryId[1];
-    const query = single === undefined ? url.searchParams : new URLSearchParams({ dlqIds: single });
-    const filter = parseFilter(query, DLQ_FILTERS("POST /v2/dlq/retry"));
-    if (filter.outcome === "refused") return error(filter.error, filter.status);
+  // The runbook's "retry this dead letter": by path, or by dlqIds as the SDK's retry(id) sends it.
+  const retryPath = path.match(/^\/v2\/dlq\/retry(?:\/([^/]+))?$/);
+  if (retryPath && method === "POST") {
+    const single = retryPath[1];
+    const refused = dlqQuery(url.searchParams, "POST /v2/dlq/retry", single ? [] : ["dlqIds"]);
+    if (refused) return refused;
+    const ids =
+      single !== undefined
+        ? [decodeURIComponent(single)]
+        : url.searchParams.getAll("dlqIds").flatMap((v) => v.split(",").map((s) => s.trim()));
+    if (ids.length === 0 || ids.includes(""))
+      return error(
+        "POST /v2/dlq/retry needs dlqIds (a retry of every dead letter is not served by the local stand-in)",
+        501,
+      );
     // QStash lets Upstash-* headers on a retry override the original message's settings; the
     // stand-in republishes it as it was, so it refuses rather than silently drop an override.
     const override = [...request.headers.keys()].find(
       (h) => h.startsWith("upstash-") && !h.startsWith("upstash-telemetry-"),
     );
     if (override !== undefined)
-      return error(`${override} on a DLQ retry is not supported by the qstash stand-in`, 501);
-    const page = engine.dlq.page(filter);
-    if (single !== undefined && page.entries.length === 0)
+      return error(`${override} on a DLQ retry is not served by the local stand-in`, 501);
+    const entries = ids.map((id) => engine.dlq.get(id));
+    if (single !== undefined && entries[0] === undefined)
       return error("dlq message not found", 404);
-    const responses = page.entries.map((entry) => {
-      engine.dlq.delete(entry.dlqId);
-      return { messageId: engine.publish({ ...entry.message, notBefore: Date.now() }).messageId };
+    const responses = entries.flatMap((entry) => {
+      if (!entry || !engine.dlq.delete(entry.dlqId)) return [];
+      return [{ messageId: engine.publish({ ...entry.message, notBefore: Date.now() }).messageId }];
     });
-    if (single !== undefined) return json(responses[0], 201);
-    return json({ responses, ...(page.cursor ? { cursor: page.cursor } : {}) });
-  }
-  const dlqId = path.match(/^\/v2\/dlq\/([^/]+)$/)?.[1];
-  if (dlqId !== undefined) {
-    const entry = engine.dlq.get(decodeURIComponent(dlqId));
-    if (method === "DELETE") {
-      if (!entry) return error("dlq message not found", 404);
-      engine.dlq.delete(entry.dlqId);
-      return new Response(null, { status: 200 });
-    }
+    return single !== undefined ? json(responses[0], 201) : json({ responses });
   }
   const unserved = UNSERVED.find((prefix) => path === prefix || path.startsWith(`${prefix}/`));
-  if (unserved !== undefined || (path.startsWith("/v2/dlq/") && method === "GET"))
+  if (unserved !== undefined)
     return error(
-      `${method} ${path} is a QStash API the stand-in does not serve (it serves publish, messages, dlq and keys)`,
+      `${method} ${path} is a QStash API not served by the local stand-in (it serves publish, GET /v2/dlq, POST /v2/dlq/retry and keys)`,
       501,
     );
-  return error(`${method} ${path} is not supported by the qstash stand-in`, 404);
+  return error(`${method} ${path} is not a QStash API`, 404);
 }
 
 async function publish(destination: string, headers: Headers, request: Request, ctx: RouteContext) {

@@ -2,22 +2,19 @@ import type { Attempt } from "./delivery.ts";
 import { toHeaderMap } from "./headers.ts";
 import { bodyFields, type Message } from "./message.ts";
 
-/** A message as GET /v2/messages/{id} and the DLQ show it. */
+/** A message as QStash's DLQ shows it. */
 export function messageView(message: Message): Record<string, unknown> {
   return {
     messageId: message.id,
     url: message.url,
-    method: message.method,
+    method: "POST",
     header: toHeaderMap(message.headers),
     ...bodyFields(message.body, "body", "bodyBase64"),
     maxRetries: message.maxRetries,
-    ...(message.retryDelay === undefined ? {} : { retryDelayExpression: message.retryDelay }),
     notBefore: message.notBefore,
     createdAt: message.createdAt,
-    ...(message.callback ? { callback: message.callback.url } : {}),
     ...(message.failureCallback ? { failureCallback: message.failureCallback.url } : {}),
     callerIP: message.callerIp,
-    ...(message.labels.length > 0 ? { label: message.labels[0], labels: message.labels } : {}),
   };
 }
 

@@ -22,6 +22,7 @@ export const LOCAL_VALUES = {
   redisToken: "local-dev-upstash-redis-token",
   openaiKey: "sk-local-fake-model-key",
   cronSecret: "local-dev-cron-secret-0123456789",
+  safetyIdentifierKey: "local-dev-safety-identifier-key-0123456789",
 };
 
 /** The QStash stand-in, which a test may stop and start again on the same port ("QStash is down"). */
@@ -181,7 +182,13 @@ export function appEnv(
           UPSTASH_REDIS_REST_TOKEN: LOCAL_VALUES.redisToken,
         }
       : {}),
-    ...(s.openai ? { OPENAI_API_KEY: LOCAL_VALUES.openaiKey, OPENAI_BASE_URL: s.openai.url } : {}),
+    ...(s.openai
+      ? {
+          OPENAI_API_KEY: LOCAL_VALUES.openaiKey,
+          OPENAI_BASE_URL: s.openai.url,
+          OPENAI_SAFETY_IDENTIFIER_KEY: LOCAL_VALUES.safetyIdentifierKey,
+        }
+      : {}),
     OPENAI_MODEL: "gpt-4o-mini",
     APP_URL: o.appUrl,
     // dev only: the app server passes the page's /auth/v1 calls to the project's Auth

@@ -193,7 +193,7 @@ describe("POST /api/jobs", () => {
       const { job } = await res.json();
       if (plan === "team") {
         // The hold's prompt part: its UTF-8 bytes + 8 (docs/DESIGN.md#metering-hold-and-capture).
-        expect(job.hold).toBe(Buffer.byteLength(prompt) + 8 + 2048);
+        expect(job.hold).toBe(Buffer.byteLength(prompt) + 8 + 8000);
       }
       expect(app.logs.filter((l) => JSON.parse(l).level === "error")).toEqual([]);
     },
@@ -338,7 +338,7 @@ describe("POST /api/jobs", () => {
 
   test("429 quota_exceeded on a token plan when used + the hold would pass the limit; nothing held", async () => {
     const user = await app.newUser("team");
-    // Leave 2,000 tokens: less than any hold (2,048 output tokens alone).
+    // Leave 2,000 tokens: less than any hold (8,000 output tokens alone).
     await app.admin.query(
       `insert into public.quota_usage (user_id, period_start, meter, units_used)
        values ($1, date_trunc('month', now() at time zone 'UTC') at time zone 'UTC', 'tokens', 1998000)`,

@@ -49,7 +49,7 @@ describe("bounded, streamed model calls", () => {
     expect(await outcomeOf(await app.deliver(pro.message))).toBe("completed");
     const [a, b] = app.model.stats().requests;
     expect(a).toMatchObject({ stream: true, maxCompletionTokens: 512, finishReason: "stop" });
-    expect(b).toMatchObject({ stream: true, maxCompletionTokens: 2048, finishReason: "stop" });
+    expect(b).toMatchObject({ stream: true, maxCompletionTokens: 8000, finishReason: "stop" });
     expect(await detailOf(free.id, "completed")).toEqual({
       attempt: 1,
       captured: 1,
@@ -170,14 +170,14 @@ describe("a cancel stops the spend", () => {
 });
 
 describe("a token plan holds the most and captures what the provider reported", () => {
-  test("enqueue holds the prompt's UTF-8 bytes + 8 plus 2,048; success captures prompt + completion and releases the rest", async () => {
+  test("enqueue holds the prompt's UTF-8 bytes + 8 plus 8,000; success captures prompt + completion and releases the rest", async () => {
     const user = await app.newUser("team");
     const prompt = `Write a report ${randomUUID()}`;
     const res = await app.enqueue(user, prompt);
     expect(res.status).toBe(202);
     const { job, usage } = await res.json();
-    const hold = Buffer.byteLength(prompt) + 8 + 2048;
-    expect(hold - 2048).toBeGreaterThanOrEqual(await billedPrompt("gpt-4o-mini", prompt));
+    const hold = Buffer.byteLength(prompt) + 8 + 8000;
+    expect(hold - 8000).toBeGreaterThanOrEqual(await billedPrompt("gpt-4o-mini", prompt));
     expect(job).toMatchObject({ meter: "tokens", hold, captured: null });
     expect(usage).toMatchObject({ plan: "team", meter: "tokens", used: hold, limit: 2_000_000 });
 
@@ -294,7 +294,7 @@ describe("counting cannot be beaten by the text", () => {
     );
     const reported = (await detailOf(job.id, "completed")).usage;
     expect(reported.prompt_tokens).toBe(await billedPrompt("gpt-4-turbo", prompt));
-    expect(reported.prompt_tokens).toBeLessThanOrEqual(job.hold - 2048);
+    expect(reported.prompt_tokens).toBeLessThanOrEqual(job.hold - 8000);
     const done = await getJob(job.id, user.headers);
     expect(done.captured).toBe(reported.prompt_tokens + reported.completion_tokens);
   });

@@ -8,7 +8,7 @@ import { card, devSignIn, until, useBrowserStack } from "../support/browser.ts";
 const h = useBrowserStack();
 
 describe("the team plan in a browser", () => {
-  test("usage in tokens; a running job holds prompt + 2,048; the finished job shows what it used and what went back", async () => {
+  test("usage in tokens; a running job holds prompt + 8,000; the finished job shows what it used and what went back", async () => {
     const { page, errors } = await h.open();
     await page.getByRole("button", { name: "Sign in locally" }).waitFor();
     await devSignIn(page, "team");
@@ -20,7 +20,7 @@ describe("the team plan in a browser", () => {
     // Slow enough to be seen running: 30 tokens, 150 ms apart.
     const prompt = "Write a haiku about queues [fake:chunk_ms:150] [fake:tokens:30]";
     // The hold's prompt part is its UTF-8 bytes + 8 (docs/DESIGN.md#metering-hold-and-capture).
-    const hold = Buffer.byteLength(prompt, "utf8") + 8 + 2048;
+    const hold = Buffer.byteLength(prompt, "utf8") + 8 + 8000;
     const holdText = new Intl.NumberFormat("en-US").format(hold);
     await page.getByLabel("What should it write?").fill(prompt);
     await page.getByRole("button", { name: "Generate" }).click();

@@ -57,7 +57,7 @@ describe("the counted prompt of a running attempt", () => {
     expect(r).toMatchObject({ outcome: "canceled", refunded: true });
     expect({ captured: r.job.captured, hold: r.job.hold }).toEqual({
       captured: 110 + 30,
-      hold: 400 + 2048,
+      hold: 400 + 8000,
     });
   });
 

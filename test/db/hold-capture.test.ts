@@ -18,7 +18,7 @@ useFreshDatabase();
 const svc = servicePool(40);
 const admin = adminPool();
 const T0 = at("2026-12-01T10:00:00Z");
-const OUTPUT = 2048; // the team plan's max_output_tokens
+const OUTPUT = 8000; // the team plan's max_output_tokens
 
 afterAll(async () => {
   await expectNoDrift(admin);

@@ -54,10 +54,10 @@ async function events(id: string) {
 }
 
 describe("start_job hands the worker the plan's output bound", () => {
-  test("free 512, pro 2048, beside the job", async () => {
+  test("free 512, pro 8000, beside the job", async () => {
     expect((await runningJob("free")).start.max_output_tokens).toBe(512);
     const pro = await runningJob("pro");
-    expect(pro.start.max_output_tokens).toBe(2048);
+    expect(pro.start.max_output_tokens).toBe(8000);
     expect(pro.start.job).toMatchObject({ status: "running", attempts: 1 });
   });
 });

@@ -1,5 +1,6 @@
 import OpenAI, {
   APIConnectionTimeoutError,
+  APIError,
   AuthenticationError,
   BadRequestError,
   InternalServerError,
@@ -308,8 +309,12 @@ describe("fake OpenAI model, streaming through the openai SDK", () => {
     expect(chunks.slice(0, -1).every((c) => c.usage === null)).toBe(true);
     expect(fake.stats()).toMatchObject({ calls: 2, streamedTokens: content.length });
     expect(fake.stats().requests.at(-1)).toEqual({
+      api: "chat",
       stream: true,
+      serviceTier: null,
+      safetyIdentifier: null,
       maxCompletionTokens: null,
+      reasoningTokens: 0,
       completionTokens: content.length,
       finishReason: "stop",
     });
@@ -435,10 +440,260 @@ describe("fake OpenAI model, streaming through the openai SDK", () => {
     expect(ok.at(-2)?.choices[0]?.finish_reason).toBe("stop");
   });
 
-  test("the Responses API refuses stream: true (only chat completions stream here)", async () => {
-    const error = await failureOf(
-      openai().responses.create({ model: "gpt-4o-mini", input: "x", stream: true }),
-    );
+  test("an unknown request parameter is refused with OpenAI's 400 unknown_parameter", async () => {
+    const error = (await failureOf(
+      openai().chat.completions.create({
+        model: "gpt-4o-mini",
+        messages: [{ role: "user", content: "x" }],
+        // @ts-expect-error: a parameter the API does not take
+        max_output_tokens: 5,
+      }),
+    )) as BadRequestError;
     expect(error).toBeInstanceOf(BadRequestError);
+    expect(error).toMatchObject({ code: "unknown_parameter", param: "max_output_tokens" });
+  });
+});
+
+/** The raw SSE events of a streamed Responses call: `event:` name and parsed `data:`. */
+async function rawResponsesEvents(body: Record<string, unknown>) {
+  const res = await fetch(`${fake.url}/responses`, {
+    method: "POST",
+    headers: { authorization: "Bearer test", "content-type": "application/json" },
+    body: JSON.stringify({ model: "gpt-4o-mini", stream: true, ...body }),
+  });
+  expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
+  const text = await res.text();
+  return text
+    .split("\n\n")
+    .filter(Boolean)
+    .map((block) => {
+      const [eventLine, dataLine, ...rest] = block.split("\n");
+      expect(rest).toEqual([]);
+      expect(eventLine).toMatch(/^event: /);
+      expect(dataLine).toMatch(/^data: /);
+      return {
+        event: (eventLine ?? "").slice("event: ".length),
+        data: JSON.parse((dataLine ?? "").slice("data: ".length)),
+      };
+    });
+}
+
+const respond = (input: string, extra: Record<string, unknown> = {}, client = openai()) =>
+  client.responses.create({ model: "gpt-4o-mini", input, stream: true, store: false, ...extra });
+
+describe("fake OpenAI model, the Responses API streaming through the openai SDK", () => {
+  test("the events come in OpenAI's order, named, numbered, no [DONE]; the deltas add up to the answer", async () => {
+    fake.reset();
+    const prompt = "Summarise the quarterly report in three bullets.";
+    const events = await rawResponsesEvents({ input: prompt });
+    const names = events.map((e) => e.event);
+    const deltas = names.filter((n) => n === "response.output_text.delta").length;
+    expect(names).toEqual([
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+      "response.content_part.added",
+      ...Array(deltas).fill("response.output_text.delta"),
+      "response.output_text.done",
+      "response.content_part.done",
+      "response.output_item.done",
+      "response.completed",
+    ]);
+    expect(events.every((e) => e.data.type === e.event)).toBe(true);
+    expect(events.map((e) => e.data.sequence_number)).toEqual(events.map((_, i) => i));
+    const text = events
+      .filter((e) => e.event === "response.output_text.delta")
+      .map((e) => e.data.delta)
+      .join("");
+    expect(text).toBe((await chat(prompt)).choices[0]?.message.content);
+    const completed = events.at(-1)?.data.response;
+    expect(completed).toMatchObject({
+      object: "response",
+      status: "completed",
+      incomplete_details: null,
+      service_tier: "default",
+      output: [{ type: "message", role: "assistant", content: [{ type: "output_text", text }] }],
+      usage: {
+        input_tokens: expect.any(Number),
+        input_tokens_details: { cached_tokens: 0 },
+        output_tokens: deltas,
+        output_tokens_details: { reasoning_tokens: 0 },
+      },
+    });
+    expect(completed.usage.total_tokens).toBe(completed.usage.input_tokens + deltas);
+    expect(fake.stats().requests.at(-2)).toMatchObject({
+      api: "responses",
+      stream: true,
+      completionTokens: deltas,
+      finishReason: "stop",
+    });
+  });
+
+  test("through the SDK: the same text and usage as Chat Completions bills", async () => {
+    const prompt = '[fake:say:"queues and workers"*3]';
+    let text = "";
+    let usage: { input_tokens: number; output_tokens: number } | undefined;
+    for await (const event of await respond(prompt)) {
+      if (event.type === "response.output_text.delta") text += event.delta;
+      if (event.type === "response.completed") usage = event.response.usage;
+    }
+    const chunks = [];
+    for await (const c of await stream(prompt)) chunks.push(c);
+    expect(text).toBe("queues and workers".repeat(3));
+    expect(usage?.output_tokens).toBe(chunks.at(-1)?.usage?.completion_tokens);
+    expect(usage?.input_tokens).toBe(chunks.at(-1)?.usage?.prompt_tokens);
+  });
+
+  test("max_output_tokens ends it with response.incomplete, reason max_output_tokens", async () => {
+    fake.reset();
+    const events = await rawResponsesEvents({
+      input: "[fake:tokens:500] go",
+      max_output_tokens: 7,
+    });
+    const last = events.at(-1);
+    expect(last?.event).toBe("response.incomplete");
+    expect(last?.data.response).toMatchObject({
+      status: "incomplete",
+      incomplete_details: { reason: "max_output_tokens" },
+      usage: { output_tokens: 7 },
+    });
+    expect(events.find((e) => e.event === "response.output_item.done")?.data.item.status).toBe(
+      "incomplete",
+    );
+    expect(fake.stats().requests[0]).toMatchObject({
+      maxCompletionTokens: 7,
+      finishReason: "length",
+    });
+  });
+
+  test("a reasoning model's silent start: a reasoning item, nothing visible for T ms, reasoning tokens billed as output", async () => {
+    fake.reset();
+    const started = Date.now();
+    const events: { event: string; at: number }[] = [];
+    let usage:
+      | { output_tokens: number; output_tokens_details: { reasoning_tokens: number } }
+      | undefined;
+    let visible = 0;
+    for await (const e of await respond("[fake:reasoning:300:400] think hard")) {
+      events.push({ event: e.type, at: Date.now() - started });
+      if (e.type === "response.output_text.delta") visible += 1;
+      if (e.type === "response.completed") usage = e.response.usage;
+    }
+    const names = events.map((e) => e.event);
+    expect(names.slice(0, 4)).toEqual([
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+      "response.output_item.done",
+    ]);
+    const firstText = events.find((e) => e.event === "response.output_text.delta");
+    expect(firstText?.at).toBeGreaterThanOrEqual(350);
+    expect(usage?.output_tokens_details.reasoning_tokens).toBe(300);
+    expect(usage?.output_tokens).toBe(visible + 300);
+    expect(fake.stats()).toMatchObject({
+      completionTokens: visible + 300,
+      streamedTokens: visible,
+    });
+    // Chat Completions too: the reasoning is in completion_tokens_details, billed as completion.
+    fake.setReasoning({ tokens: 50, ms: 0 });
+    const chunks = [];
+    for await (const c of await stream("think")) chunks.push(c);
+    expect(chunks.at(-1)?.usage?.completion_tokens_details?.reasoning_tokens).toBe(50);
+  });
+
+  test("flex out of capacity: a flex request gets 429 Resource Unavailable, the default tier is served", async () => {
+    fake.reset();
+    fake.setFlexCapacity(false);
+    const error = (await failureOf(respond("x", { service_tier: "flex" }))) as RateLimitError;
+    expect(error).toBeInstanceOf(RateLimitError);
+    expect(error.message).toMatch(/^429 Resource Unavailable/);
+    expect(error.code).not.toBe("rate_limit_exceeded");
+    expect(error.headers.get("retry-after")).toBeNull();
+    expect(Number(error.headers.get("x-ratelimit-remaining-requests"))).toBeGreaterThan(0);
+    const chatFlex = await failureOf(
+      openai().chat.completions.create({
+        model: "gpt-4o-mini",
+        messages: [{ role: "user", content: "x" }],
+        service_tier: "flex",
+      }),
+    );
+    expect(chatFlex).toBeInstanceOf(RateLimitError);
+    for await (const _ of await respond("x")) {
+      // drained: the default tier is served
+    }
+    const control = fake.url.replace(/\/v1$/, "/__fake");
+    await fetch(`${control}/flex`, { method: "POST", body: JSON.stringify({ available: true }) });
+    let tier: string | null | undefined;
+    for await (const e of await respond("x", { service_tier: "flex" }))
+      if (e.type === "response.completed") tier = e.response.service_tier;
+    expect(tier).toBe("flex");
+    expect(
+      await failureOf(respond("x [fake:flex_unavailable]", { service_tier: "flex" })),
+    ).toBeInstanceOf(RateLimitError);
+  });
+
+  test("failures inside the stream: an error event throws an APIError, response.failed arrives as an event, a cut ends the stream", async () => {
+    fake.reset();
+    fake.failNext("stream_error", 1, { afterTokens: 2, code: "server_error" });
+    let seen = 0;
+    const thrown = await failureOf(
+      (async () => {
+        for await (const e of await respond("hello"))
+          if (e.type === "response.output_text.delta") seen++;
+      })(),
+    );
+    expect(thrown).toBeInstanceOf(APIError);
+    expect(thrown).toMatchObject({ status: undefined, code: "server_error" });
+    expect(seen).toBe(2);
+    fake.failNext("stream_failed", 1, { afterTokens: 1 });
+    let failed: { status?: string; error: { code: string } | null } | undefined;
+    for await (const e of await respond("hello"))
+      if (e.type === "response.failed") failed = e.response;
+    expect(failed).toMatchObject({ status: "failed", error: { code: "server_error" } });
+    fake.failNext("stream_cut", 1, { afterTokens: 1 });
+    const names: string[] = [];
+    await (async () => {
+      for await (const e of await respond("hello")) names.push(e.type);
+    })().catch(() => undefined);
+    expect(names).toContain("response.output_text.delta");
+    expect(names).not.toContain("response.completed");
+    expect(fake.stats().requests.map((r) => r.finishReason)).toEqual([
+      "stream_error",
+      "stream_failed",
+      "stream_cut",
+    ]);
+  });
+
+  test("a refusal streams as a refusal part: response.refusal.delta events, no output text", async () => {
+    const names: string[] = [];
+    let refusal = "";
+    for await (const e of await respond("[fake:refuse] x")) {
+      names.push(e.type);
+      if (e.type === "response.refusal.delta") refusal += e.delta;
+    }
+    expect(refusal).toMatch(/can't help/);
+    expect(names).not.toContain("response.output_text.delta");
+    expect(names).toContain("response.refusal.done");
+  });
+
+  test("JSON mode on the Responses API (text.format json_schema) fills the schema", async () => {
+    const result = await openai().responses.create({
+      model: "gpt-4o-mini",
+      input: "Classify this ticket.",
+      text: {
+        format: {
+          type: "json_schema",
+          name: "ticket",
+          strict: true,
+          schema: {
+            type: "object",
+            properties: { label: { type: "string", enum: ["bug", "question"] } },
+            required: ["label"],
+            additionalProperties: false,
+          },
+        },
+      },
+    });
+    expect(JSON.parse(result.output_text)).toEqual({ label: "bug" });
   });
 });

@@ -164,6 +164,43 @@ describe("Upstash Redis REST stand-in, through @upstash/redis", () => {
     }
   });
 
+  test("Upstash's modules are refused as Upstash answers an unknown command; newer commands are redis-server's unknown command", async () => {
+    const key = keys();
+    for (const autoPipelining of [true, false]) {
+      const redis = client({ autoPipelining });
+      // Upstash serves JSON.* (and SEARCH.*, VECTOR.*); the stand-in does not, and says so.
+      const json = await redis.json.set(key("doc"), "$", { a: 1 }).catch((e: unknown) => e);
+      expect(json).toBeInstanceOf(UpstashError);
+      expect((json as Error).message).toMatch(
+        /ERR unknown command 'JSON\.SET': Redis module commands .* are not served by the local stand-in/,
+      );
+      // HEXPIRE is Redis 7.4; Debian's redis-server is 7.0: its own unknown command, a 400.
+      await redis.hset(key("h"), { f: "v" });
+      const newer = await redis.hexpire(key("h"), "f", 10).catch((e: unknown) => e);
+      expect(newer).toBeInstanceOf(UpstashError);
+      expect((newer as Error).message).toMatch(/ERR unknown command 'HEXPIRE'/);
+    }
+    for (const command of [
+      ["SEARCH.QUERY", "idx", "{}"],
+      ["VECTOR.ADD", "idx", "v", "[1]"],
+      ["FT.SEARCH", "idx", "*"],
+      ["CONFIG", "SET", "maxmemory", "1"],
+      ["MODULE", "LIST"],
+      ["SAVE"],
+    ]) {
+      const res = await fetch(rest.url, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify(command),
+      });
+      const body = (await res.json()) as { error?: string };
+      expect([command[0], res.status]).toEqual([command[0], 400]);
+      expect(body.error).toMatch(/^ERR (unknown command|Command is not available)/);
+    }
+    // JSON.SET never reached redis-server.
+    expect(await client().get(key("doc"))).toBeNull();
+  });
+
   test("the token as the `_token` parameter, as Upstash's REST docs show, is served; a wrong one is 401", async () => {
     const key = keys();
     const call = (token: string) =>

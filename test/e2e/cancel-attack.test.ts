@@ -23,7 +23,7 @@ const fixture = useStack({
 const ROUNDS = 8;
 const CHUNK_MS = 50;
 const FREE_MAX_OUTPUT_TOKENS = 512;
-const PRO_MAX_OUTPUT_TOKENS = 2048;
+const PRO_MAX_OUTPUT_TOKENS = 8000;
 const TOKENS_IN_2_S = 2_000 / CHUNK_MS;
 /** A model output with a special-token string in it: it once made every progress write throw. */
 // (`<` escaped, so the prompt itself carries no special-token string.)

@@ -172,7 +172,7 @@ test("`npm run dev` with a configuration the app would refuse: it says which rul
   const out = printed();
   expect(ended, out.slice(-2000)).toBe("exit 1");
   expect(out).toContain(
-    "quota-jobs dev: the app's invalid configuration:\n  - JOB_LEASE_SECONDS must exceed WORKER_MAX_DURATION_SECONDS (60)",
+    "quota-jobs dev: the app's invalid configuration:\n  - JOB_LEASE_SECONDS must exceed WORKER_MAX_DURATION_SECONDS (300)",
   );
   await until(
     async () => groupAlive(pgid),

@@ -131,6 +131,7 @@ function callFor(
           p_max_age_seconds: MAX_AGE,
           p_now: T,
           p_count_hit: args.countHit,
+          p_capacity: args.capacity,
         },
       };
     case "release_job":

@@ -59,7 +59,7 @@ test(`adversarial model output (${RUNS} runs): a cancel cuts the stream within o
     fc.asyncProperty(output, async (text) => {
       app.logs.length = 0;
       const user = await app.newUser("team");
-      // Repeated so the stream outlasts a few progress intervals (the team plan's bound: 2,048).
+      // Repeated so the stream outlasts a few progress intervals (the team plan's bound: 8,000).
       const prompt = `Echo ${randomUUID()} [fake:say:${JSON.stringify(`${text} and `).replaceAll("<", "\\u003c")}*400]`;
       const id = await app.enqueueOk(user, prompt);
       const answered = app.model.stats().requests.length;

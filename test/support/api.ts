@@ -574,6 +574,8 @@ export const JOB_KEYS = [
   "output",
   "partialOutput",
   "partialTokens",
+  "thinking",
+  "reasoningTokens",
   "phase",
   "providerQuotaHits",
   "quotaRefunded",

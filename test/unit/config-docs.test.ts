@@ -44,7 +44,7 @@ describe("one declaration per variable (lib/config.ts VARIABLES)", () => {
     );
     const config = loadConfig(env) as Record<string, unknown>;
     expect(Object.keys(config).sort()).toEqual(names.map(fieldOf).sort());
-    expect(config.modelTimeoutMs).toBe(45_000);
+    expect(config.modelTimeoutMs).toBe(270_000);
     expect(config.openaiModel).toBe("gpt-4o-mini");
     expect(config.qstashUrl).toBeUndefined();
   });

@@ -62,9 +62,9 @@ describe("loadConfig", () => {
       qstashRetries: 1,
       providerQuotaMaxHits: 3,
       jobMaxAgeSeconds: 10_800,
-      workerMaxDurationSeconds: 60,
-      modelTimeoutMs: 45_000,
-      jobLeaseSeconds: 90,
+      workerMaxDurationSeconds: 300,
+      modelTimeoutMs: 270_000,
+      jobLeaseSeconds: 330,
       providerBackoffSeconds: 60,
       sweepBatchSize: 100,
       sweepUndeliveredAfterSeconds: 900,
@@ -119,21 +119,49 @@ describe("loadConfig", () => {
   });
 
   test("the model timeout must be below the worker's max duration", () => {
-    const found = problems({ ...valid, MODEL_TIMEOUT_MS: "60000" });
+    const found = problems({ ...valid, MODEL_TIMEOUT_MS: "300000" });
     expect(found).toEqual([
       expect.stringMatching(/^MODEL_TIMEOUT_MS must be below WORKER_MAX_DURATION_SECONDS/),
     ]);
-    expect(loadConfig({ ...valid, MODEL_TIMEOUT_MS: "59000" }).modelTimeoutMs).toBe(59_000);
+    expect(loadConfig({ ...valid, MODEL_TIMEOUT_MS: "299000" }).modelTimeoutMs).toBe(299_000);
   });
 
   test("the lease must exceed the worker's max duration", () => {
     const found = problems({
       ...valid,
       WORKER_MAX_DURATION_SECONDS: "120",
-      MODEL_TIMEOUT_MS: "100000",
+      JOB_LEASE_SECONDS: "120",
     });
     expect(found).toEqual([
       expect.stringMatching(/^JOB_LEASE_SECONDS must exceed WORKER_MAX_DURATION_SECONDS/),
+    ]);
+  });
+
+  test("the model timeout, the lease and the sweeper's grace follow the worker's max duration unless set", () => {
+    expect(loadConfig({ ...valid, WORKER_MAX_DURATION_SECONDS: "800" })).toMatchObject({
+      workerMaxDurationSeconds: 800,
+      modelTimeoutMs: 770_000,
+      jobLeaseSeconds: 830,
+      sweepLeaseGraceSeconds: 800,
+    });
+    expect(
+      loadConfig({
+        ...valid,
+        WORKER_MAX_DURATION_SECONDS: "800",
+        MODEL_TIMEOUT_MS: "600000",
+        JOB_LEASE_SECONDS: "900",
+        SWEEP_LEASE_GRACE_SECONDS: "0",
+      }),
+    ).toMatchObject({ modelTimeoutMs: 600_000, jobLeaseSeconds: 900, sweepLeaseGraceSeconds: 0 });
+    // Too short for the write margin: nothing is derived for the model, and the rule says so.
+    expect(problems({ ...valid, WORKER_MAX_DURATION_SECONDS: "20" })).toEqual([
+      expect.stringMatching(/^MODEL_TIMEOUT_MS must be below WORKER_MAX_DURATION_SECONDS \(20s/),
+    ]);
+  });
+
+  test("the worker's max duration is at most Fluid compute's maximum (800 s)", () => {
+    expect(problems({ ...valid, WORKER_MAX_DURATION_SECONDS: "801" })).toEqual([
+      "WORKER_MAX_DURATION_SECONDS must be at most 800",
     ]);
   });
 

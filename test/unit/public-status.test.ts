@@ -31,6 +31,8 @@ const job = (over: Partial<Job>): Job => ({
   output: null,
   partialOutput: null,
   partialTokens: 0,
+  thinking: false,
+  reasoningTokens: null,
   meter: "jobs",
   hold: 1,
   captured: null,
@@ -72,6 +74,30 @@ describe("phase → sentence: only what the API knows, no progress estimate", ()
     );
     expect(phaseSentence({ ...j, resumeAt: null }, now, tokyo)).toBe(
       "Waiting for the AI provider. You can close this page.",
+    );
+  });
+
+  test("waiting for cheaper capacity (flex) names when it tries again, and is still active", () => {
+    const j = job({ phase: "waiting_for_capacity", resumeAt: "2026-11-30T05:42:10Z" });
+    expect(phaseSentence(j, now, tokyo)).toBe(
+      "Waiting for cheaper capacity, tries again around 14:42. You can close this page.",
+    );
+    expect(phaseSentence({ ...j, resumeAt: null }, now, tokyo)).toBe(
+      "Waiting for cheaper capacity. You can close this page.",
+    );
+    expect(isActive(j)).toBe(true);
+  });
+
+  test("a running job that reasons says Thinking…, with the reasoning tokens once reported", () => {
+    const j = job({
+      status: "running",
+      phase: "running",
+      startedAt: "2026-11-30T04:59:50Z",
+      thinking: true,
+    });
+    expect(phaseSentence(j, now, tokyo)).toBe("Thinking…, running for 10 s.");
+    expect(phaseSentence({ ...j, reasoningTokens: 1234 }, now, tokyo)).toBe(
+      "Thinking… 1,234 reasoning tokens so far, running for 10 s.",
     );
   });
 

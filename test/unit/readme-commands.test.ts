@@ -27,7 +27,7 @@ const RUN: Record<string, RunBy> = {
   "npm ci": { file: ".ci/run", by: "npm ci --no-audit --no-fund" },
   "npm test": { file: ".ci/run", by: "\nnpm test\n" },
   "npm run dev": { file: DEV_E2E, by: DEV },
-  "JOB_LEASE_SECONDS=65 npm run dev": { file: DEV_E2E, by: DEV },
+  "JOB_LEASE_SECONDS=400 npm run dev": { file: DEV_E2E, by: DEV },
   // Vercel's builder rewrites .vercel/output, which the other test files serve meanwhile: the
   // suite builds once, before any of them starts, with the function the `build` script runs
   // (dev/build.ts: `buildArtifact`, through `ensureBuild` when the sources changed).
@@ -121,7 +121,7 @@ const FAILURE_PATHS_RUN: Record<string, RunBy> = {
     file: PATHS_E2E,
     by: "the doc's DELETE refunds once",
   },
-  "JOB_LEASE_SECONDS=70 SWEEP_LEASE_GRACE_SECONDS=0 npm run dev": {
+  "WORKER_MAX_DURATION_SECONDS=60 SWEEP_LEASE_GRACE_SECONDS=0 npm run dev": {
     file: DEV_E2E,
     by: "the tunables docs/FAILURE-PATHS.md sets",
   },

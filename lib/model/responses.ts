@@ -1,0 +1,106 @@
+/**
+ * The Responses API adapter (the default; OpenAI recommends it for new projects): one streamed
+ * `responses.create` call, its events mapped to the port's steps (lib/model/steps.ts).
+ *
+ * | event                                   | step                                            |
+ * | --------------------------------------- | ----------------------------------------------- |
+ * | `response.created` / `queued` / `in_progress` | thinking (reasoning tokens if usage is there) |
+ * | `response.output_item.added` (reasoning), `response.reasoning_*` | thinking (null)        |
+ * | `response.output_text.delta`            | text                                            |
+ * | `response.refusal.delta`                | refusal                                         |
+ * | `response.completed`                    | usage, finish `stop`                            |
+ * | `response.incomplete`                   | usage, finish `length` (`max_output_tokens`) or the reason |
+ * | `response.failed`                       | usage (if any), failed (an APIError of `response.error`) |
+ * | `error`                                 | thrown by the SDK as an APIError without status |
+ * | anything else (`*.done`, `keepalive`, ...) | nothing                                      |
+ *
+ * `store: false`: the response (and so the prompt) is not kept by OpenAI for later retrieval;
+ * nothing here reads a response back.
+ */
+import { APIError } from "openai";
+import type { ResponseStreamEvent, ResponseUsage } from "openai/resources/responses/responses";
+import type { Adapter, Step } from "./steps.ts";
+
+export const responsesAdapter: Adapter = async (client, r, signal) => {
+  const stream = await client.responses.create(
+    {
+      model: r.model,
+      input: r.prompt,
+      max_output_tokens: r.maxOutputTokens,
+      stream: true,
+      store: false,
+      ...(r.serviceTier ? { service_tier: r.serviceTier } : {}),
+      ...(r.safetyIdentifier ? { safety_identifier: r.safetyIdentifier } : {}),
+    },
+    { signal },
+  );
+  return { steps: steps(stream), close: () => stream.controller.abort() };
+};
+
+async function* steps(events: AsyncIterable<ResponseStreamEvent>): AsyncGenerator<Step> {
+  for await (const event of events) {
+    switch (event.type) {
+      case "response.created":
+      case "response.queued":
+      case "response.in_progress":
+        yield {
+          kind: "thinking",
+          reasoningTokens: event.response.usage?.output_tokens_details?.reasoning_tokens ?? null,
+        };
+        break;
+      case "response.output_item.added":
+        if (event.item.type === "reasoning") yield { kind: "thinking", reasoningTokens: null };
+        break;
+      case "response.reasoning_summary_part.added":
+      case "response.reasoning_summary_text.delta":
+      case "response.reasoning_text.delta":
+        yield { kind: "thinking", reasoningTokens: null };
+        break;
+      case "response.output_text.delta":
+        if (event.delta) yield { kind: "text", delta: event.delta };
+        break;
+      case "response.refusal.delta":
+        if (event.delta) yield { kind: "refusal", delta: event.delta };
+        break;
+      case "response.completed":
+        if (event.response.usage) yield usage(event.response.usage);
+        yield { kind: "finish", reason: "stop" };
+        break;
+      case "response.incomplete": {
+        if (event.response.usage) yield usage(event.response.usage);
+        const reason = event.response.incomplete_details?.reason ?? "incomplete";
+        yield { kind: "finish", reason: reason === "max_output_tokens" ? "length" : reason };
+        break;
+      }
+      case "response.failed": {
+        if (event.response.usage) yield usage(event.response.usage);
+        const error = event.response.error;
+        // The shape the SDK gives an `error` event: a status-less APIError with the code.
+        yield {
+          kind: "failed",
+          error: new APIError(
+            undefined,
+            {
+              type: "response.failed",
+              code: error?.code ?? null,
+              message: error?.message ?? "the response failed",
+              param: null,
+            },
+            undefined,
+            undefined,
+          ),
+        };
+        break;
+      }
+    }
+  }
+}
+
+function usage(u: ResponseUsage): Step {
+  return {
+    kind: "usage",
+    promptTokens: u.input_tokens,
+    completionTokens: u.output_tokens,
+    reasoningTokens: u.output_tokens_details?.reasoning_tokens ?? 0,
+  };
+}

@@ -1,0 +1,42 @@
+/**
+ * What an API adapter (lib/model/responses.ts, lib/model/chat-completions.ts) turns its
+ * provider's stream into: the few facts the port (lib/model.ts) acts on, the same for every API.
+ * The port owns the loop around them (the deadline, the cancel race, the usage of an early end).
+ */
+import type OpenAI from "openai";
+
+/** One model call as the port asks for it; every field but the prompt is ours. */
+export interface CallRequest {
+  model: string;
+  prompt: string;
+  maxOutputTokens: number;
+  serviceTier: "flex" | "default" | undefined;
+  safetyIdentifier: string | undefined;
+}
+
+export type Step =
+  /** Visible text the model added. */
+  | { kind: "text"; delta: string }
+  /** Refusal text (the model declined the request). */
+  | { kind: "refusal"; delta: string }
+  /** The model is working without visible text; the reasoning tokens so far, if reported. */
+  | { kind: "thinking"; reasoningTokens: number | null }
+  /** What the provider will bill for the call (reasoning included in completionTokens). */
+  | { kind: "usage"; promptTokens: number; completionTokens: number; reasoningTokens: number }
+  /** The call ended: `stop`, `length` (the output bound), `content_filter`, or another reason. */
+  | { kind: "finish"; reason: string }
+  /** The provider reported a failure inside the stream (not thrown: usage may follow). */
+  | { kind: "failed"; error: unknown };
+
+/** An accepted call: its steps, and how to close the connection when we stop reading early. */
+export interface Opened {
+  steps: AsyncIterator<Step>;
+  close(): void;
+}
+
+/** Sends one streamed request; rejects with the SDK's error when the provider refuses it. */
+export type Adapter = (
+  client: OpenAI,
+  request: CallRequest,
+  signal: AbortSignal,
+) => Promise<Opened>;
