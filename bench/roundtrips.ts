@@ -9,11 +9,13 @@
  * trigger (which would refuse a "failed but not yet refunded" row, the very state that wiring
  * passes through). Each statement stands for one PostgREST request; they are counted as sent.
  */
+
 import { randomUUID } from "node:crypto";
 import { Redis } from "@upstash/redis";
 import pg from "pg";
 import { type BenchApp, type Counts, createBenchApp, diff } from "./support/app.ts";
 import { bulkJobs, createUsers } from "./support/pg.ts";
+import { pollCost } from "./support/poll-cost.ts";
 import { type BenchStack, type StandInStats, startBenchStack } from "./support/stack.ts";
 import { log, table, writeResult } from "./support/util.ts";
 
@@ -98,7 +100,7 @@ class SeedWiring {
     const reserved = await this.q(
       `insert into seedwire.quota_usage as q (user_id, period_start, units_used)
        values ($1, ${period}, 1)
-       on conflict (user_id, period_start) do update set units_used = q.units_used + 1
+       on conflict (user_id, period_start, meter) do update set units_used = q.units_used + 1
        where q.units_used < $2 returning units_used`,
       [userId, plan.units_per_period],
     );
@@ -213,6 +215,7 @@ class SeedWiring {
 export async function runRoundtrips(opts: { quick: boolean }) {
   const stack = await startBenchStack();
   const admin = new pg.Client({ connectionString: stack.databaseUrl });
+  admin.on("error", () => {});
   await admin.connect();
   try {
     const app = await createBenchApp(stack);
@@ -318,6 +321,8 @@ export async function runRoundtrips(opts: { quick: boolean }) {
     // The comparison: the scattered wiring on the same database.
     await SeedWiring.setup(admin);
     const seedClient = new pg.Client({ connectionString: stack.databaseUrl });
+    // A failure below stops the stack: the section reports it, not this client's lost connection.
+    seedClient.on("error", () => {});
     await seedClient.connect();
     const seed = new SeedWiring(seedClient, app);
     const seedUsers = await createUsers(admin, 8, "pro");
@@ -369,7 +374,7 @@ export async function runRoundtrips(opts: { quick: boolean }) {
       );
       await admin.query(
         `insert into seedwire.quota_usage (user_id, period_start, units_used) values ($1, date_trunc('month', now()), $2)
-         on conflict (user_id, period_start) do update set units_used = seedwire.quota_usage.units_used + $2`,
+         on conflict (user_id, period_start, meter) do update set units_used = seedwire.quota_usage.units_used + $2`,
         [u(7), n],
       );
       seedRows[`sweep of ${n} stale jobs`] = await seedM(() => seed.sweep("3 hours"));
@@ -378,7 +383,11 @@ export async function runRoundtrips(opts: { quick: boolean }) {
 
     const targets: Record<string, [string, (x: Measured["atStandIns"]) => boolean]> = {
       enqueue: ["1 db + 1 publish", (x) => x.db === 1 && x.publish === 1],
-      "worker success": ["2 db + 1 model", (x) => x.db === 2 && x.model === 1],
+      // The claim, the first progress write (on the first streamed text), the completion.
+      "worker success": [
+        "3 db (claim, first progress, complete) + 1 model",
+        (x) => x.db === 3 && x.model === 1,
+      ],
       "worker duplicate delivery (leased)": ["1 db, 0 model", (x) => x.db === 1 && x.model === 0],
       "worker provider-quota requeue": [
         "2 db + 1 model + 1 publish",
@@ -414,7 +423,7 @@ export async function runRoundtrips(opts: { quick: boolean }) {
     });
     for (const r of rows)
       log(`  roundtrips ${r.flow}: ${JSON.stringify(r.ours)} seed ${JSON.stringify(r.seed)}`);
-    const result = { rows, postgres: stack.postgres };
+    const result = { rows, postgres: stack.postgres, polls: await pollCost() };
     await writeResult("roundtrips", result);
     return result;
   } finally {
@@ -424,6 +433,26 @@ export async function runRoundtrips(opts: { quick: boolean }) {
 }
 
 export function printRoundtrips(r: Awaited<ReturnType<typeof runRoundtrips>>): string {
+  const polls = table(
+    [
+      "the page's status reads per job (1 db each)",
+      "old fixed schedule",
+      "adaptive",
+      "extra",
+      "first text shown after, old / adaptive (ms)",
+    ],
+    r.polls.map((p) => [
+      p.timeline,
+      p.fixed.reads,
+      p.adaptive.reads,
+      p.extraReads,
+      `${p.fixed.firstTextShownAfterMs} / ${p.adaptive.firstTextShownAfterMs}`,
+    ]),
+  );
+  return `${flows(r)}\n\n${polls}`;
+}
+
+function flows(r: Awaited<ReturnType<typeof runRoundtrips>>): string {
   return table(
     [
       "flow",

@@ -4,6 +4,7 @@
  * writes bench/results/summary.json with the machine and the time each section took.
  */
 import { printColdStart, runColdStart } from "./cold-start.ts";
+import { printFirstRequest, runFirstRequest } from "./first-request.ts";
 import { printGrowth, runGrowth } from "./growth.ts";
 import { printHttp, runHttp } from "./http.ts";
 import { printPeers, runPeers } from "./peers.ts";
@@ -27,6 +28,7 @@ const titles: Record<Section, string> = {
   http: "3. HTTP through the local stack",
   cold: "4. Cold start (the built .vercel/output, fresh Node 24 process)",
   growth: "5. Growth (10k / 100k / 1M jobs) and the sweeper",
+  first: "6. The first request on a fresh instance, and Generate → first visible token",
 };
 const run: Record<Section, (o: { quick: boolean }) => Promise<string>> = {
   roundtrips: async (o) => printRoundtrips(await runRoundtrips(o)),
@@ -35,6 +37,7 @@ const run: Record<Section, (o: { quick: boolean }) => Promise<string>> = {
   http: async (o) => printHttp(await runHttp(o)),
   cold: async (o) => printColdStart(await runColdStart(o)),
   growth: async (o) => printGrowth(await runGrowth(o)),
+  first: async (o) => printFirstRequest(await runFirstRequest(o)),
 };
 
 const started = performance.now();

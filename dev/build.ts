@@ -7,9 +7,10 @@
  */
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
+import { bundleFunctions } from "./bundle-functions.ts";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 export const OUTPUT_DIR = join(root, ".vercel", "output");
@@ -24,6 +25,10 @@ const INPUTS = [
   "tsconfig.json",
 ];
 const STAMP = join(root, ".vercel", "build-inputs.sha256");
+/** The builder's own handler files, kept when they are bundled (dev/bundle-functions.ts). */
+export const TRACED_DIR = join(root, ".vercel", "traced");
+/** `QUOTA_JOBS_BUNDLE=0`: leave the output as Vercel's builder made it. */
+const bundling = () => process.env.QUOTA_JOBS_BUNDLE !== "0";
 
 function files(path: string): string[] {
   if (!existsSync(path)) return [];
@@ -37,6 +42,7 @@ function files(path: string): string[] {
 /** A digest of the build's inputs: the output is fresh when it was made from these. */
 export function inputsDigest(): string {
   const hash = createHash("sha256");
+  hash.update(bundling() ? "bundled\0" : "traced\0");
   for (const file of INPUTS.flatMap((p) => files(join(root, p))).sort()) {
     hash.update(relative(root, file)).update("\0").update(readFileSync(file)).update("\0");
   }
@@ -82,6 +88,8 @@ export function buildArtifact(options: { quiet?: boolean } = {}): void {
       : "";
     throw new Error(`vercel build failed (exit ${result.status ?? result.signal})${said}`);
   }
+  rmSync(TRACED_DIR, { recursive: true, force: true });
+  if (bundling()) bundleFunctions(OUTPUT_DIR, TRACED_DIR);
   writeFileSync(STAMP, `${digest}\n`);
   if (!options.quiet)
     console.log(`built .vercel/output in ${((Date.now() - started) / 1000).toFixed(1)} s`);

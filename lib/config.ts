@@ -9,7 +9,7 @@
  * list all come from it (`npm run config:docs` rewrites the two files; a unit test fails when
  * they drift).
  */
-import { z } from "zod";
+import * as z from "zod";
 import { ConfigError } from "./errors.ts";
 
 type Env = Record<string, string | undefined>;

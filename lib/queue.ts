@@ -3,7 +3,7 @@
  */
 import { createHash } from "node:crypto";
 import { Client, QstashError, Receiver, SignatureError } from "@upstash/qstash";
-import { z } from "zod";
+import * as z from "zod";
 import { HttpError, UpstreamError } from "./errors.ts";
 import { readBody } from "./http.ts";
 import { log } from "./log.ts";

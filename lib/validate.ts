@@ -2,7 +2,7 @@
  * What a client may send, checked at the edge before anything is reserved. Every refusal is a
  * 4xx HttpError with a machine-readable code; nothing here touches the database.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { HttpError } from "./errors.ts";
 
 export const MAX_PROMPT_CHARS = 8000;

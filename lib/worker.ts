@@ -216,8 +216,9 @@ const storable = (text: string): string => text.replace(/[\u0000\uD800-\uDFFF]/g
  * more runs to its end and is billed: enqueue, wait for running, cancel, repeat, and one free
  * unit a day buys an unbounded bill. The stream is what can be stopped: closing it stops the
  * provider generating. The worker learns that the job is no longer its own from the one write
- * it makes anyway, its progress: every `progressIntervalMs` (one second by default), on a timer
- * and not on chunks, so a stalled stream learns of a cancel as fast as a busy one. The write is
+ * it makes anyway, its progress: once as the first text arrives (what the page shows first), then
+ * every `progressIntervalMs` (one second by default), on a timer and not on chunks, so a stalled
+ * stream learns of a cancel as fast as a busy one. The write is
  * guarded on the claim (record_progress); `not_running` aborts the stream in the same tick. So a
  * canceled attempt streams at most about one interval (plus a round trip) past the cancel, and
  * every attempt is bounded by the plan's max_output_tokens anyway. A failed progress write
@@ -274,8 +275,20 @@ async function streamModel(
       log.warn("progress_write_failed", { jobId: job.id, attempt, error });
     }
   };
-  const timer = setInterval(() => {
+  // The first write goes out on the first text, not a whole interval later: it is what the
+  // page shows first. The timer then writes once per interval (a stalled stream included).
+  let firstWritten = false;
+  const writeNow = () => {
     if (writing === null && stoppedBy === null) writing = write().finally(() => (writing = null));
+  };
+  const onFirstText = () => {
+    if (firstWritten) return;
+    firstWritten = true;
+    writeNow();
+  };
+  const timer = setInterval(() => {
+    firstWritten = true;
+    writeNow();
   }, deps.config.progressIntervalMs);
   try {
     const result = await deps.model.generate(job.prompt, {
@@ -284,6 +297,7 @@ async function streamModel(
       onText: (t) => {
         text = t;
         thinking = false;
+        onFirstText();
       },
       onThinking: (tokens) => {
         thinking = text === "";

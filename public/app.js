@@ -9,7 +9,7 @@ import { AuthError, authErrorSentence, createAuth, devPlan } from "./auth.js";
 import { createCard } from "./cards.js";
 import { narrowConnectSrc } from "./csp.js";
 import { formatClock } from "./format.js";
-import { createPoller } from "./poll.js";
+import { createPoller, paceOf } from "./poll.js";
 import {
   cancelWarning,
   errorSentence,
@@ -382,6 +382,7 @@ async function main() {
         if (!isActive(job)) return "stop";
         return changed ? "changed" : "same";
       },
+      pace: () => paceOf(cards.get(id)?.card.job),
     });
     if (document.hidden) poller.pause();
     poller.start();

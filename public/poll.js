@@ -1,21 +1,46 @@
 // @ts-check
 /**
- * Polling one active job: about 1.5 s at first, growing by half each time nothing changed, up
- * to 10 s; back to 1.5 s when something changed; paused while the tab is hidden (a hidden tab
- * polling for hours is what drains a quota of requests), resumed with an immediate look.
+ * Polling one active job, at a pace set by what the job is doing:
+ * - `fast` while it is queued or starting (running with no output yet): the next change is
+ *   the one the person waits for (the worker's claim, the first token), so the first look is
+ *   after 250 ms;
+ * - `streaming` while its output grows: the worker writes its progress about once a second
+ *   (PROGRESS_INTERVAL_MS), so looking faster than that would find nothing new;
+ * - `slow` otherwise (waiting for the AI provider: nothing moves before its time).
+ * Each look that finds nothing changed waits half as long again, up to 10 s, so a job that does
+ * not move costs a few requests a minute whatever its pace; a change starts over at its pace's
+ * first wait. Paused while the tab is hidden (a hidden tab polling for hours is what drains a
+ * quota of requests), resumed with an immediate look.
  */
 
-export const POLL_FIRST_MS = 1500;
+/** @typedef {"fast" | "streaming" | "slow"} Pace */
+
+/** The first wait of each pace, in ms. */
+export const POLL_FIRST_MS = { fast: 250, streaming: 1000, slow: 1500 };
 export const POLL_MAX_MS = 10_000;
 export const POLL_GROWTH = 1.5;
 
 /**
- * The wait before poll number `attempt` (0-based) since the last change.
- * 1500, 2250, 3375, 5063, 7594, 10000, 10000, ...
+ * The wait before poll number `attempt` (0-based) since the last change, at `pace`.
+ * fast: 250, 375, 563, 844, 1266, ... 10000; slow: 1500, 2250, 3375, 5063, 7594, 10000, ...
  * @param {number} attempt
+ * @param {Pace} [pace]
  */
-export function pollDelay(attempt) {
-  return Math.min(POLL_MAX_MS, Math.round(POLL_FIRST_MS * POLL_GROWTH ** Math.max(0, attempt)));
+export function pollDelay(attempt, pace = "slow") {
+  const first = POLL_FIRST_MS[pace];
+  return Math.min(POLL_MAX_MS, Math.round(first * POLL_GROWTH ** Math.max(0, attempt)));
+}
+
+/**
+ * The pace for a job as the page last saw it.
+ * @param {{ phase: string, partialOutput?: string | null } | undefined} job
+ * @returns {Pace}
+ */
+export function paceOf(job) {
+  if (!job) return "slow";
+  if (job.phase === "queued") return "fast";
+  if (job.phase === "running") return job.partialOutput ? "streaming" : "fast";
+  return "slow";
 }
 
 /** @typedef {"changed" | "same" | "stop"} TickResult */
@@ -36,12 +61,18 @@ export function pollDelay(attempt) {
  */
 
 /**
- * @param {{ tick: () => Promise<TickResult>, timers?: Timers, delay?: (attempt: number) => number }} options
+ * @param {{ tick: () => Promise<TickResult>, pace?: () => Pace, timers?: Timers, delay?: (attempt: number, pace: Pace) => number }} options
  *   `tick` looks once and says whether the job changed, stayed the same, or needs no more
  *   polling; a thrown error counts as "same" (a network blip only slows polling down).
+ *   `pace` says what the job is doing now (asked before each wait; default `slow`).
  * @returns {Poller}
  */
-export function createPoller({ tick, timers = defaultTimers(), delay = pollDelay }) {
+export function createPoller({
+  tick,
+  pace = () => "slow",
+  timers = defaultTimers(),
+  delay = pollDelay,
+}) {
   let attempt = 0;
   /** @type {unknown} */
   let timer = null;
@@ -56,7 +87,7 @@ export function createPoller({ tick, timers = defaultTimers(), delay = pollDelay
   const schedule = () => {
     clear();
     if (done || paused) return;
-    timer = timers.setTimeout(run, delay(attempt));
+    timer = timers.setTimeout(run, delay(attempt, pace()));
   };
   const run = async () => {
     timer = null;

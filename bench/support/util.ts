@@ -15,7 +15,7 @@ export interface Flags {
   only: Set<string> | null;
 }
 
-export const SECTIONS = ["roundtrips", "sql", "peers", "http", "cold", "growth"] as const;
+export const SECTIONS = ["roundtrips", "sql", "peers", "http", "cold", "growth", "first"] as const;
 export type Section = (typeof SECTIONS)[number];
 
 /** `--quick`, `--only=sql,cold` (or `--sql --cold`). */

@@ -41,6 +41,7 @@
  *        [fake:stream_error:N]            after N tokens: an `error` event (Chat: an error chunk)
  *        [fake:stream_cut:N]              after N tokens the connection drops, no last event
  *        [fake:refuse]                    the model refuses: the text streams as a refusal
+ *        [fake:hold_open]                 the connection stays open after the last event
  * - Flex capacity: a request with `service_tier: "flex"` gets OpenAI's 429 "Resource
  *   Unavailable" (errors.ts) while the fake is out of flex capacity (`setFlexCapacity(false)`,
  *   the control API) or the prompt says `[fake:flex_unavailable]`; other tiers are served.

@@ -165,6 +165,10 @@ export function streamAnswer(
   const frame = o.prompt.api === "responses" ? responsesFrame(o) : chatFrame(o);
   const outcome = writeEvents(o, frame, write, closed)
     .then(async (r) => {
+      // `[fake:hold_open]`: a server (a proxy) that keeps the connection open after the last
+      // event, until the client leaves (at most a minute).
+      if (o.prompt.all.includes("[fake:hold_open]"))
+        for (let i = 0; i < 3_000 && !closed(); i++) await sleep(20);
       if (r.finishReason !== "stream_cut") return r;
       cut = true;
       // Erroring a body discards what it still queues: let the written events go out first.

@@ -14,6 +14,9 @@
  * | `error`                                 | thrown by the SDK as an APIError without status |
  * | anything else (`*.done`, `keepalive`, ...) | nothing                                      |
  *
+ * A terminal event (`completed`, `incomplete`, `failed`) is the last that matters: the adapter
+ * stops there and closes the connection rather than wait for a server that holds it open.
+ *
  * `store: false`: the response (and so the prompt) is not kept by OpenAI for later retrieval;
  * nothing here reads a response back.
  */
@@ -34,10 +37,14 @@ export const responsesAdapter: Adapter = async (client, r, signal) => {
     },
     { signal },
   );
-  return { steps: steps(stream), close: () => stream.controller.abort() };
+  const close = () => stream.controller.abort();
+  return { steps: steps(stream, close), close };
 };
 
-async function* steps(events: AsyncIterable<ResponseStreamEvent>): AsyncGenerator<Step> {
+async function* steps(
+  events: AsyncIterable<ResponseStreamEvent>,
+  close: () => void,
+): AsyncGenerator<Step> {
   for await (const event of events) {
     switch (event.type) {
       case "response.created":
@@ -65,12 +72,12 @@ async function* steps(events: AsyncIterable<ResponseStreamEvent>): AsyncGenerato
       case "response.completed":
         if (event.response.usage) yield usage(event.response.usage);
         yield { kind: "finish", reason: "stop" };
-        break;
+        return close();
       case "response.incomplete": {
         if (event.response.usage) yield usage(event.response.usage);
         const reason = event.response.incomplete_details?.reason ?? "incomplete";
         yield { kind: "finish", reason: reason === "max_output_tokens" ? "length" : reason };
-        break;
+        return close();
       }
       case "response.failed": {
         if (event.response.usage) yield usage(event.response.usage);
@@ -90,7 +97,7 @@ async function* steps(events: AsyncIterable<ResponseStreamEvent>): AsyncGenerato
             undefined,
           ),
         };
-        break;
+        return close();
       }
     }
   }

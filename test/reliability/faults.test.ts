@@ -22,7 +22,14 @@ let deadModelUrl = "";
 /** The boundary calls each flow makes with no fault, in order: the points the matrix breaks. */
 const TRACES: Record<string, string[]> = {
   enqueue: ["redis:evalsha", "redis:eval", "rpc:enqueue_job", "publish"],
-  "delivery, model answers": ["rpc:start_job", "redis:get", "model", "rpc:complete_job"],
+  // The first streamed text is written at once (the first progress write), then the answer.
+  "delivery, model answers": [
+    "rpc:start_job",
+    "redis:get",
+    "model",
+    "rpc:record_progress",
+    "rpc:complete_job",
+  ],
   "delivery, 429 rate_limit_exceeded": [
     "rpc:start_job",
     "redis:get",

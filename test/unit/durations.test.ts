@@ -73,7 +73,7 @@ describe("the worker's time limits (one declaration)", () => {
       plan: m[1],
       maxOutputTokens: Number(m[2]),
     }));
-    expect(bounds.map((b) => b.plan)).toEqual(["free", "pro", "team"]);
+    expect(bounds.map((b) => b.plan)).toEqual(["free", "pro", "team", "economy"]);
     const seconds = loadConfig(ENV).modelTimeoutMs / 1000;
     for (const b of bounds)
       expect(b.maxOutputTokens / SLOW_STREAM_TOKENS_PER_SECOND, b.plan).toBeLessThan(seconds);

@@ -118,6 +118,15 @@ describe.each(APIS)("the model port on %s", (api) => {
     expect(usageOfFailure(err)).toMatchObject({ source: "provider" });
   });
 
+  test("a server that holds the connection open after the last event: the call ends at that event", async () => {
+    const started = Date.now();
+    const result = await model({ timeoutMs: 3_000 }).generate("[fake:hold_open] hi", {
+      maxOutputTokens: 64,
+    });
+    expect(result).toMatchObject({ finishReason: "stop", usage: { source: "provider" } });
+    expect(Date.now() - started).toBeLessThan(2_000);
+  });
+
   test("no text at all is refused", async () => {
     expect(classifyModelError(await failure('[fake:say:""]'))).toMatchObject({
       kind: "refused",

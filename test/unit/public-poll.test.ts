@@ -1,9 +1,16 @@
 import { describe, expect, test } from "vitest";
-import { createPoller, POLL_MAX_MS, pollDelay, type TickResult } from "../../public/poll.js";
+import {
+  createPoller,
+  type Pace,
+  POLL_MAX_MS,
+  paceOf,
+  pollDelay,
+  type TickResult,
+} from "../../public/poll.js";
 
 describe("polling backoff schedule", () => {
   test("starts at 1.5 s, grows by half, and stops growing at 10 s", () => {
-    expect([0, 1, 2, 3, 4, 5, 6, 20].map(pollDelay)).toEqual([
+    expect([0, 1, 2, 3, 4, 5, 6, 20].map((a) => pollDelay(a))).toEqual([
       1500, 2250, 3375, 5063, 7594, 10_000, 10_000, 10_000,
     ]);
   });
@@ -103,5 +110,69 @@ describe("the poller", () => {
     expect(clock.pendingMs()).toBe(3375);
     poller.stop();
     expect(clock.pendingMs()).toBeNull();
+  });
+});
+
+describe("the pace follows the job", () => {
+  test("queued and starting are fast, streaming follows the progress writes, waiting is slow", () => {
+    expect(paceOf({ phase: "queued" })).toBe("fast");
+    expect(paceOf({ phase: "running", partialOutput: null })).toBe("fast");
+    expect(paceOf({ phase: "running", partialOutput: "Once upon" })).toBe("streaming");
+    expect(paceOf({ phase: "waiting_for_provider" })).toBe("slow");
+    expect(paceOf(undefined)).toBe("slow");
+    expect([0, 1, 2, 3].map((a) => pollDelay(a, "fast"))).toEqual([250, 375, 563, 844]);
+    expect([0, 1, 2].map((a) => pollDelay(a, "streaming"))).toEqual([1000, 1500, 2250]);
+  });
+
+  test("a job that does not move is looked at less and less, whatever its pace", () => {
+    for (const pace of ["fast", "streaming", "slow"] as Pace[]) {
+      const waits = Array.from({ length: 30 }, (_, a) => pollDelay(a, pace));
+      // backs off: every wait at least the one before, and the last ones at the cap
+      for (let i = 1; i < waits.length; i++)
+        expect(waits[i]).toBeGreaterThanOrEqual(waits[i - 1] ?? 0);
+      expect(waits.at(-1)).toBe(POLL_MAX_MS);
+      expect(waits[0]).toBeLessThan(POLL_MAX_MS / 4);
+      // a minute of nothing costs at most 13 looks (fast: 13, slow: 9)
+      let t = 0;
+      let looks = 0;
+      for (const w of waits) {
+        t += w;
+        if (t > 60_000) break;
+        looks++;
+      }
+      expect(looks).toBeLessThanOrEqual(13);
+    }
+  });
+
+  test("the poller asks the pace before each wait: fast while queued, backing off, reset on a change", async () => {
+    const clock = manualTimers();
+    let job: { phase: string; partialOutput: string | null } = {
+      phase: "queued",
+      partialOutput: null,
+    };
+    const script: [TickResult, typeof job][] = [
+      ["same", { phase: "queued", partialOutput: null }],
+      ["same", { phase: "queued", partialOutput: null }],
+      ["changed", { phase: "running", partialOutput: null }],
+      ["changed", { phase: "running", partialOutput: "A" }],
+      ["same", { phase: "running", partialOutput: "A" }],
+      ["changed", { phase: "running", partialOutput: "AB" }],
+      ["stop", { phase: "succeeded", partialOutput: null }],
+    ];
+    let ticks = 0;
+    const poller = createPoller({
+      tick: async () => {
+        const [result, next] = script[ticks++] ?? ["stop", job];
+        job = next;
+        return result;
+      },
+      pace: () => paceOf(job),
+      timers: clock.timers,
+    });
+    poller.start();
+    const waits: number[] = [];
+    while (clock.pendingMs() !== null) waits.push(await clock.fire());
+    expect(waits).toEqual([250, 375, 563, 250, 1000, 1500, 1000]);
+    expect(poller.stopped()).toBe(true);
   });
 });
