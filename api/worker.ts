@@ -6,10 +6,9 @@
  * for the failure callback (lib/failure-callback.ts), the one caller that acts on a message
  * having failed rather than on the job's state.
  */
-import { HttpError } from "../lib/errors.ts";
 import { handle, json } from "../lib/http.ts";
+import { decodeDelivery } from "../lib/message.ts";
 import { verifyDelivery } from "../lib/queue.ts";
-import { isUuid } from "../lib/validate.ts";
 import { runJob, type WorkerDeps } from "../lib/worker.ts";
 import { getWorkerDeps } from "../lib/worker-deps.ts";
 
@@ -18,7 +17,7 @@ export function createHandler(deps: () => WorkerDeps) {
     async POST(req) {
       const d = deps();
       const { body, deliveryId } = await verifyDelivery(req, d.config, "/api/worker");
-      const jobId = parseJobId(body);
+      const jobId = decodeDelivery(body);
       const r = await runJob(d, jobId, { deliveryId });
       // Only the edge speaks HTTP: a retry is QStash's 503 (it redelivers), anything else 200.
       return json(
@@ -28,24 +27,6 @@ export function createHandler(deps: () => WorkerDeps) {
       );
     },
   });
-}
-
-function parseJobId(raw: string): string {
-  try {
-    const body: unknown = JSON.parse(raw);
-    if (
-      body &&
-      typeof body === "object" &&
-      "jobId" in body &&
-      typeof body.jobId === "string" &&
-      isUuid(body.jobId)
-    ) {
-      return body.jobId;
-    }
-  } catch {
-    // fall through
-  }
-  throw new HttpError(400, "invalid_body", 'The delivery body must be {"jobId": "<uuid>"}.');
 }
 
 export default { fetch: createHandler(getWorkerDeps) };

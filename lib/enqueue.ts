@@ -4,8 +4,9 @@
  * sweeper republishes the queued job (or fails and refunds it once it is too old).
  */
 
-import { type JobRow, messageOf, type UsageRow } from "./jobs.ts";
+import type { JobRow, UsageRow } from "./jobs.ts";
 import { log } from "./log.ts";
+import { messageOf } from "./message.ts";
 import type { Deps } from "./ports.ts";
 import { promptHoldTokens } from "./tokens.ts";
 

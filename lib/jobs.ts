@@ -117,17 +117,6 @@ export interface UsageRow {
   max_refunded_running_cancels?: number | null;
 }
 
-/** The QStash deduplication id of the message that currently stands for a job. */
-export const dedupId = (job: Pick<JobRow, "id" | "publish_seq">): string =>
-  `job-${job.id}-${job.publish_seq}`;
-
-/** The message that stands for a job now: its id, its `publish_seq` and the dedup id of both. */
-export const messageOf = (job: Pick<JobRow, "id" | "publish_seq">) => ({
-  jobId: job.id,
-  seq: job.publish_seq,
-  dedupId: dedupId(job),
-});
-
 export type EnqueueResult =
   | { outcome: "enqueued"; job: JobRow; usage: UsageRow }
   | { outcome: "replayed"; job: JobRow; usage: UsageRow }

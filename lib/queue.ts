@@ -7,6 +7,7 @@ import * as z from "zod";
 import { HttpError, UpstreamError } from "./errors.ts";
 import { readBody } from "./http.ts";
 import { log } from "./log.ts";
+import { decodeSourceBody, encodeMessage, type JobMessage } from "./message.ts";
 
 const DEFAULT_QSTASH_URL = "https://qstash.upstash.io";
 
@@ -29,9 +30,7 @@ export type QueueOptions = {
  * now): it travels in the body, so the failure callback can tell a superseded message's failure
  * from the current one's (`fail_job`'s `p_seq`).
  */
-export type PublishInput = {
-  jobId: string;
-  seq: number;
+export type PublishInput = JobMessage & {
   dedupId: string;
   notBefore?: Date | undefined;
 };
@@ -41,7 +40,7 @@ export type PublishInput = {
  * `retries`, failure callback `${appUrl}/api/dlq`, `deduplicationId` and `notBefore`.
  * Any failure (QStash non-2xx, 429, network) throws `UpstreamError("qstash", ...)`.
  *
- * `dedupId` names the message that stands for the job now (`dedupId(job)` in lib/jobs.ts:
+ * `dedupId` names the message that stands for the job now (`dedupId(job)` in lib/message.ts:
  * `job-<id>-<publish_seq>`) and contains no ":" or whitespace; QStash drops a second publish
  * with the same id (within its window) and answers with the first message's id and
  * `deduplicated: true`.
@@ -74,7 +73,7 @@ export function createQueue(options: QueueOptions): {
       try {
         const res = await client.publishJSON({
           url: workerUrl,
-          body: { jobId, seq },
+          body: encodeMessage({ jobId, seq }),
           retries: options.retries,
           failureCallback: dlqUrl,
           deduplicationId: dedupId,
@@ -210,7 +209,6 @@ export type FailureCallback = {
   sourceMessageId: string | null;
 };
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const num = z.union([z.number(), z.string().regex(/^\d+$/).transform(Number)]).nullish();
 const callbackSchema = z.object({
   sourceBody: z.string().min(1),
@@ -219,12 +217,6 @@ const callbackSchema = z.object({
   maxRetries: num,
   dlqId: z.string().nullish(),
   sourceMessageId: z.string().nullish(),
-});
-/** `publish_seq` is a positive Postgres integer. */
-const MAX_SEQ = 2_147_483_647;
-const sourceSchema = z.object({
-  jobId: z.string().regex(UUID),
-  seq: z.number().int().min(1).max(MAX_SEQ).optional(),
 });
 
 /**
@@ -241,18 +233,17 @@ export function decodeFailureCallback(rawBody: string): FailureCallback {
   const invalid = () =>
     new HttpError(400, "invalid_callback", "Not a QStash failure callback for a job.");
   let outer: z.infer<typeof callbackSchema>;
-  let source: z.infer<typeof sourceSchema>;
   try {
     outer = callbackSchema.parse(JSON.parse(rawBody));
-    source = sourceSchema.parse(
-      JSON.parse(Buffer.from(outer.sourceBody, "base64").toString("utf8")),
-    );
   } catch {
     throw invalid();
   }
+  // The message inside is ours: lib/message.ts reads it, as it wrote it.
+  const source = decodeSourceBody(outer.sourceBody);
+  if (!source) throw invalid();
   return {
-    jobId: source.jobId.toLowerCase(),
-    seq: source.seq ?? null,
+    jobId: source.jobId,
+    seq: source.seq,
     status: outer.status ?? null,
     retried: outer.retried ?? null,
     maxRetries: outer.maxRetries ?? null,

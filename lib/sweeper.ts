@@ -4,8 +4,8 @@
  * message was lost, and pages on-call with a summary when it had to end jobs.
  */
 import { createHash } from "node:crypto";
-import { messageOf } from "./jobs.ts";
 import { log } from "./log.ts";
+import { messageOf } from "./message.ts";
 import type { Deps } from "./ports.ts";
 
 export interface SweepReport {

@@ -6,16 +6,9 @@
  * turns that into QStash's language: 503 with Retry-After for a retry (and for a throw), else 200.
  */
 
-import {
-  type AttemptUsage,
-  dedupId,
-  type JobRow,
-  type JobStatus,
-  messageOf,
-  type RequeueResult,
-  type StartResult,
-} from "./jobs.ts";
+import type { AttemptUsage, JobRow, JobStatus, RequeueResult, StartResult } from "./jobs.ts";
 import { log } from "./log.ts";
+import { deliveryDedupId, messageOf } from "./message.ts";
 import {
   classifyModelError,
   countOutputTokens,
@@ -61,7 +54,7 @@ export async function runJob(
     // publish_seq: it stands in for the requeue's message, so its failure callback counts.
     await deps.queue.publishJob({
       ...messageOf(claim.job),
-      dedupId: `${dedupId(claim.job)}-after-${(delivery.deliveryId ?? "unknown").replace(/[^\w-]/g, "_")}`,
+      dedupId: deliveryDedupId(claim.job, delivery.deliveryId),
       notBefore: new Date(claim.job.resume_at ?? Date.now()),
     });
     return { retry: false, outcome: "not_ready" };

@@ -15,6 +15,8 @@
  *   spend: a running cancel, `running_cancel_limit`, or a failure or queued cancel after spend,
  *   `paid_refund_limit`; and its event says `refunded: false`);
  * - counters of refunds after spend (`refunded_running_cancels`) that differ from their events;
+ * - refunds after spend made past the plan's bound, or withheld under it (the bound is
+ *   `private.refund_bound`, the rule the endings themselves use);
  * - succeeded jobs with a refund or a refund-bearing event.
  * The last two are impossible by the table's constraints; they are checked anyway, because this
  * command is for databases whose history nobody here has seen. The three stale checks call the
@@ -73,6 +75,19 @@ export interface ReconcileReport {
 }
 
 type Param = "maxAgeSeconds" | "leaseGraceSeconds" | "undeliveredAfterSeconds";
+
+/**
+ * An event `e` (of job `j`) that used one of the period's refunds after provider spend. Every one
+ * says `"counted": true` since 20261201090000_paid_endings.sql; before it, only running cancels
+ * were counted, and their events said no more than `refunded: true`.
+ */
+const COUNTED = `(e.detail ->> 'counted' = 'true'
+  or (not e.detail ? 'counted' and e.to_status = 'canceled' and e.from_status = 'running'
+    and e.detail ->> 'refunded' = 'true'
+    -- A token plan's running cancel captures what it consumed and is not counted.
+    and j.meter = 'jobs'
+    and e.at < coalesce((select min(x.at) from public.job_events x
+      where x.detail ? 'counted'), 'infinity')))`;
 const CHECKS: Array<{ check: string; fixable: boolean; sql: string; param?: Param }> = [
   {
     check: "drift",
@@ -130,19 +145,10 @@ const CHECKS: Array<{ check: string; fixable: boolean; sql: string; param?: Para
   {
     check: "running_cancel_count_mismatch",
     fixable: false,
-    // Every refund after spend says `"counted": true` in its event since
-    // 20261201090000_paid_endings.sql; before it, only running cancels were counted, and their
-    // events said no more than `refunded: true`.
     sql: `with counted as (
             select j.user_id, j.period_start, j.meter, count(*)::int as n
             from public.job_events e join public.generation_jobs j on j.id = e.job_id
-            where e.detail ->> 'counted' = 'true'
-              or (not e.detail ? 'counted' and e.to_status = 'canceled' and e.from_status = 'running'
-                and e.detail ->> 'refunded' = 'true'
-                -- A token plan's running cancel captures what it consumed and is not counted.
-                and j.meter = 'jobs'
-                and e.at < coalesce((select min(x.at) from public.job_events x
-                  where x.detail ? 'counted'), 'infinity'))
+            where ${COUNTED}
             group by j.user_id, j.period_start, j.meter
           )
           select q.user_id, q.period_start, q.meter, q.refunded_running_cancels, coalesce(c.n, 0) as events
@@ -150,6 +156,36 @@ const CHECKS: Array<{ check: string; fixable: boolean; sql: string; param?: Para
           left join counted c
             on c.user_id = q.user_id and c.period_start = q.period_start and c.meter = q.meter
           where q.refunded_running_cancels <> coalesce(c.n, 0)`,
+  },
+  {
+    check: "refund_after_spend_past_bound",
+    fixable: false,
+    // The bound is the SQL's own rule (private.refund_bound, which the cancel, the endings and
+    // the usage report call), never restated here. Each ending of a job plan's job after spend,
+    // in the order they took the period's counter: a counted refund must have found fewer than
+    // the bound before it, a withheld one at least the bound. A plan whose bound was edited
+    // inside a period shows here too (its earlier endings were judged by the old value).
+    sql: `with endings as (
+            select e.id, j.id as job_id, j.user_id, j.period_start, j.meter, j.status,
+              private.refund_bound(p) as bound,
+              ${COUNTED} as counted,
+              (j.refund_withheld is not null and e.detail ->> 'refunded' = 'false') as withheld
+            from public.job_events e
+            join public.generation_jobs j on j.id = e.job_id
+            join public.plans p on p.id = j.plan_id
+            where j.meter = 'jobs' and e.to_status in ('failed', 'canceled')
+              and e.from_status is distinct from e.to_status
+          ), ordered as (
+            select x.*, count(*) filter (where x.counted) over (
+              partition by x.user_id, x.period_start, x.meter order by x.id
+              rows between unbounded preceding and 1 preceding) as before
+            from endings x
+          )
+          select job_id, user_id, period_start, status, before::int, bound,
+            case when counted then 'refunded' else 'withheld' end as ending
+          from ordered
+          where (counted and before >= bound) or (withheld and before < bound)
+          order by id`,
   },
   {
     check: "succeeded_with_refund",

@@ -214,7 +214,7 @@ AS $function$
     -- A job plan's queued job whose attempts consumed nothing: always.
     when p_job.status = 'queued' and p_job.consumed = 0 then true
     else coalesce((
-      select q.refunded_running_cancels < coalesce(p.max_refunded_running_cancels, p.units_per_period)
+      select q.refunded_running_cancels < private.refund_bound(p)
       from public.quota_usage q, public.plans p
       where q.user_id = p_job.user_id and q.period_start = p_job.period_start
         and q.meter = p_job.meter and p.id = p_job.plan_id
@@ -248,9 +248,9 @@ begin
       updated_at = p_now
   where q.user_id = p_job.user_id and q.period_start = p_job.period_start and q.meter = p_job.meter
     and q.units_used >= p_job.hold - v_capture
+    -- The row being updated is the one compared: two endings of one user take turns on it.
     and (not v_bounded or q.refunded_running_cancels < (
-      select coalesce(p.max_refunded_running_cancels, p.units_per_period)
-      from public.plans p where p.id = p_job.plan_id));
+      select private.refund_bound(p) from public.plans p where p.id = p_job.plan_id));
   v_refunded := found;
   if not v_refunded and not (v_bounded and exists (
     select from public.quota_usage q
@@ -419,6 +419,17 @@ end
 $function$;
 comment on function private.refund(p_job public.generation_jobs, p_now timestamp with time zone) is 'Returns a job''s unit to the period it was reserved from. Called only by transitions that have just ended the job failed or canceled, in the same transaction.';
 
+CREATE OR REPLACE FUNCTION private.refund_bound(p_plan public.plans)
+ RETURNS integer
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO ''
+AS $function$
+  select case when p_plan.meter = 'jobs'
+    then coalesce(p_plan.max_refunded_running_cancels, p_plan.units_per_period) end
+$function$;
+comment on function private.refund_bound(p_plan public.plans) is 'How many refunds after provider spend (running cancels, failures and queued cancels after a consumed attempt) the plan gives per period: max_refunded_running_cancels, else units_per_period. Null on a token plan, which has no such bound (an ending captures what was consumed). A refund after spend is made while the period''s refunded_running_cancels is under it.';
+
 CREATE OR REPLACE FUNCTION private.stale_lease_expired(j public.generation_jobs, p_now timestamp with time zone, p_lease_grace_seconds integer)
  RETURNS boolean
  LANGUAGE sql
@@ -505,8 +516,7 @@ AS $function$
     -- A token plan has no bound of refunds: a cancel or a failure pays what it consumed.
     'refunded_running_cancels', case when p_plan.meter = 'jobs'
       then coalesce((select c.refunded_running_cancels from counter c), 0) end,
-    'max_refunded_running_cancels', case when p_plan.meter = 'jobs'
-      then coalesce(p_plan.max_refunded_running_cancels, p_plan.units_per_period) end
+    'max_refunded_running_cancels', private.refund_bound(p_plan)
   )
   from bounds b, active a
 $function$;
@@ -1249,6 +1259,7 @@ grant execute on function private.period_start(p_period text, p_now timestamp wi
 grant execute on function private.plan_for(p_user_id uuid) to service_role;
 grant execute on function private.queued_due_since(j public.generation_jobs) to service_role;
 grant execute on function private.refund(p_job public.generation_jobs, p_now timestamp with time zone) to service_role;
+grant execute on function private.refund_bound(p_plan public.plans) to service_role;
 grant execute on function private.stale_lease_expired(j public.generation_jobs, p_now timestamp with time zone, p_lease_grace_seconds integer) to service_role;
 grant execute on function private.stale_past_max_age(j public.generation_jobs, p_now timestamp with time zone, p_max_age_seconds integer) to service_role;
 grant execute on function private.stale_undelivered(j public.generation_jobs, p_now timestamp with time zone, p_undelivered_after_seconds integer) to service_role;

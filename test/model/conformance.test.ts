@@ -7,7 +7,7 @@
  */
 import { randomUUID } from "node:crypto";
 import pg from "pg";
-import { describe, expect, test } from "vitest";
+import { beforeAll, describe, expect, test } from "vitest";
 import { mutants } from "../../model/mutants.ts";
 import {
   type Args,
@@ -23,6 +23,23 @@ import { databaseUrl, useFreshDatabase } from "../support/db.ts";
 
 // sweep_jobs looks at every job: a database of our own.
 useFreshDatabase();
+
+/** The free plan's bound of refunds after spend, read from private.refund_bound. */
+let freeBound = Number.NaN;
+beforeAll(async () => {
+  const client = new pg.Client({ connectionString: databaseUrl() });
+  await client.connect();
+  try {
+    freeBound = (
+      await client.query(
+        "select private.refund_bound(p) as b from public.plans p where id = 'free'",
+      )
+    ).rows[0].b;
+  } finally {
+    await client.end();
+  }
+  expect(freeBound).toBeGreaterThanOrEqual(1);
+});
 
 const T = new Date("2026-03-10T12:00:00Z");
 const DAY = "2026-03-10T00:00:00Z";
@@ -76,8 +93,10 @@ function concrete(f: Facts, args: Args, variant: number) {
     },
     // One unit of another job, so a refund too many would show as a number, not an error.
     unitsUsed: 1 + (holdsUnit ? 1 : 0),
-    // The free plan refunds one running cancel a period: used up, or not.
-    refundedRunningCancels: f.cancelRefundLeft ? 0 : 1,
+    // The period's refunds after spend, one under the free plan's bound or at it: the bound as
+    // the SQL's one rule (private.refund_bound) states it, so the model's `cancelRefundLeft` is
+    // checked at the edge the SQL itself draws.
+    refundedRunningCancels: f.cancelRefundLeft ? freeBound - 1 : freeBound,
   };
 }
 

@@ -182,9 +182,16 @@ describe("npm run reconcile", () => {
     // running-cancel counter bumped by hand.
     const other = await newUser(admin, "pro");
     const raw = await enqueue(other, now);
+    // On a plan that refunds nothing after spend, so the repaired job below is a withheld
+    // running cancel the bound called for.
+    await admin.query(
+      `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_refunded_running_cancels)
+       values ('reconcile_none', 'None', 'day', 10, 3, 0) on conflict (id) do nothing`,
+    );
     await admin.query(
       `update public.generation_jobs set status = 'canceled', finished_at = now(),
-         refund_withheld = 'running_cancel_limit', captured = 1 where id = $1`,
+         refund_withheld = 'running_cancel_limit', captured = 1, plan_id = 'reconcile_none'
+       where id = $1`,
       [raw],
     );
     await admin.query(
@@ -213,6 +220,45 @@ describe("npm run reconcile", () => {
       [raw],
     );
     await admin.query("alter table public.job_events enable trigger job_events_append_only");
+    expect((await reconcile({ dbUrl: databaseUrl() })).ok).toBe(true);
+  });
+
+  test("refunds after spend are judged by the SQL's own bound (private.refund_bound): a refund past it and a withholding under it are reported", async () => {
+    await admin.query(
+      `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_refunded_running_cancels)
+       values ('reconcile_two', 'Two', 'day', 10, 3, 2) on conflict (id) do nothing`,
+    );
+    const user = await newUser(admin, "reconcile_two");
+    const refunded: boolean[] = [];
+    for (let i = 0; i < 3; i++) {
+      const id = await enqueue(user, new Date());
+      await rpc(service, "start_job", { p_job_id: id, p_lease_seconds: 90 });
+      refunded.push((await rpc(service, "cancel_job", { p_job_id: id, p_user_id: user })).refunded);
+    }
+    expect(refunded).toEqual([true, true, false]);
+    expect((await reconcile({ dbUrl: databaseUrl() })).ok).toBe(true);
+    const bound = async (n: number) =>
+      admin.query(
+        "update public.plans set max_refunded_running_cancels = $1 where id = 'reconcile_two'",
+        [n],
+      );
+    try {
+      // The same history judged by a bound of 1: the second refund was one too many.
+      await bound(1);
+      const past = await reconcile({ dbUrl: databaseUrl() });
+      expect(checks(past.findings)).toEqual({ refund_after_spend_past_bound: 1 });
+      expect(past.findings[0]?.rows).toEqual([
+        expect.objectContaining({ user_id: user, before: 1, bound: 1, ending: "refunded" }),
+      ]);
+      // By a bound of 3: the third cancel's unit was kept while one was left.
+      await bound(3);
+      const under = await reconcile({ dbUrl: databaseUrl() });
+      expect(under.findings[0]?.rows).toEqual([
+        expect.objectContaining({ user_id: user, before: 2, bound: 3, ending: "withheld" }),
+      ]);
+    } finally {
+      await bound(2);
+    }
     expect((await reconcile({ dbUrl: databaseUrl() })).ok).toBe(true);
   });
 

@@ -795,6 +795,21 @@ function callbackFor(m: Message) {
 }
 
 /** How often the checked schedules met each kind of running cancel (evidence, not a check). */
+/**
+ * The simulator's own statement of the bound of refunds after provider spend (running cancels,
+ * failures and queued cancels after a consumed attempt) a plan gives per period; null: none (a
+ * token plan). Written here independently of the SQL, as the spec: test/db/refund-bound.test.ts
+ * holds the one SQL rule, private.refund_bound, to it.
+ */
+export function refundBoundOf(plan: {
+  meter: string;
+  units_per_period: number;
+  max_refunded_running_cancels: number | null;
+}): number | null {
+  if (plan.meter !== "jobs") return null;
+  return plan.max_refunded_running_cancels ?? plan.units_per_period;
+}
+
 export const runningCancelTally = { refunded: 0, withheld: 0 };
 
 export class InvariantError extends Error {
@@ -907,7 +922,8 @@ export async function checkInvariants(
     max_active: number;
     from_status: string | null;
     refunded: boolean | null;
-    max_cancels: number;
+    max_refunded_running_cancels: number | null;
+    plan_meter: string;
     meter: string;
     hold: number | null;
     released: number | null;
@@ -925,7 +941,7 @@ export async function checkInvariants(
        j.hold as job_hold, j.failure_reason,
        p.units_per_period as units, p.max_active_jobs as max_active, e.from_status,
        (e.detail ->> 'refunded')::boolean as refunded,
-       coalesce(p.max_refunded_running_cancels, p.units_per_period) as max_cancels
+       p.max_refunded_running_cancels, p.meter as plan_meter
      from public.job_events e
      join public.generation_jobs j on j.id = e.job_id
      join public.plans p on p.id = j.plan_id
@@ -983,17 +999,23 @@ export async function checkInvariants(
     }
     const runningCancel = e.to_status === "canceled" && e.from_status === "running";
     const paid = !operator && (runningCancel || before + own > 0);
+    const bound =
+      refundBoundOf({
+        meter: e.plan_meter,
+        units_per_period: e.units,
+        max_refunded_running_cancels: e.max_refunded_running_cancels,
+      }) ?? Number.POSITIVE_INFINITY;
     if (paid) {
       const used = runningCancels.get(period) ?? 0;
       if (e.refunded === true) {
         if (runningCancel) runningCancelTally.refunded++;
-        if (used >= e.max_cancels)
+        if (used >= bound)
           problems.push(`job ${e.job_id}: refunded after spend past the bound (${used})`);
         if (e.counted !== true) problems.push(`job ${e.job_id}: refunded after spend, uncounted`);
         runningCancels.set(period, used + 1);
       } else {
         if (runningCancel) runningCancelTally.withheld++;
-        if (used < e.max_cancels)
+        if (used < bound)
           problems.push(`job ${e.job_id}: refund after spend withheld under the bound (${used})`);
       }
     } else if (e.refunded !== true || e.counted === true) {
