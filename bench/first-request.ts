@@ -21,7 +21,7 @@
  *    time-to-first-token knob, `setChunkMs`), so what remains is ours and the poll's.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { cp, mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
+import { cp, mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { createInterface } from "node:readline";
