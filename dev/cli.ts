@@ -17,7 +17,7 @@
 import { isAbsolute, relative, resolve } from "node:path";
 import { loadConfig, VARIABLES } from "../lib/config.ts";
 import { ConfigError } from "../lib/errors.ts";
-import { ANY_FREE_PORTS } from "./ports.ts";
+import { ANY_FREE_PORTS, DEFAULT_PORTS } from "./ports.ts";
 import { root } from "./postgres/migrate.ts";
 import { type Stack, StackStartError, startStack } from "./stack.ts";
 
@@ -90,7 +90,7 @@ quota-jobs: the whole system is up in ${(stack.startupMs / 1000).toFixed(1)} s${
 ${env}
 
   A user token (another terminal; the dev database must be up):
-    TOKEN=$(npm run -s dev:token -- --plan pro)
+    TOKEN=$(${u.postgres.endsWith(`:${DEFAULT_PORTS.postgres}/postgres`) ? "" : `DEV_DATABASE_URL=${u.postgres} `}npm run -s dev:token -- --plan pro)
     curl -s -X POST ${u.app}/api/jobs -H "authorization: Bearer $TOKEN" \\
          -H 'content-type: application/json' -d '{"prompt":"Write a haiku about queues"}'
     curl -s ${u.app}/api/jobs -H "authorization: Bearer $TOKEN"      # then /api/jobs/<id>, /api/usage
