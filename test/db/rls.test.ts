@@ -57,7 +57,7 @@ describe("row level security", () => {
       a.user,
       async (c) => (await c.query("select id from public.plans order by id")).rows,
     );
-    expect(plans.map((p) => p.id)).toEqual(["free", "none", "pro", "team"]);
+    expect(plans.map((p) => p.id)).toEqual(["economy", "free", "none", "pro", "team"]);
   });
 
   test.each([
