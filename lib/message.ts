@@ -4,7 +4,7 @@
  * only: the publishers (enqueue, the worker's requeue and not-ready paths, the sweeper's
  * republish) encode it, the worker route and the failure callback decode it.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { HttpError } from "./errors.ts";
 import { isUuid } from "./validate.ts";
 

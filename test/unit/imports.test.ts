@@ -69,3 +69,12 @@ test("lib/ has no import cycle", () => {
   for (const file of graph.keys()) if (file.startsWith("lib/")) visit(file, []);
   expect(cycles).toEqual([]);
 });
+
+test('zod is imported as `import * as z from "zod"`: bundled, `import { z }` keeps every locale (570 KB more in each function)', () => {
+  const named = [...graph.keys()].filter((file) =>
+    /import\s*\{[^}]*\bz\b[^}]*\}\s*from\s*["']zod["']/.test(
+      readFileSync(join(root, file), "utf8"),
+    ),
+  );
+  expect(named).toEqual([]);
+});
