@@ -6,6 +6,11 @@
  * instead of ~210 (the enqueue function; bench/first-request.ts measures both), which is most of
  * what a cold import costs.
  *
+ * What the app loads with `import()` on first use (the QStash, Redis and rate-limit clients in
+ * lib/deps.ts) becomes its own file beside the handler (esbuild's `splitting`), read and
+ * parsed on the first request that calls it, not by every fresh instance's import: in one file
+ * its code would still be read and parsed at the start, only its evaluation deferred.
+ *
  * Nothing else in the folder changes: the traced `node_modules` stay beside the handler, so
  * what stays outside the bundle resolves exactly as before. Outside: the tokenizer's encodings,
  * which the worker loads with `import()` only when it counts (bundled, their megabytes of
@@ -61,11 +66,16 @@ export function bundleFunctions(outputDir: string, tracedDir: string): Bundled[]
     mkdirSync(dirname(keep), { recursive: true });
     copyFileSync(entry, keep);
     if (existsSync(`${entry}.map`)) copyFileSync(`${entry}.map`, `${keep}.map`);
-    // In place: imports resolve from the handler's own folder, as the function's do.
+    // In place: imports resolve from the handler's own folder, as the function's do. The
+    // handler keeps its name; what it loads on first use goes to chunk-<hash>.js beside it.
     const result = buildSync({
       entryPoints: [entry],
       absWorkingDir: dir,
-      outfile: entry,
+      outbase: dirname(entry),
+      outdir: dirname(entry),
+      entryNames: "[name]",
+      chunkNames: "chunk-[hash]",
+      splitting: true,
       allowOverwrite: true,
       bundle: true,
       platform: "node",
@@ -79,6 +89,8 @@ export function bundleFunctions(outputDir: string, tracedDir: string): Bundled[]
       metafile: true,
       logLevel: "error",
     });
+    const outputs = Object.keys(result.metafile?.outputs ?? {}).map((o) => join(dir, o));
+    if (!outputs.includes(entry)) throw new Error(`${name}: esbuild did not write ${vc.handler}`);
     done.push({
       function: name.replace(/\.func$/, ""),
       handler: vc.handler,

@@ -2,6 +2,12 @@
  * The wiring: what the edge functions need (the ports in lib/ports.ts), built once per
  * instance from the validated config. The model is NOT here: only the worker loads the OpenAI
  * SDK (lib/worker-deps.ts), so the functions the frontend calls start cold without it.
+ *
+ * The QStash client, the Upstash Redis client and the rate limiter load on their first call,
+ * not with the function: a request that ends before them (a missing token, a bad body, a
+ * status read) never pays for their SDKs, and a fresh instance's import does not either
+ * (docs/BENCHMARKS.md, section 6). Each is made once per instance, as before, and the ports
+ * keep their types, so no flow can tell the difference.
  */
 
 import { createAlerter } from "./alerts.ts";
@@ -11,39 +17,68 @@ import { createRpc } from "./db.ts";
 import { createJobs } from "./jobs.ts";
 import type { Deps } from "./ports.ts";
 import { createProviderGate } from "./provider-gate.ts";
-import { createQueue } from "./queue.ts";
-import { createRateLimiter } from "./rate-limit.ts";
-import { createRedis } from "./redis.ts";
 
 export type { Deps } from "./ports.ts";
 
+/** Makes a value on the first call and hands every later call the same promise. */
+function onFirstUse<T>(make: () => Promise<T>): () => Promise<T> {
+  let made: Promise<T> | undefined;
+  return () => {
+    made ??= make();
+    return made;
+  };
+}
+
 export function createDeps(config: Config): Deps {
   const rpc = createRpc({ url: config.supabaseUrl, serverKey: supabaseKeys(config).server });
-  const redis = createRedis({
-    url: config.upstashRedisRestUrl,
-    token: config.upstashRedisRestToken,
-  });
-  return {
-    config,
-    jobs: createJobs(rpc),
-    queue: createQueue({
+  const redis = onFirstUse(async () =>
+    (await import("./redis.ts")).createRedis({
+      url: config.upstashRedisRestUrl,
+      token: config.upstashRedisRestToken,
+    }),
+  );
+  const queue = onFirstUse(async () =>
+    (await import("./queue.ts")).createQueue({
       baseUrl: config.qstashUrl,
       token: config.qstashToken,
       appUrl: config.appUrl,
       retries: config.qstashRetries,
     }),
-    auth: createAuth({ jwtSecret: config.supabaseJwtSecret, supabaseUrl: config.supabaseUrl }),
-    rateLimiter: createRateLimiter(redis, {
+  );
+  const rateLimiter = onFirstUse(async () => {
+    // An enqueue publishes a round trip or two after its rate-limit check: start loading the
+    // QStash client now, so its load overlaps the limiter's and the database's round trips.
+    // A failure to load is seen by the publish that awaits the same promise.
+    queue().catch(() => undefined);
+    return (await import("./rate-limit.ts")).createRateLimiter(await redis(), {
       requests: config.rateLimitRequests,
       windowSeconds: config.rateLimitWindowSeconds,
-    }),
-    gate: createProviderGate(redis),
-    alerts: createAlerter({
-      redis,
+    });
+  });
+  const gate = onFirstUse(async () => createProviderGate(await redis()));
+  const alerts = onFirstUse(async () =>
+    createAlerter({
+      redis: await redis(),
       webhookUrl: config.alertWebhookUrl,
       throttleSeconds: config.alertThrottleSeconds,
     }),
-    redis,
+  );
+  return {
+    config,
+    jobs: createJobs(rpc),
+    queue: { publishJob: async (input) => (await queue()).publishJob(input) },
+    auth: createAuth({ jwtSecret: config.supabaseJwtSecret, supabaseUrl: config.supabaseUrl }),
+    rateLimiter: { check: async (userId) => (await rateLimiter()).check(userId) },
+    gate: {
+      resumeAt: async (now) => (await gate()).resumeAt(now),
+      holdUntil: async (at) => (await gate()).holdUntil(at),
+    },
+    alerts: {
+      send: async (alert) => (await alerts()).send(alert),
+      record: async (failure) => (await alerts()).record(failure),
+      flush: async () => (await alerts()).flush(),
+    },
+    redis: { ping: async () => (await redis()).ping() },
     now: () => new Date(),
   };
 }

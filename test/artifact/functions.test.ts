@@ -70,6 +70,64 @@ function invokeFresh(funcDir: string, requests: { method: string; path: string }
   return JSON.parse(run.stdout) as Answer[];
 }
 
+/**
+ * The packages whose code ran while a function's handler was imported in a fresh process (no
+ * request): V8's precise coverage of the handler and the files beside it that it loaded, each
+ * line's count mapped through the bundle's source map to the package it came from. A function
+ * the module merely declares does not count; a module's top level that ran does.
+ */
+function evaluatedByImport(funcDir: string): string[] {
+  const func = join(OUTPUT_DIR, "functions", funcDir);
+  const { handler } = JSON.parse(readFileSync(join(func, ".vc-config.json"), "utf8")) as {
+    handler: string;
+  };
+  const script = `
+    import { Session } from "node:inspector/promises";
+    import { existsSync, readFileSync } from "node:fs";
+    import { SourceMap } from "node:module";
+    import { fileURLToPath, pathToFileURL } from "node:url";
+    const url = pathToFileURL(${JSON.stringify(join(func, handler))}).href;
+    const session = new Session();
+    session.connect();
+    await session.post("Profiler.enable");
+    await session.post("Profiler.startPreciseCoverage", { callCount: true, detailed: true });
+    await import(url);
+    const { result } = await session.post("Profiler.takePreciseCoverage");
+    const folder = pathToFileURL(${JSON.stringify(func)}).href + "/";
+    const ran = new Set();
+    for (const s of result) {
+      if (!s.url.startsWith(folder) || !existsSync(fileURLToPath(s.url) + ".map")) continue;
+      const source = readFileSync(fileURLToPath(s.url), "utf8");
+      const map = new SourceMap(JSON.parse(readFileSync(fileURLToPath(s.url) + ".map", "utf8")));
+      // V8 reports nested ranges; the innermost one holds a position's count.
+      const counts = new Int32Array(source.length);
+      const ranges = s.functions.flatMap((f) => f.ranges);
+      ranges.sort((a, b) => b.endOffset - b.startOffset - (a.endOffset - a.startOffset));
+      for (const r of ranges) counts.fill(r.count, r.startOffset, r.endOffset);
+      let offset = 0;
+      source.split("\\n").forEach((text, line) => {
+        const col = text.search(/\\S/);
+        if (col >= 0 && counts[offset + col] > 0) {
+          const from = map.findEntry(line, col)?.originalSource ?? "";
+          const pkg = /node_modules\\/((?:@[^/]+\\/)?[^/]+)/.exec(from)?.[1];
+          if (pkg) ran.add(pkg);
+        }
+        offset += text.length + 1;
+      });
+    }
+    process.stdout.write(JSON.stringify([...ran].sort()));
+    process.exit(0);
+  `;
+  const run = spawnSync(NODE, ["--input-type=module", "-e", script], {
+    cwd: func,
+    encoding: "utf8",
+    env: { PATH: process.env.PATH ?? "", ...UNREACHABLE_ENV },
+    timeout: 30_000,
+  });
+  if (run.status !== 0) throw new Error(`${funcDir}: exit ${run.status}: ${run.stderr.trim()}`);
+  return JSON.parse(run.stdout) as string[];
+}
+
 const dirs = functionDirs();
 const runtimes = dirs.map(
   (d) =>
@@ -135,6 +193,14 @@ describe("the built functions (.vercel/output)", () => {
     };
     expect(output.crons.map((c) => c.path)).toEqual(["/api/cron/sweep"]);
     for (const cron of output.crons) expect(dirs).toContain(`${cron.path.slice(1)}.func`);
+  });
+
+  test("the enqueue function's import evaluates neither the QStash SDK nor the rate limiter and its Redis client: they load on the first request past the auth check", () => {
+    const ran = evaluatedByImport("api/jobs/index.func");
+    // What the first lines of a request need ran (so the coverage sees the bundle's packages)...
+    expect(ran).toEqual(expect.arrayContaining(["@supabase/postgrest-js", "jose", "zod"]));
+    // ...and none of what only a request past the auth check needs.
+    expect(ran.filter((p) => p.startsWith("@upstash/"))).toEqual([]);
   });
 
   test.each(dirs)(
