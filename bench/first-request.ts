@@ -215,8 +215,17 @@ const REQUESTS: Record<string, RequestsFor> = {
 };
 
 interface Variant {
-  name: "bundled" | "traced";
+  name: "bundled" | "before" | "traced";
   functionsDir: string;
+}
+
+/**
+ * `QUOTA_JOBS_BENCH_BEFORE=<dir>`: a `.vercel/output` built from an earlier commit, timed in the
+ * same rounds as this build's (variant `before`), so a change's before and after share the load.
+ */
+function beforeVariant(): Variant | null {
+  const dir = process.env.QUOTA_JOBS_BENCH_BEFORE;
+  return dir ? { name: "before", functionsDir: join(dir, "functions") } : null;
 }
 
 /** The builder's own output beside the bundled one: a copy with the kept handlers put back. */
@@ -462,6 +471,8 @@ export async function runFirstRequest(opts: { quick: boolean }) {
   });
   try {
     const variants: Variant[] = [{ name: "bundled", functionsDir: join(OUTPUT_DIR, "functions") }];
+    const before = beforeVariant();
+    if (before) variants.push(before);
     const traced = await tracedCopy(tmp);
     if (traced) variants.push(traced);
     else variants[0] = { name: "traced", functionsDir: join(OUTPUT_DIR, "functions") };
