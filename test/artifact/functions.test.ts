@@ -5,11 +5,13 @@
  * `fetch`, as Vercel's Node launcher calls it. The global setup builds the output first.
  */
 import { spawnSync } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { describe, expect, test } from "vitest";
 import { OUTPUT_DIR } from "../../dev/build.ts";
 import { root } from "../../dev/postgres/migrate.ts";
+import { mintUserToken } from "../../dev/token.ts";
 import { loadConfig } from "../../lib/config.ts";
 
 const NODE = join(root, "node_modules", "node", "bin", "node");
@@ -71,12 +73,15 @@ function invokeFresh(funcDir: string, requests: { method: string; path: string }
 }
 
 /**
- * The packages whose code ran while a function's handler was imported in a fresh process (no
- * request): V8's precise coverage of the handler and the files beside it that it loaded, each
- * line's count mapped through the bundle's source map to the package it came from. A function
- * the module merely declares does not count; a module's top level that ran does.
+ * The packages whose code ran in a fresh process that imported a function's handler (and sent
+ * it `request`, if given): V8's precise coverage of the handler and the files beside it that it
+ * loaded, each line's count mapped through the bundle's source map to the package it came from.
+ * A function the module merely declares does not count; a module's top level that ran does.
  */
-function evaluatedByImport(funcDir: string): string[] {
+function evaluatedIn(
+  funcDir: string,
+  request?: { method: string; path: string; headers: Record<string, string>; body: string },
+): { ran: string[]; status: number | null } {
   const func = join(OUTPUT_DIR, "functions", funcDir);
   const { handler } = JSON.parse(readFileSync(join(func, ".vc-config.json"), "utf8")) as {
     handler: string;
@@ -91,7 +96,11 @@ function evaluatedByImport(funcDir: string): string[] {
     session.connect();
     await session.post("Profiler.enable");
     await session.post("Profiler.startPreciseCoverage", { callCount: true, detailed: true });
-    await import(url);
+    const m = await import(url);
+    const r = ${JSON.stringify(request ?? null)};
+    const status = r
+      ? (await m.default.fetch(new Request("https://quota-jobs.example" + r.path, r))).status
+      : null;
     const { result } = await session.post("Profiler.takePreciseCoverage");
     const folder = pathToFileURL(${JSON.stringify(func)}).href + "/";
     const ran = new Set();
@@ -115,7 +124,7 @@ function evaluatedByImport(funcDir: string): string[] {
         offset += text.length + 1;
       });
     }
-    process.stdout.write(JSON.stringify([...ran].sort()));
+    process.stdout.write(JSON.stringify({ ran: [...ran].sort(), status }));
     process.exit(0);
   `;
   const run = spawnSync(NODE, ["--input-type=module", "-e", script], {
@@ -125,7 +134,7 @@ function evaluatedByImport(funcDir: string): string[] {
     timeout: 30_000,
   });
   if (run.status !== 0) throw new Error(`${funcDir}: exit ${run.status}: ${run.stderr.trim()}`);
-  return JSON.parse(run.stdout) as string[];
+  return JSON.parse(run.stdout) as { ran: string[]; status: number | null };
 }
 
 const dirs = functionDirs();
@@ -196,11 +205,28 @@ describe("the built functions (.vercel/output)", () => {
   });
 
   test("the enqueue function's import evaluates neither the QStash SDK nor the rate limiter and its Redis client: they load on the first request past the auth check", () => {
-    const ran = evaluatedByImport("api/jobs/index.func");
+    const { ran } = evaluatedIn("api/jobs/index.func");
     // What the first lines of a request need ran (so the coverage sees the bundle's packages)...
     expect(ran).toEqual(expect.arrayContaining(["@supabase/postgrest-js", "jose", "zod"]));
     // ...and none of what only a request past the auth check needs.
     expect(ran.filter((p) => p.startsWith("@upstash/"))).toEqual([]);
+  });
+
+  test("the enqueue function, past the auth check with every service unreachable, loads the rate limiter from its own files and answers 503 (never a crash)", async () => {
+    const token = await mintUserToken({
+      secret: UNREACHABLE_ENV.SUPABASE_JWT_SECRET,
+      userId: randomUUID(),
+      issuer: `${UNREACHABLE_ENV.SUPABASE_URL}/auth/v1`,
+    });
+    const { ran, status } = evaluatedIn("api/jobs/index.func", {
+      method: "POST",
+      path: "/api/jobs",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ prompt: "A prompt for a load test" }),
+    });
+    // The limiter fails open without Redis; the database's refusal is the 503.
+    expect(status).toBe(503);
+    expect(ran).toEqual(expect.arrayContaining(["@upstash/ratelimit", "@upstash/redis"]));
   });
 
   test.each(dirs)(
