@@ -9,17 +9,10 @@ import OpenAI, {
   RateLimitError,
 } from "openai";
 import { get_encoding } from "tiktoken";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { type FakeOpenAI, startFakeOpenAI } from "../../dev/openai/index.ts";
-import { freePort } from "../support/ports.ts";
+import { describe, expect, test } from "vitest";
+import { useFakeOpenAI } from "../support/fake-openai.ts";
 
-let fake: FakeOpenAI;
-beforeAll(async () => {
-  fake = await startFakeOpenAI({ port: await freePort() });
-});
-afterAll(async () => {
-  await fake?.close();
-});
+const fake = useFakeOpenAI();
 
 const openai = (options: { timeout?: number } = {}) =>
   new OpenAI({ apiKey: "test", baseURL: fake.url, maxRetries: 0, ...options });

@@ -11,6 +11,7 @@ import { randomUUID } from "node:crypto";
 import fc from "fast-check";
 import { expect, test } from "vitest";
 import { eventually, useApi } from "../support/api.ts";
+import { SPECIAL_TOKENS } from "../support/special-tokens.ts";
 
 const PROGRESS_INTERVAL_MS = 250;
 /** One progress write's round trip on this shared machine, generously. */
@@ -22,18 +23,8 @@ const app = useApi({
   env: { PROGRESS_INTERVAL_MS: String(PROGRESS_INTERVAL_MS), MODEL_TIMEOUT_MS: "20000" },
 });
 
-const SPECIAL = [
-  "<|endoftext|>",
-  "<|im_start|>",
-  "<|im_end|>",
-  "<|im_sep|>",
-  "<|fim_prefix|>",
-  "<|fim_middle|>",
-  "<|fim_suffix|>",
-  "<|endofprompt|>",
-];
 const piece = fc.oneof(
-  fc.constantFrom(...SPECIAL),
+  fc.constantFrom(...SPECIAL_TOKENS),
   fc.integer({ min: 0xd800, max: 0xdfff }).map((c) => String.fromCharCode(c)),
   fc.string({ unit: "binary", minLength: 1, maxLength: 20 }),
   fc.constantFrom(
