@@ -275,33 +275,24 @@ async function throughDevStack(maxRequests: number, maxMs: number, concurrency: 
       concurrency,
       maxRequests,
       maxMs,
-      (i) => {
-        const s = sessions[i % sessions.length] as { accessToken: string };
-        return [
-          `${stack.urls.app}/api/jobs`,
-          {
-            method: "POST",
-            headers: {
-              authorization: `Bearer ${s.accessToken}`,
-              "content-type": "application/json",
-            },
-            body: JSON.stringify({ prompt: `dev stack prompt ${i}` }),
-          },
-        ];
-      },
+      (i) => [
+        `${stack.urls.app}/api/jobs`,
+        {
+          method: "POST",
+          headers: { authorization: `Bearer ${tokenFor(i)}`, "content-type": "application/json" },
+          body: JSON.stringify({ prompt: `dev stack prompt ${i}` }),
+        },
+      ],
     );
     const st = await load(
       "GET /api/jobs (dev/stack.ts)",
       concurrency,
       maxRequests,
       maxMs,
-      (i) => {
-        const s = sessions[i % sessions.length] as { accessToken: string };
-        return [
-          `${stack.urls.app}/api/jobs`,
-          { headers: { authorization: `Bearer ${s.accessToken}` } },
-        ];
-      },
+      (i) => [
+        `${stack.urls.app}/api/jobs`,
+        { headers: { authorization: `Bearer ${tokenFor(i)}` } },
+      ],
       (b, i) => {
         const id = (b as { jobs?: { id: string }[] }).jobs?.[0]?.id;
         if (id) created.push({ id, token: tokenFor(i) });

@@ -3,7 +3,7 @@
  * The model checker must find a counterexample for every one of them (and none for the real
  * table), or the check proves nothing.
  */
-import { type Fn, type Table, transitions } from "./transitions.ts";
+import { type Fn, type Row, type Table, transitions } from "./transitions.ts";
 
 export interface Mutant {
   describe: string;
@@ -18,6 +18,18 @@ function mutate(fn: keyof typeof transitions, change: (f: Fn) => Fn): Table {
   table[fn] = change(f);
   return table;
 }
+
+/** The table with `fn`'s rows for which `keep` holds, and only those. */
+const keepRows = (fn: keyof typeof transitions, keep: (r: Row) => boolean): Table =>
+  mutate(fn, (f) => ({ ...f, rows: f.rows.filter(keep) }));
+
+/** The table with each of `fn`'s rows put through `change`. */
+const changeRows = (fn: keyof typeof transitions, change: (r: Row) => Row): Table =>
+  mutate(fn, (f) => ({ ...f, rows: f.rows.map(change) }));
+
+/** `fn` as if no attempt had consumed provider tokens: its rows guarded by `paid` are gone. */
+const withoutPaidRows = (fn: keyof typeof transitions): Table =>
+  keepRows(fn, (r) => r.when === "otherwise" || !r.when.paid);
 
 export const mutants: Record<string, Mutant> = {
   "complete_job without its guard": {
@@ -51,24 +63,18 @@ export const mutants: Record<string, Mutant> = {
       "republish superseded (the SQL before 20261201070000): the old message's callback fails " +
       "the job a newer message's live worker is running",
     mode: "safety",
-    table: mutate("fail_job", (f) => ({
-      ...f,
-      rows: f.rows.filter((r) => r.outcome !== "superseded"),
-    })),
+    table: keepRows("fail_job", (r) => r.outcome !== "superseded"),
   },
   "cancel that withholds a queued job's refund": {
     describe:
       "cancel_job keeps the unit of a queued job when the bound of refunds after spend is " +
       "reached, though no attempt of it consumed anything",
     mode: "safety",
-    table: mutate("cancel_job", (f) => ({
-      ...f,
-      rows: f.rows.map((r) =>
-        r.to.withheld
-          ? { ...r, when: { status: ["queued", "running"], cancelRefundLeft: [false] } }
-          : r,
-      ),
-    })),
+    table: changeRows("cancel_job", (r) =>
+      r.to.withheld
+        ? { ...r, when: { status: ["queued", "running"], cancelRefundLeft: [false] } }
+        : r,
+    ),
   },
   "queued cancel after consumption that skips the bound": {
     describe:
@@ -76,10 +82,7 @@ export const mutants: Record<string, Mutant> = {
       "timeout, then a cancel while it waits for its retry) without counting it against the " +
       "plan's bound (the SQL before 20261201090000): the round repeats at once, each one billed",
     mode: "safety",
-    table: mutate("cancel_job", (f) => ({
-      ...f,
-      rows: f.rows.filter((r) => r.when === "otherwise" || !r.when.paid),
-    })),
+    table: withoutPaidRows("cancel_job"),
   },
   "an ending that ignores consumed": {
     describe:
@@ -87,36 +90,27 @@ export const mutants: Record<string, Mutant> = {
       "been spent (the failure callback after timed-out deliveries: the SQL before " +
       "20261201090000), so a prompt that times the model out is refunded without bound",
     mode: "safety",
-    table: mutate("fail_job", (f) => ({
-      ...f,
-      rows: f.rows.filter((r) => r.when === "otherwise" || !r.when.paid),
-    })),
+    table: withoutPaidRows("fail_job"),
   },
   "a flex capacity give-up that keeps the unit": {
     describe:
       "requeue_job ends a job that waited for flex capacity past its max age failed " +
       "(capacity_unavailable) without giving its unit back, though the 429s billed nothing",
     mode: "safety",
-    table: mutate("requeue_job", (f) => ({
-      ...f,
-      rows: f.rows.map((r) =>
-        r.to.reason === "capacity_unavailable"
-          ? { ...r, to: { status: "failed", reason: "capacity_unavailable", counter: 0 } }
-          : r,
-      ),
-    })),
+    table: changeRows("requeue_job", (r) =>
+      r.to.reason === "capacity_unavailable"
+        ? { ...r, to: { status: "failed", reason: "capacity_unavailable", counter: 0 } }
+        : r,
+    ),
   },
   "sweeper without its lease check": {
     describe: "sweep_jobs fails every running job, whether or not its lease expired",
     mode: "safety",
-    table: mutate("sweep_jobs", (f) => ({
-      ...f,
-      rows: f.rows.map((r) =>
-        r.when !== "otherwise" && r.to.reason === "lease_expired"
-          ? { ...r, when: { status: ["running"] } }
-          : r,
-      ),
-    })),
+    table: changeRows("sweep_jobs", (r) =>
+      r.when !== "otherwise" && r.to.reason === "lease_expired"
+        ? { ...r, when: { status: ["running"] } }
+        : r,
+    ),
   },
   "sweeper that never ends a queued job": {
     describe:

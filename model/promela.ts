@@ -38,37 +38,32 @@ const S = (s: Status) => `S_${up(s)}`;
 const O = (s: string) => `O_${up(s)}`;
 const R = (s: Reason) => `R_${up(s)}`;
 
+/** The boolean facts, each a Promela variable (a global, or a parameter of the inline). */
+const FLAGS: Record<string, string> = {
+  undelivered: "undelivered",
+  aged: "aged",
+  cancelRefundLeft: "refundLeft",
+  paid: "paid",
+  spent: "sp",
+  countHit: "ch",
+  beyondDeadline: "bd",
+  capacity: "cap",
+};
+
 function atom(name: string, value: unknown): string {
-  switch (
-    name as
-      | FactName
-      | "claim"
-      | "message"
-      | "countHit"
-      | "beyondDeadline"
-      | "capacity"
-      | "spent"
-      | "fault"
-  ) {
+  const flag = FLAGS[name];
+  if (flag !== undefined) return value ? flag : `!${flag}`;
+  switch (name as FactName | "claim" | "message" | "fault") {
     case "status":
       return `st == ${S(value as Status)}`;
     case "lease":
       return `lease == L_${up(value as string)}`;
     case "resume":
       return value === "waiting" ? "waiting" : "!waiting";
-    case "undelivered":
-    case "aged":
-      return value ? name : `!${name}`;
     case "lastHit":
       return value ? "(hits + 1 >= MAXHITS)" : "(hits + 1 < MAXHITS)";
     case "republished":
       return value ? "(repub >= MAXREPUB)" : "(repub < MAXREPUB)";
-    case "cancelRefundLeft":
-      return value ? "refundLeft" : "!refundLeft";
-    case "paid":
-      return value ? "paid" : "!paid";
-    case "spent":
-      return value ? "sp" : "!sp";
     case "fault":
       return value === "operator"
         ? "(r == R_PROVIDER_MISCONFIGURED)"
@@ -81,12 +76,6 @@ function atom(name: string, value: unknown): string {
           : "a == 0";
     case "message":
       return `m == M_${up(value as string)}`;
-    case "countHit":
-      return value ? "ch" : "!ch";
-    case "beyondDeadline":
-      return value ? "bd" : "!bd";
-    case "capacity":
-      return value ? "cap" : "!cap";
   }
   throw new Error(`unknown fact ${name}`);
 }

@@ -88,7 +88,25 @@ const COUNTED = `(e.detail ->> 'counted' = 'true'
     and j.meter = 'jobs'
     and e.at < coalesce((select min(x.at) from public.job_events x
       where x.detail ? 'counted'), 'infinity')))`;
-const CHECKS: Array<{ check: string; fixable: boolean; sql: string; param?: Param }> = [
+
+type Check = { check: string; fixable: boolean; sql: string; param?: Param };
+
+/**
+ * The jobs `private.stale_<condition>` finds at $2 (now when null) with its threshold `param`
+ * as $1: the id and user, then the two `columns`, ordered by the second. `--fix` ends them.
+ */
+function stale(check: string, param: Param, condition: string, columns: string): Check {
+  return {
+    check,
+    fixable: true,
+    param,
+    sql: `select j.id, j.user_id, ${columns} from public.generation_jobs j
+          where private.stale_${condition}(j, coalesce($2::timestamptz, now()), $1)
+          order by 4`,
+  };
+}
+
+const CHECKS: Check[] = [
   {
     check: "drift",
     fixable: false,
@@ -96,31 +114,19 @@ const CHECKS: Array<{ check: string; fixable: boolean; sql: string; param?: Para
   },
   // The stale conditions are the sweeper's own (private.stale_*, the functions sweep_jobs walks
   // with), so this reports exactly the jobs `--fix` ends. $2 is the time they are judged at.
-  {
-    check: "active_past_max_age",
-    fixable: true,
-    param: "maxAgeSeconds",
-    sql: `select j.id, j.user_id, j.status, j.created_at from public.generation_jobs j
-          where private.stale_past_max_age(j, coalesce($2::timestamptz, now()), $1)
-          order by j.created_at`,
-  },
-  {
-    check: "running_lease_expired",
-    fixable: true,
-    param: "leaseGraceSeconds",
-    sql: `select j.id, j.user_id, j.attempts, j.lease_expires_at from public.generation_jobs j
-          where private.stale_lease_expired(j, coalesce($2::timestamptz, now()), $1)
-          order by j.lease_expires_at`,
-  },
-  {
-    check: "queued_never_delivered",
-    fixable: true,
-    param: "undeliveredAfterSeconds",
-    sql: `select j.id, j.user_id, j.republish_count, private.queued_due_since(j) as due_since
-          from public.generation_jobs j
-          where private.stale_undelivered(j, coalesce($2::timestamptz, now()), $1)
-          order by 4`,
-  },
+  stale("active_past_max_age", "maxAgeSeconds", "past_max_age", "j.status, j.created_at"),
+  stale(
+    "running_lease_expired",
+    "leaseGraceSeconds",
+    "lease_expired",
+    "j.attempts, j.lease_expires_at",
+  ),
+  stale(
+    "queued_never_delivered",
+    "undeliveredAfterSeconds",
+    "undelivered",
+    "j.republish_count, private.queued_due_since(j) as due_since",
+  ),
   {
     check: "failed_or_canceled_without_refund",
     fixable: false,
@@ -271,6 +277,14 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRep
   }
 }
 
+/** The flags that take a whole number, and the option each sets. */
+const NUMBER_FLAGS: Record<string, Param | "batchSize"> = {
+  "--max-age-seconds": "maxAgeSeconds",
+  "--lease-grace-seconds": "leaseGraceSeconds",
+  "--undelivered-after-seconds": "undeliveredAfterSeconds",
+  "--batch-size": "batchSize",
+};
+
 function parseArgs(argv: string[]): ReconcileOptions & { json: boolean } {
   const out: ReconcileOptions & { json: boolean } = {
     dbUrl: process.env.DATABASE_URL ?? "",
@@ -295,20 +309,11 @@ function parseArgs(argv: string[]): ReconcileOptions & { json: boolean } {
       case "--json":
         out.json = true;
         break;
-      case "--max-age-seconds":
-        out.maxAgeSeconds = num(flag, value());
-        break;
-      case "--lease-grace-seconds":
-        out.leaseGraceSeconds = num(flag, value());
-        break;
-      case "--undelivered-after-seconds":
-        out.undeliveredAfterSeconds = num(flag, value());
-        break;
-      case "--batch-size":
-        out.batchSize = num(flag, value());
-        break;
-      default:
-        throw new Error(`unknown argument ${a}`);
+      default: {
+        const option = flag === undefined ? undefined : NUMBER_FLAGS[flag];
+        if (!option) throw new Error(`unknown argument ${a}`);
+        out[option] = num(flag as string, value());
+      }
     }
   }
   if (!out.dbUrl) throw new Error("--db-url postgres://... (or DATABASE_URL) is required");

@@ -126,7 +126,7 @@ describe("POST /api/dlq", () => {
     const clock = withAlertClock();
     const { user, id, message } = await queuedJob();
     const [cancel, callback] = await Promise.all([
-      app.call("job", `/api/jobs/${id}`, { method: "DELETE", headers: user.headers }),
+      app.cancel(user, id),
       app.failureCallback(message, { dlqId: "5-0", handlers: clock.handlers }),
     ]);
     expect(callback.status).toBe(200);
@@ -154,10 +154,7 @@ describe("POST /api/dlq", () => {
 
   test("a canceled job: 200, the cancel's refund is the only one", async () => {
     const { user, id, message } = await queuedJob();
-    expect(
-      (await app.call("job", `/api/jobs/${id}`, { method: "DELETE", headers: user.headers }))
-        .status,
-    ).toBe(200);
+    expect((await app.cancel(user, id)).status).toBe(200);
     const res = await app.failureCallback(message);
     expect(res.status).toBe(200);
     expect((await app.jobRow(id)).status).toBe("canceled");

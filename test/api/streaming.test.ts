@@ -8,12 +8,10 @@ import { randomUUID } from "node:crypto";
 import { describe, expect, test } from "vitest";
 import { promptTokens, tokenizer } from "../../dev/openai/stream.ts";
 import type { Model } from "../../lib/model.ts";
-import { eventually, useApi } from "../support/api.ts";
+import { eventually, outcomeOf, useApi } from "../support/api.ts";
 
 // Long enough for a slowed stream to run for seconds.
 const app = useApi({ env: { MODEL_TIMEOUT_MS: "20000" } });
-
-const outcomeOf = async (res: Response) => ((await res.json()) as { outcome: string }).outcome;
 
 async function queuedJob(plan: "free" | "pro" | "team" = "free", marker = "") {
   const user = await app.newUser(plan);
@@ -123,10 +121,7 @@ describe("a cancel stops the spend", () => {
 
     const tokensAtCancel = app.model.stats().streamedTokens;
     const canceledAt = Date.now();
-    const cancel = await app.call("job", `/api/jobs/${id}`, {
-      method: "DELETE",
-      headers: user.headers,
-    });
+    const cancel = await app.cancel(user, id);
     expect(cancel.status).toBe(200);
     const res = await delivery;
     const abortMs = Date.now() - canceledAt;
@@ -161,7 +156,7 @@ describe("a cancel stops the spend", () => {
     });
     await eventually(() => app.model.calls() === 1, { what: "the model call to start" });
     const canceledAt = Date.now();
-    await app.call("job", `/api/jobs/${id}`, { method: "DELETE", headers: user.headers });
+    await app.cancel(user, id);
     const res = await delivery;
     expect(Date.now() - canceledAt).toBeLessThan(2_000);
     expect(await outcomeOf(res)).toBe("aborted");
@@ -207,10 +202,7 @@ describe("a running cancel charges the prompt as counted", () => {
       what: "a progress write",
       timeoutMs: 8_000,
     });
-    const cancel = await app.call("job", `/api/jobs/${id}`, {
-      method: "DELETE",
-      headers: user.headers,
-    });
+    const cancel = await app.cancel(user, id);
     expect(cancel.status).toBe(200);
     expect(await outcomeOf(await delivery)).toBe("aborted");
     const { rows } = await app.admin.query(
@@ -241,7 +233,7 @@ describe("counting cannot be beaten by the text", () => {
       timeoutMs: 8_000,
     });
     const canceledAt = Date.now();
-    await app.call("job", `/api/jobs/${id}`, { method: "DELETE", headers: user.headers });
+    await app.cancel(user, id);
     const res = await delivery;
     const abortMs = Date.now() - canceledAt;
     expect(await outcomeOf(res)).toBe("aborted");

@@ -201,10 +201,7 @@ describe("POST /api/worker: model failures", () => {
     const { handlers } = slowProgress();
     const delivery = app.deliver(message, { handlers });
     await eventually(() => app.model.calls() === 1, { what: "the model call to start" });
-    const cancel = await app.call("job", `/api/jobs/${id}`, {
-      method: "DELETE",
-      headers: user.headers,
-    });
+    const cancel = await app.cancel(user, id);
     expect(cancel.status).toBe(200);
     const res = await delivery; // the model call times out after MODEL_TIMEOUT_MS
     expect(res.status).toBe(200);
@@ -519,10 +516,7 @@ describe("POST /api/worker: model failures", () => {
     const delivery = app.deliver(message, { handlers });
     await eventually(() => app.model.calls() === 1, { what: "the model call to start" });
 
-    const cancel = await app.call("job", `/api/jobs/${id}`, {
-      method: "DELETE",
-      headers: user.headers,
-    });
+    const cancel = await app.cancel(user, id);
     expect(cancel.status).toBe(200);
     expect((await cancel.json()).quotaRefunded).toBe(true);
 

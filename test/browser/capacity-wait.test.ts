@@ -5,13 +5,13 @@
  */
 import { expect, test } from "vitest";
 import {
+  cancelRefunded,
   card,
   devSignIn,
-  ledger,
-  tokyoClock,
+  expectWaitingCard,
+  generate,
   until,
   useBrowserStack,
-  userIdOf,
 } from "../support/browser.ts";
 
 // A long wait, so the card holds still while it is read.
@@ -30,35 +30,19 @@ test("an economy job without flex capacity shows 'Waiting for cheaper capacity' 
   await setFlexCapacity(false);
   try {
     const { page } = await h.open();
-    await devSignIn(page, "pro");
-    const userId = await userIdOf(page);
+    const userId = await devSignIn(page, "pro");
     await h
       .stack()
       .sql.query("update public.user_plans set plan_id = 'economy' where user_id = $1", [userId]);
-    await page.getByLabel("What should it write?").fill("Summarise this week's news");
-    await page.getByRole("button", { name: "Generate" }).click();
+    await generate(page, "Summarise this week's news");
 
-    const job = card(page);
-    await job.and(page.locator('[data-phase="waiting_for_capacity"]')).waitFor();
-    const { jobs } = await ledger(h.stack(), userId);
-    const resumeAt = jobs[0]?.resume_at;
-    expect(resumeAt).toBeInstanceOf(Date);
-    expect(await job.locator(".job-phase").textContent()).toBe(
-      `Waiting for cheaper capacity, tries again around ${tokyoClock(resumeAt as Date)}. You can close this page.`,
-    );
-    expect(await job.locator(".badge").textContent()).toBe("Waiting for cheaper capacity");
-    expect(await page.locator("progress, meter, [role=progressbar]").count()).toBe(0);
-    await until("the announcement", async () =>
-      (await page.locator("#announcer").textContent())?.includes("Waiting for cheaper capacity"),
-    );
+    const job = await expectWaitingCard(h, page, userId, {
+      phase: "waiting_for_capacity",
+      says: "Waiting for cheaper capacity",
+      when: "tries again around",
+    });
     await h.screenshot(page, "11-waiting-for-cheaper-capacity");
-
-    await job.getByRole("button", { name: /^Cancel/ }).click();
-    await job.and(page.locator('[data-phase="canceled"]')).waitFor();
-    expect(await job.locator(".job-phase").textContent()).toBe(
-      "Canceled. Your generation was refunded.",
-    );
-    expect((await ledger(h.stack(), userId)).unitsUsed).toBe(0);
+    await cancelRefunded(h, page, job, userId);
   } finally {
     await setFlexCapacity(true);
   }
@@ -68,10 +52,7 @@ test("a reasoning model's silent start shows 'Thinking…', then the text as it 
   const { page } = await h.open();
   await devSignIn(page, "pro");
   // 400 hidden reasoning tokens over 5 s before the first visible token
-  await page
-    .getByLabel("What should it write?")
-    .fill("[fake:reasoning:400:5000] Explain the plan in one paragraph");
-  await page.getByRole("button", { name: "Generate" }).click();
+  await generate(page, "[fake:reasoning:400:5000] Explain the plan in one paragraph");
 
   const job = card(page);
   await until("Thinking…", async () =>

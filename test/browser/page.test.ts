@@ -3,10 +3,13 @@
  * a job from submit to output, the free quota, cancel with refund, double submits that spend
  * one unit, and markup that stays inert. Screenshots land in test-results/screenshots/.
  */
+import type { Page } from "playwright-core";
 import { describe, expect, test } from "vitest";
 import {
   card,
+  cardIn,
   devSignIn,
+  generate,
   ledger,
   tokyoWhen,
   until,
@@ -15,6 +18,13 @@ import {
 } from "../support/browser.ts";
 
 const h = useBrowserStack();
+
+/** Postgres holds one job of the signed-in user and one unit used: charged once. */
+async function expectChargedOnce(page: Page): Promise<void> {
+  const { jobs, unitsUsed } = await ledger(h.stack(), await userIdOf(page));
+  expect(jobs).toHaveLength(1);
+  expect(unitsUsed).toBe(1);
+}
 
 const nextUtcMidnight = (now = new Date()) =>
   new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1));
@@ -51,8 +61,7 @@ describe("the job page in a browser", () => {
     expect(await page.evaluate(() => document.activeElement?.id)).toBe("generate");
     await page.keyboard.press("Enter");
 
-    const job = card(page);
-    await job.and(page.locator('[data-phase="succeeded"]')).waitFor();
+    const job = await cardIn(page, "succeeded");
     expect(await job.locator(".job-prompt").textContent()).toBe("“Write a haiku about queues”");
     expect(await job.locator(".job-output").textContent()).toContain(
       "> Write a haiku about queues",
@@ -76,12 +85,10 @@ describe("the job page in a browser", () => {
   test("a free user who has used today's generation reads when it comes back, in local time", async () => {
     const { page } = await h.open();
     await devSignIn(page, "free");
-    await page.getByLabel("What should it write?").fill("A limerick about quotas");
-    await page.getByRole("button", { name: "Generate" }).click();
-    await card(page).and(page.locator('[data-phase="succeeded"]')).waitFor();
+    await generate(page, "A limerick about quotas");
+    await cardIn(page, "succeeded");
 
-    await page.getByLabel("What should it write?").fill("One more, please");
-    await page.getByRole("button", { name: "Generate" }).click();
+    await generate(page, "One more, please");
     const alert = page.locator("#form-error");
     await until("the quota sentence", async () => (await alert.textContent()) !== "");
     expect(await alert.textContent()).toBe(
@@ -91,22 +98,16 @@ describe("the job page in a browser", () => {
     // the prompt is kept, so the user can send it once the quota is back
     expect(await page.getByLabel("What should it write?").inputValue()).toBe("One more, please");
     expect(await page.locator("li.job").count()).toBe(1);
-    const { jobs, unitsUsed } = await ledger(h.stack(), await userIdOf(page));
-    expect(jobs).toHaveLength(1);
-    expect(unitsUsed).toBe(1);
+    await expectChargedOnce(page);
     await h.screenshot(page, "04-quota-exceeded");
   });
 
   test("canceling a running job shows it refunded, in the page and in Postgres", async () => {
     const { page } = await h.open();
     await devSignIn(page, "free");
-    await page
-      .getByLabel("What should it write?")
-      .fill("[fake:slow:30000] A long essay on patience");
-    await page.getByRole("button", { name: "Generate" }).click();
+    await generate(page, "[fake:slow:30000] A long essay on patience");
 
-    const job = card(page);
-    await job.and(page.locator('[data-phase="running"]')).waitFor();
+    const job = await cardIn(page, "running");
     const phase = job.locator(".job-phase");
     const first = await phase.textContent();
     expect(first).toMatch(/^Generating now, running for \d+ s\.$/);
@@ -135,12 +136,8 @@ describe("the job page in a browser", () => {
   test("a running job's output grows on the page as the model writes it; a reload shows the same", async () => {
     const { page, errors } = await h.open();
     await devSignIn(page, "free");
-    await page
-      .getByLabel("What should it write?")
-      .fill("[fake:tokens:3000] [fake:chunk_ms:60] <b>A long essay</b> on streams");
-    await page.getByRole("button", { name: "Generate" }).click();
-    const job = card(page);
-    await job.and(page.locator('[data-phase="running"]')).waitFor();
+    await generate(page, "[fake:tokens:3000] [fake:chunk_ms:60] <b>A long essay</b> on streams");
+    const job = await cardIn(page, "running");
     const output = job.locator(".job-output");
     await until(
       "the first partial output",
@@ -164,7 +161,7 @@ describe("the job page in a browser", () => {
       ((await again.locator(".job-output").textContent()) ?? "").startsWith(first),
     );
     await again.getByRole("button", { name: /^Cancel the job from \d\d:\d\d$/ }).click();
-    await card(page).and(page.locator('[data-phase="canceled"]')).waitFor();
+    await cardIn(page, "canceled");
     expect(await card(page).locator(".job-output").isHidden()).toBe(true);
     expect(errors).toEqual([]);
   });
@@ -178,8 +175,7 @@ describe("the job page in a browser", () => {
     // The day's one refunded running cancel: no question asked.
     await prompt.fill("[fake:slow:30000] A first long essay");
     await generate.click();
-    const first = card(page);
-    await first.and(page.locator('[data-phase="running"]')).waitFor();
+    const first = await cardIn(page, "running");
     await first.getByRole("button", { name: /^Cancel the job from/ }).click();
     await first.and(page.locator('[data-phase="canceled"]')).waitFor();
     expect(await first.locator(".job-phase").textContent()).toBe(
@@ -236,16 +232,14 @@ describe("the job page in a browser", () => {
     });
     await page.getByLabel("What should it write?").fill("A short poem, sent twice by accident");
     await page.getByRole("button", { name: "Generate" }).dblclick();
-    await card(page).and(page.locator('[data-phase="succeeded"]')).waitFor();
+    await cardIn(page, "succeeded");
     await until("usage 1 of 100", async () =>
       (await page.locator("#usage").textContent())?.startsWith("Pro plan: 1 of 100"),
     );
     expect(await page.locator("li.job").count()).toBe(1);
     expect(keys.length).toBeGreaterThanOrEqual(1);
     expect(new Set(keys).size).toBe(1);
-    const { jobs, unitsUsed } = await ledger(h.stack(), await userIdOf(page));
-    expect(jobs).toHaveLength(1);
-    expect(unitsUsed).toBe(1);
+    await expectChargedOnce(page);
     await h.screenshot(page, "07-double-click-one-unit");
   });
 
@@ -266,8 +260,7 @@ describe("the job page in a browser", () => {
       }
       return route.fulfill({ response });
     });
-    await page.getByLabel("What should it write?").fill("An essay the network almost ate");
-    await page.getByRole("button", { name: "Generate" }).click();
+    await generate(page, "An essay the network almost ate");
     const alert = page.locator("#form-error");
     await until("the network sentence", async () => (await alert.textContent()) !== "");
     expect(await alert.textContent()).toBe(
@@ -286,9 +279,7 @@ describe("the job page in a browser", () => {
     await until("usage 1 of 100", async () =>
       (await page.locator("#usage").textContent())?.startsWith("Pro plan: 1 of 100"),
     );
-    const { jobs, unitsUsed } = await ledger(h.stack(), await userIdOf(page));
-    expect(jobs).toHaveLength(1);
-    expect(unitsUsed).toBe(1);
+    await expectChargedOnce(page);
   });
 
   test("a prompt of HTML and script is shown as text and never runs", async () => {
@@ -296,10 +287,8 @@ describe("the job page in a browser", () => {
     await devSignIn(page, "pro");
     const evil =
       '<img src=x onerror="alert(1)"><script>alert(2)</script><b id="injected">bold</b><a href="javascript:alert(3)">x</a>';
-    await page.getByLabel("What should it write?").fill(evil);
-    await page.getByRole("button", { name: "Generate" }).click();
-    const job = card(page);
-    await job.and(page.locator('[data-phase="succeeded"]')).waitFor();
+    await generate(page, evil);
+    const job = await cardIn(page, "succeeded");
 
     expect(await job.locator(".job-prompt").textContent()).toBe(`“${evil}”`);
     expect(await job.locator(".job-output").textContent()).toContain(`> ${evil}`);
@@ -317,8 +306,7 @@ describe("the job page in a browser", () => {
   test("polling pauses while the tab is hidden and looks again as soon as it is visible", async () => {
     const { page } = await h.open();
     await devSignIn(page, "pro");
-    await page.getByLabel("What should it write?").fill("[fake:slow:2500] Notes for a hidden tab");
-    await page.getByRole("button", { name: "Generate" }).click();
+    await generate(page, "[fake:slow:2500] Notes for a hidden tab");
     const job = card(page);
     await job.waitFor();
     const jobId = (await job.getAttribute("data-job-id")) ?? "";

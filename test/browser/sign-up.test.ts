@@ -94,6 +94,29 @@ const errorText = async (page: Page) => {
   return error.textContent();
 };
 
+/**
+ * A new account with the password "correct horse battery", confirmed by its mail's link (which
+ * signs in), then signed out: its address.
+ */
+async function confirmedAccount(page: Page): Promise<string> {
+  const email = address();
+  await fill(page, email, "correct horse battery");
+  await page.getByRole("button", { name: "Create account" }).click();
+  await page.goto(await mailTo(email, "Confirm Your Signup"));
+  await signedInAs(page, email);
+  await page.getByRole("button", { name: "Sign out" }).click();
+  return email;
+}
+
+/** Asks for a mail to `email` with the button `button`; the page's notice then says `notice`. */
+async function askForMail(page: Page, email: string, button: string, notice: string) {
+  await page.getByLabel("Email").fill(email);
+  await page.getByRole("button", { name: button }).click();
+  await until(`the notice "${notice}"`, async () =>
+    (await page.locator("#sign-in-notice").textContent())?.includes(notice),
+  );
+}
+
 test("sign up, get the mail, follow the link: signed in, and the app knows the new user", async () => {
   const { page } = await deploymentPage();
   const email = address();
@@ -146,12 +169,7 @@ test("sign up, get the mail, follow the link: signed in, and the app knows the n
 
 test("a wrong password, and an address that already has an account, are said in words", async () => {
   const { page } = await deploymentPage();
-  const email = address();
-  await fill(page, email, "correct horse battery");
-  await page.getByRole("button", { name: "Create account" }).click();
-  await page.goto(await mailTo(email, "Confirm Your Signup"));
-  await signedInAs(page, email);
-  await page.getByRole("button", { name: "Sign out" }).click();
+  const email = await confirmedAccount(page);
   await page.getByRole("button", { name: "Sign in", exact: true }).waitFor();
 
   await fill(page, email, "wrong horse battery");
@@ -173,18 +191,9 @@ test("a wrong password, and an address that already has an account, are said in 
 
 test("a magic link signs in without a password; asking twice within a minute is rate limited", async () => {
   const { page } = await deploymentPage();
-  const email = address();
-  await fill(page, email, "correct horse battery");
-  await page.getByRole("button", { name: "Create account" }).click();
-  await page.goto(await mailTo(email, "Confirm Your Signup"));
-  await signedInAs(page, email);
-  await page.getByRole("button", { name: "Sign out" }).click();
+  const email = await confirmedAccount(page);
 
-  await page.getByLabel("Email").fill(email);
-  await page.getByRole("button", { name: "Email me a sign-in link" }).click();
-  await until("the sent notice", async () =>
-    (await page.locator("#sign-in-notice").textContent())?.includes("sign-in link"),
-  );
+  await askForMail(page, email, "Email me a sign-in link", "sign-in link");
   await shot(page, "08-magic-link-sent");
   await page.getByRole("button", { name: "Email me a sign-in link" }).click();
   expect(await errorText(page)).toBe("Too many attempts. Wait a minute and try again.");
@@ -197,18 +206,9 @@ test("a magic link signs in without a password; asking twice within a minute is 
 
 test("reset: the link asks for a new password, which then signs in; the old one no longer does", async () => {
   const { page } = await deploymentPage();
-  const email = address();
-  await fill(page, email, "correct horse battery");
-  await page.getByRole("button", { name: "Create account" }).click();
-  await page.goto(await mailTo(email, "Confirm Your Signup"));
-  await signedInAs(page, email);
-  await page.getByRole("button", { name: "Sign out" }).click();
+  const email = await confirmedAccount(page);
 
-  await page.getByLabel("Email").fill(email);
-  await page.getByRole("button", { name: "Reset password" }).click();
-  await until("the reset notice", async () =>
-    (await page.locator("#sign-in-notice").textContent())?.includes("choose a new password"),
-  );
+  await askForMail(page, email, "Reset password", "choose a new password");
   await page.goto(await mailTo(email, "Reset Your Password"));
   await page.getByLabel("New password").waitFor();
   await shot(page, "11-choose-new-password");

@@ -3,7 +3,7 @@
  * line counts tokens, an active job says the most it holds, a finished one what it used.
  */
 import { describe, expect, test } from "vitest";
-import { card, devSignIn, until, useBrowserStack } from "../support/browser.ts";
+import { card, devSignIn, generate, until, useBrowserStack } from "../support/browser.ts";
 
 const h = useBrowserStack();
 
@@ -22,8 +22,7 @@ describe("the team plan in a browser", () => {
     // The hold's prompt part is its UTF-8 bytes + 8 (docs/DESIGN.md#metering-hold-and-capture).
     const hold = Buffer.byteLength(prompt, "utf8") + 8 + 2048;
     const holdText = new Intl.NumberFormat("en-US").format(hold);
-    await page.getByLabel("What should it write?").fill(prompt);
-    await page.getByRole("button", { name: "Generate" }).click();
+    await generate(page, prompt);
 
     const job = card(page);
     await until("the hold on the active card", async () =>

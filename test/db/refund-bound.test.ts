@@ -6,27 +6,14 @@
  * report) is held to it on a plan whose bound is neither the default nor the free plan's.
  */
 import { readFileSync } from "node:fs";
-import { afterAll, describe, expect, test } from "vitest";
-import {
-  addSeconds,
-  adminPool,
-  at,
-  expectNoDrift,
-  newUser,
-  rpc,
-  servicePool,
-  useFreshDatabase,
-} from "../support/db.ts";
+import { describe, expect, test } from "vitest";
+import { addSeconds, at, rpc } from "../support/db.ts";
+import { dbFixture } from "../support/db-fixture.ts";
 import { refundBoundOf } from "../support/sim.ts";
 
-useFreshDatabase();
-const svc = servicePool(4);
-const admin = adminPool();
+const db = dbFixture({ fresh: true, service: 4, noDrift: "file" });
+const { svc, admin } = db;
 const T0 = at("2026-12-02T10:00:00Z");
-
-afterAll(async () => {
-  await expectNoDrift(admin);
-});
 
 const PLANS = [
   { id: "rb_default", meter: "jobs", units_per_period: 5, max_refunded_running_cancels: null },
@@ -63,7 +50,7 @@ describe("one rule for the bound of refunds after spend", () => {
       )
     ).rows[0].b;
     expect(bound).toBe(2);
-    const user = await newUser(admin, "rb_two");
+    const user = await db.user("rb_two");
     const seen: Array<{ says: boolean; refunded: boolean; withheld: string | null }> = [];
     for (let i = 0; i < bound + 2; i++) {
       const now = addSeconds(T0, i * 10);
@@ -100,7 +87,7 @@ describe("one rule for the bound of refunds after spend", () => {
   });
 
   test("a token plan reports no bound, whatever its column says", async () => {
-    const user = await newUser(admin, "rb_tokens2");
+    const user = await db.user("rb_tokens2");
     const usage = (await rpc(svc, "get_usage", { p_user_id: user, p_now: T0 })).usage;
     expect(usage).toMatchObject({
       refunded_running_cancels: null,

@@ -106,27 +106,28 @@ async function userExists(userId: string): Promise<boolean> {
   return rowCount === 1;
 }
 
+/** `POST /__dev/sign-in` with these headers and body. */
+const devSignIn = (headers: Record<string, string>, body: string) =>
+  send("POST", "/__dev/sign-in", headers, body);
+
+/** The headers of the page's own sign-in, served from `host`: JSON, from its own origin. */
+const sameOrigin = (host: string) => ({
+  host,
+  origin: `http://${host}`,
+  "content-type": "application/json",
+});
+
 describe("the dev sign-in mints a token only for the server's own page", () => {
   test("the page's own sign-in (JSON, same origin, its own Host) and curl (no Origin) get a token", async () => {
     for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]) {
       const userId = randomUUID();
-      const page = await send(
-        "POST",
-        "/__dev/sign-in",
-        { host, origin: `http://${host}`, "content-type": "application/json" },
-        signInBody(userId),
-      );
+      const page = await devSignIn(sameOrigin(host), signInBody(userId));
       expect(page.status, page.text).toBe(200);
       expect(page.json.userId).toBe(userId);
       expect(page.json.accessToken).toMatch(/^ey/);
       expect(await userExists(userId)).toBe(true);
     }
-    const curl = await send(
-      "POST",
-      "/__dev/sign-in",
-      { "content-type": "application/json; charset=utf-8" },
-      "{}",
-    );
+    const curl = await devSignIn({ "content-type": "application/json; charset=utf-8" }, "{}");
     expect(curl.status, curl.text).toBe(200);
   });
 
@@ -140,12 +141,7 @@ describe("the dev sign-in mints a token only for the server's own page", () => {
       `0.0.0.0:${port}`,
     ]) {
       const userId = randomUUID();
-      const res = await send(
-        "POST",
-        "/__dev/sign-in",
-        { host, origin: `http://${host}`, "content-type": "application/json" },
-        signInBody(userId),
-      );
+      const res = await devSignIn(sameOrigin(host), signInBody(userId));
       expect(res.status, `${host}: ${res.text}`).toBe(403);
       expect(res.json.error?.code).toBe("host_not_allowed");
       expect(res.json.accessToken).toBeUndefined();
@@ -161,9 +157,7 @@ describe("the dev sign-in mints a token only for the server's own page", () => {
       "null",
     ]) {
       const userId = randomUUID();
-      const res = await send(
-        "POST",
-        "/__dev/sign-in",
+      const res = await devSignIn(
         { origin, "content-type": "application/json" },
         signInBody(userId),
       );
@@ -182,9 +176,7 @@ describe("the dev sign-in mints a token only for the server's own page", () => {
       undefined,
     ]) {
       const userId = randomUUID();
-      const res = await send(
-        "POST",
-        "/__dev/sign-in",
+      const res = await devSignIn(
         contentType ? { "content-type": contentType } : {},
         signInBody(userId),
       );

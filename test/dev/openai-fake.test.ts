@@ -3,25 +3,20 @@ import OpenAI, {
   APIError,
   AuthenticationError,
   BadRequestError,
+  type ClientOptions,
   InternalServerError,
   NotFoundError,
   PermissionDeniedError,
   RateLimitError,
 } from "openai";
 import { get_encoding } from "tiktoken";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { type FakeOpenAI, startFakeOpenAI } from "../../dev/openai/index.ts";
-import { freePort } from "../support/ports.ts";
+import { describe, expect, test } from "vitest";
+import { useFakeOpenAI } from "../support/fake-openai.ts";
 
-let fake: FakeOpenAI;
-beforeAll(async () => {
-  fake = await startFakeOpenAI({ port: await freePort() });
-});
-afterAll(async () => {
-  await fake?.close();
-});
+const fake = useFakeOpenAI();
 
-const openai = (options: { timeout?: number } = {}) =>
+/** A client of the fake, SDK retries off; `options` overrides the key, the timeout, headers. */
+const openai = (options: Pick<ClientOptions, "apiKey" | "timeout" | "defaultHeaders"> = {}) =>
   new OpenAI({ apiKey: "test", baseURL: fake.url, maxRetries: 0, ...options });
 const chat = (content: string, client = openai()) =>
   client.chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content }] });
@@ -165,23 +160,14 @@ describe("fake OpenAI model, through the openai SDK", () => {
   });
 
   test("a request without a bearer key is refused with 401", async () => {
-    const anonymous = new OpenAI({
-      apiKey: "test",
-      baseURL: fake.url,
-      maxRetries: 0,
-      defaultHeaders: { authorization: null },
-    });
+    const anonymous = openai({ defaultHeaders: { authorization: null } });
     const error = (await failureOf(chat("hi", anonymous))) as AuthenticationError;
     expect(error).toBeInstanceOf(AuthenticationError);
     expect(error.type).toBe("invalid_request_error");
   });
 
   test("the operator's faults, as OpenAI answers them: 401 invalid_api_key (the key masked), 403 region, 404 model_not_found", async () => {
-    const keyed = new OpenAI({
-      apiKey: "sk-proj-abcdefghijklmnop1234",
-      baseURL: fake.url,
-      maxRetries: 0,
-    });
+    const keyed = openai({ apiKey: "sk-proj-abcdefghijklmnop1234" });
     fake.failNext("invalid_api_key");
     const auth = (await failureOf(chat("hi", keyed))) as AuthenticationError;
     expect(auth).toBeInstanceOf(AuthenticationError);
@@ -220,11 +206,7 @@ describe("fake OpenAI model, through the openai SDK", () => {
   });
 
   test("a revoked key gets 401 invalid_api_key on every request until reset; other keys are served", async () => {
-    const revoked = new OpenAI({
-      apiKey: "sk-revoked-0000000000",
-      baseURL: fake.url,
-      maxRetries: 0,
-    });
+    const revoked = openai({ apiKey: "sk-revoked-0000000000" });
     fake.revokeKey("sk-revoked-0000000000");
     for (let i = 0; i < 2; i++) {
       const error = (await failureOf(chat("hi", revoked))) as AuthenticationError;

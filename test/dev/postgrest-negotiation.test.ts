@@ -69,6 +69,25 @@ async function call(fn: string, body: unknown, headers: Record<string, string>) 
   return { status: res.status, headers: res.headers, body: await res.json() };
 }
 
+/** PostgREST's refusal: `status`, and a body of exactly `refusal` with no hint. */
+function expectRefused(
+  answer: { status: number; body: unknown },
+  status: number,
+  refusal: { code: string; message: string; details: string | null },
+) {
+  expect(answer.status).toBe(status);
+  expect(answer.body).toEqual({ ...refusal, hint: null });
+}
+
+/** pgrst_neg_scalar(1) with these headers: the raw answer. */
+const scalar = (headers: Record<string, string>) => call("pgrst_neg_scalar", { p_a: 1 }, headers);
+
+/** pgrst_neg_insert of `n` rows in a new batch, with this Prefer: the batch and the raw answer. */
+async function insertBatch(n: number, prefer: string) {
+  const batch = randomUUID();
+  return { batch, r: await call("pgrst_neg_insert", { p_batch: batch, p_n: n }, { prefer }) };
+}
+
 beforeAll(async () => {
   db = new pg.Client({ connectionString: databaseUrl });
   await db.connect();
@@ -108,12 +127,7 @@ describe("Prefer", () => {
   });
 
   test(".maxAffected(3) on the same call: served, the rows kept, the preference applied", async () => {
-    const batch = randomUUID();
-    const r = await call(
-      "pgrst_neg_insert",
-      { p_batch: batch, p_n: 3 },
-      { prefer: "handling=strict, max-affected=3" },
-    );
+    const { batch, r } = await insertBatch(3, "handling=strict, max-affected=3");
     expect(r.status).toBe(200);
     expect(r.body).toHaveLength(3);
     expect(r.headers.get("preference-applied")).toBe("handling=strict, max-affected=3");
@@ -121,12 +135,7 @@ describe("Prefer", () => {
   });
 
   test("max-affected without handling=strict is ignored, as PostgREST ignores it", async () => {
-    const batch = randomUUID();
-    const r = await call(
-      "pgrst_neg_insert",
-      { p_batch: batch, p_n: 2 },
-      { prefer: "max-affected=1" },
-    );
+    const { batch, r } = await insertBatch(2, "max-affected=1");
     expect(r.status).toBe(200);
     expect(await logged(batch)).toBe(2);
   });
@@ -142,29 +151,19 @@ describe("Prefer", () => {
   });
 
   test("handling=strict with an unknown preference: 400 PGRST122 naming it; lenient: served", async () => {
-    const strict = await call(
-      "pgrst_neg_scalar",
-      { p_a: 1 },
-      { prefer: "handling=strict, count=exact, frobnicate=yes" },
-    );
-    expect(strict.status).toBe(400);
-    expect(strict.body).toEqual({
+    const strict = await scalar({ prefer: "handling=strict, count=exact, frobnicate=yes" });
+    expectRefused(strict, 400, {
       code: "PGRST122",
       message: "Invalid preferences given with handling=strict",
       details: "Invalid preferences: frobnicate=yes",
-      hint: null,
     });
-    const lenient = await call("pgrst_neg_scalar", { p_a: 1 }, { prefer: "frobnicate=yes" });
+    const lenient = await scalar({ prefer: "frobnicate=yes" });
     expect(lenient.status).toBe(200);
     expect(lenient.body).toEqual({ a: 1, none: null });
   });
 
   test("a time zone preference is refused with 501, not answered in the server's zone", async () => {
-    const r = await call(
-      "pgrst_neg_scalar",
-      { p_a: 1 },
-      { prefer: "timezone=America/Los_Angeles" },
-    );
+    const r = await scalar({ prefer: "timezone=America/Los_Angeles" });
     expect(r.status).toBe(501);
     expect(r.body.code).toBe("PGRSTX01");
   });
@@ -172,13 +171,11 @@ describe("Prefer", () => {
 
 describe("Accept", () => {
   test("an unknown media type: 406 PGRST107 naming it", async () => {
-    const r = await call("pgrst_neg_scalar", { p_a: 1 }, { accept: "text/foo" });
-    expect(r.status).toBe(406);
-    expect(r.body).toEqual({
+    const r = await scalar({ accept: "text/foo" });
+    expectRefused(r, 406, {
       code: "PGRST107",
       message: "None of these media types are available: text/foo",
       details: null,
-      hint: null,
     });
   });
 

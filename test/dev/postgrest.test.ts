@@ -25,6 +25,19 @@ let anonKey: string;
 let service: SupabaseClient;
 let anon: SupabaseClient;
 
+/** A stand-in on a free port over the test database, with this file's secret and service key. */
+async function standIn(
+  options: Partial<Parameters<typeof startPostgrest>[0]> = {},
+): Promise<RunningPostgrest> {
+  return startPostgrest({
+    port: await freePort(),
+    databaseUrl,
+    jwtSecret,
+    serviceRoleKey: serviceKey,
+    ...options,
+  });
+}
+
 const fixtures = `
   create table public.pgrst_test_log (id uuid primary key, note text);
   create function public.pgrst_test_echo(p_a int, p_b text default 'x') returns jsonb language sql
@@ -119,13 +132,7 @@ beforeAll(async () => {
   await db.query(fixtures);
   serviceKey = await mintServiceRoleKey(jwtSecret);
   anonKey = await mintAnonKey(jwtSecret);
-  rest = await startPostgrest({
-    port: await freePort(),
-    databaseUrl,
-    jwtSecret,
-    serviceRoleKey: serviceKey,
-    anonKey,
-  });
+  rest = await standIn({ anonKey });
   service = createClient(rest.url, serviceKey, opts);
   anon = createClient(rest.url, anonKey, opts);
 });
@@ -558,12 +565,7 @@ describe("transport", () => {
   });
 
   test("a closed stand-in is a network failure: status 0, an error, never data", async () => {
-    const gone = await startPostgrest({
-      port: await freePort(),
-      databaseUrl,
-      jwtSecret,
-      serviceRoleKey: serviceKey,
-    });
+    const gone = await standIn();
     await gone.close();
     const { error, data, status } = await createClient(gone.url, serviceKey, opts).rpc(
       "pgrst_test_echo",
@@ -576,12 +578,7 @@ describe("transport", () => {
 
   test("a database that cannot be reached is 503 PGRST000", async () => {
     const deadDb = `postgres://postgres:postgres@127.0.0.1:${await freePort()}/postgres`;
-    const orphan = await startPostgrest({
-      port: await freePort(),
-      databaseUrl: deadDb,
-      jwtSecret,
-      serviceRoleKey: serviceKey,
-    });
+    const orphan = await standIn({ databaseUrl: deadDb });
     try {
       const { error, data, status } = await createClient(orphan.url, serviceKey, opts).rpc(
         "pgrst_test_echo",
@@ -598,11 +595,7 @@ describe("transport", () => {
   });
 
   test("an exhausted pool is 504 PGRST003 once the acquisition timeout passes", async () => {
-    const small = await startPostgrest({
-      port: await freePort(),
-      databaseUrl,
-      jwtSecret,
-      serviceRoleKey: serviceKey,
+    const small = await standIn({
       poolMax: 1,
       poolAcquireTimeoutMs: 200,
       schemaCacheTtlMs: 60_000,

@@ -39,7 +39,7 @@ test("a free user's cancel loop ends after two calls a day: the second running c
     const created = await api.enqueue(`[fake:tokens:5000] An endless essay, round ${round}`);
     expect(created.status).toBe(202);
     const id = created.body.job.id as string;
-    await api.waitFor(id, (j) => j.status === "running", "running", 10_000);
+    await api.waitRunning(id, 10_000);
     const answered = stack.model.stats().requests.length;
     const canceled = await api.cancel(id);
     expect(canceled.status).toBe(200);
@@ -80,7 +80,7 @@ test(`a pro user's cancel loop (${ROUNDS} rounds, each refunded) costs at most $
     const created = await api.enqueue(`[fake:tokens:5000] An endless essay, round ${round}`);
     expect(created.status).toBe(202);
     const id = created.body.job.id as string;
-    await api.waitFor(id, (j) => j.status === "running", "running", 10_000);
+    await api.waitRunning(id, 10_000);
 
     const answered = stack.model.stats().requests.length;
     const tokensAtCancel = stack.model.stats().streamedTokens;

@@ -8,6 +8,7 @@ import {
   alertsAbout,
   events,
   newUser,
+  newUserJob,
   publishThroughQStash,
   refundEvents,
   until,
@@ -17,12 +18,10 @@ import {
 const fixture = useStack();
 
 test("model 500 on every try: QStash retries, then the failure callback: failed, refunded once, counted for the window's summary (no page of its own); a second callback and a DLQ retry change nothing", async () => {
-  const { stack } = fixture;
-  const { api } = await newUser(stack);
-  const calls = stack.model.calls();
-
-  const created = await api.enqueue("[fake:server_error] this will never work");
-  const id = created.body.job.id;
+  const { stack, api, id, modelCalls, events, refundEvents } = await newUserJob(
+    fixture,
+    "[fake:server_error] this will never work",
+  );
   const job = await api.waitTerminal(id);
   expect(job).toMatchObject({
     status: "failed",
@@ -30,14 +29,14 @@ test("model 500 on every try: QStash retries, then the failure callback: failed,
     attempts: 2, // the first delivery + QSTASH_RETRIES=1
     quotaRefunded: true,
   });
-  expect(stack.model.calls() - calls).toBe(2);
+  expect(modelCalls()).toBe(2);
   await stack.qstash.waitIdle(10_000);
   // A user can cause this at will: no page names the job; the error log line does.
   expect(alertsAbout(stack, id)).toHaveLength(0);
   expect(fixture.logs.some((l) => l.includes('"job_delivery_failed"') && l.includes(id))).toBe(
     true,
   );
-  expect(await events(stack, id)).toEqual([
+  expect(await events()).toEqual([
     "enqueued",
     "started",
     "released",
@@ -84,8 +83,8 @@ test("model 500 on every try: QStash retries, then the failure callback: failed,
   ).toBeGreaterThanOrEqual(1);
 
   expect((await api.job(id)).body.job).toMatchObject({ status: "failed", attempts: 2 });
-  expect(stack.model.calls() - calls).toBe(2);
-  expect(await refundEvents(stack, id)).toBe(1);
+  expect(modelCalls()).toBe(2);
+  expect(await refundEvents()).toBe(1);
   expect(alertsAbout(stack, id)).toHaveLength(0);
   expect(
     fixture.logs.filter((l) => l.includes('"job_delivery_failed"') && l.includes(id)),
@@ -217,12 +216,10 @@ test("a revoked OpenAI key (401 invalid_api_key) under three jobs: each failed p
 // Last: the provider gate it closes (shared in Redis, as in production) would make the next
 // jobs in this stack wait a second without calling the model.
 test("429 insufficient_quota: on-call alerted once, the job gives up at the hit limit, refunded once", async () => {
-  const { stack } = fixture;
-  const { api } = await newUser(stack);
-  const calls = stack.model.calls();
-
-  const created = await api.enqueue("[fake:insufficient_quota] an essay nobody will pay for");
-  const id = created.body.job.id;
+  const { stack, api, id, modelCalls, events, refundEvents } = await newUserJob(
+    fixture,
+    "[fake:insufficient_quota] an essay nobody will pay for",
+  );
   const job = await api.waitTerminal(id, 30_000);
   expect(job).toMatchObject({
     status: "failed",
@@ -231,9 +228,9 @@ test("429 insufficient_quota: on-call alerted once, the job gives up at the hit 
     attempts: 3,
     quotaRefunded: true,
   });
-  expect(stack.model.calls() - calls).toBe(3);
-  expect(await refundEvents(stack, id)).toBe(1);
-  expect(await events(stack, id)).toEqual([
+  expect(modelCalls()).toBe(3);
+  expect(await refundEvents()).toBe(1);
+  expect(await events()).toEqual([
     "enqueued",
     "started",
     "requeued",

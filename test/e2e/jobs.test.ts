@@ -3,21 +3,20 @@
  * QStash deliveries made by the stand-in and the fake model answering.
  */
 import { expect, test } from "vitest";
-import { events, newUser, publishThroughQStash, refundEvents, useStack } from "../support/stack.ts";
+import { newUserJob, useStack } from "../support/stack.ts";
 
 const fixture = useStack();
 
 test("happy path: enqueue → delivered → model → succeeded, output readable, 1 unit used", async () => {
-  const { stack } = fixture;
-  const { api } = await newUser(stack);
-  const calls = stack.model.calls();
-
-  const created = await api.enqueue("Write a haiku about queues");
+  const { api, created, id, modelCalls, events } = await newUserJob(
+    fixture,
+    "Write a haiku about queues",
+  );
   expect(created.status).toBe(202);
   expect(created.body.job).toMatchObject({ status: "queued", phase: "queued", attempts: 0 });
   expect(created.body.usage).toMatchObject({ plan: "pro", used: 1, active: 1 });
 
-  const job = await api.waitTerminal(created.body.job.id);
+  const job = await api.waitTerminal(id);
   expect(job).toMatchObject({
     status: "succeeded",
     phase: "succeeded",
@@ -26,45 +25,41 @@ test("happy path: enqueue → delivered → model → succeeded, output readable
     failureReason: null,
   });
   expect(job.output).toContain("Write a haiku about queues");
-  expect(stack.model.calls() - calls).toBe(1);
+  expect(modelCalls()).toBe(1);
 
   const usage = await api.usage();
   expect(usage.body).toMatchObject({ used: 1, active: 0 });
   const list = await api.list();
   expect(list.body.jobs.map((j: { id: string }) => j.id)).toEqual([job.id]);
-  expect(await events(stack, job.id)).toEqual(["enqueued", "started", "completed"]);
+  expect(await events()).toEqual(["enqueued", "started", "completed"]);
 });
 
 test("the same message delivered twice: one model call", async () => {
-  const { stack } = fixture;
-  const { api } = await newUser(stack);
-  const calls = stack.model.calls();
-
-  const created = await api.enqueue("[fake:slow:1500] a slow document");
-  const id = created.body.job.id;
-  await api.waitFor(id, (j) => j.status === "running", "running");
+  const { stack, api, id, modelCalls, events, redeliver } = await newUserJob(
+    fixture,
+    "[fake:slow:1500] a slow document",
+  );
+  await api.waitRunning(id);
   // A second delivery of {jobId} while the first still runs (QStash is at-least-once).
-  await publishThroughQStash(stack, "/api/worker", { jobId: id });
+  await redeliver();
   const job = await api.waitTerminal(id);
   expect(job).toMatchObject({ status: "succeeded", attempts: 1 });
   // And once more after it finished.
-  await publishThroughQStash(stack, "/api/worker", { jobId: id });
+  await redeliver();
   await stack.qstash.waitIdle(10_000);
 
-  expect(stack.model.calls() - calls).toBe(1);
+  expect(modelCalls()).toBe(1);
   expect((await api.job(id)).body.job).toMatchObject({ status: "succeeded", attempts: 1 });
   expect(fixture.logs.some((l) => l.includes('"already_running"') && l.includes(id))).toBe(true);
-  expect(await events(stack, id)).toEqual(["enqueued", "started", "completed"]);
+  expect(await events()).toEqual(["enqueued", "started", "completed"]);
 });
 
 test("cancel while the model runs: canceled, refunded once, the model call cut, nothing overwrites it", async () => {
-  const { stack } = fixture;
-  const { api } = await newUser(stack);
-  const calls = stack.model.calls();
-
-  const created = await api.enqueue("[fake:slow:5000] take your time");
-  const id = created.body.job.id;
-  await api.waitFor(id, (j) => j.status === "running", "running");
+  const { stack, api, id, modelCalls, events, refundEvents } = await newUserJob(
+    fixture,
+    "[fake:slow:5000] take your time",
+  );
+  await api.waitRunning(id);
 
   const canceled = await api.cancel(id);
   expect(canceled.status).toBe(200);
@@ -80,9 +75,9 @@ test("cancel while the model runs: canceled, refunded once, the model call cut, 
   expect(fixture.logs.some((l) => l.includes("model_stream_aborted") && l.includes(id))).toBe(true);
   const job = (await api.job(id)).body.job;
   expect(job).toMatchObject({ status: "canceled", output: null, quotaRefunded: true });
-  expect(stack.model.calls() - calls).toBe(1);
-  expect(await refundEvents(stack, id)).toBe(1);
-  expect(await events(stack, id)).toEqual(["enqueued", "started", "canceled", "attempt_usage"]);
+  expect(modelCalls()).toBe(1);
+  expect(await refundEvents()).toBe(1);
+  expect(await events()).toEqual(["enqueued", "started", "canceled", "attempt_usage"]);
 
   // A second cancel is refused and refunds nothing.
   const again = await api.cancel(id);
@@ -92,13 +87,11 @@ test("cancel while the model runs: canceled, refunded once, the model call cut, 
 });
 
 test("provider 429 rate_limit_exceeded: waiting_for_provider with resumeAt, then succeeded", async () => {
-  const { stack } = fixture;
-  const { api } = await newUser(stack);
-  const calls = stack.model.calls();
-  stack.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 2 });
-
-  const created = await api.enqueue("Summarise the quarterly report");
-  const id = created.body.job.id;
+  fixture.stack.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 2 });
+  const { api, id, modelCalls, events } = await newUserJob(
+    fixture,
+    "Summarise the quarterly report",
+  );
   const waiting = await api.waitFor(id, (j) => j.phase === "waiting_for_provider", "waiting");
   expect(waiting).toMatchObject({ status: "queued", providerQuotaHits: 1 });
   expect(Date.parse(waiting.resumeAt)).toBeGreaterThan(Date.now() - 1_000);
@@ -110,25 +103,17 @@ test("provider 429 rate_limit_exceeded: waiting_for_provider with resumeAt, then
     providerQuotaHits: 1,
     quotaRefunded: false,
   });
-  expect(stack.model.calls() - calls).toBe(2);
+  expect(modelCalls()).toBe(2);
   expect((await api.usage()).body).toMatchObject({ used: 1, active: 0 });
-  expect(await events(stack, id)).toEqual([
-    "enqueued",
-    "started",
-    "requeued",
-    "started",
-    "completed",
-  ]);
+  expect(await events()).toEqual(["enqueued", "started", "requeued", "started", "completed"]);
 });
 
 test("cancel while queued (waiting for the provider): canceled, refunded once, never run again", async () => {
-  const { stack } = fixture;
-  const { api } = await newUser(stack);
-  const calls = stack.model.calls();
-  stack.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 2 });
-
-  const created = await api.enqueue("Draft a polite reminder");
-  const id = created.body.job.id;
+  fixture.stack.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 2 });
+  const { stack, api, id, modelCalls, events, refundEvents } = await newUserJob(
+    fixture,
+    "Draft a polite reminder",
+  );
   await api.waitFor(id, (j) => j.phase === "waiting_for_provider", "waiting");
 
   const canceled = await api.cancel(id);
@@ -137,9 +122,9 @@ test("cancel while queued (waiting for the provider): canceled, refunded once, n
 
   // The requeued message still arrives at its notBefore; the claim finds the job final.
   await stack.qstash.waitIdle(15_000);
-  expect(stack.model.calls() - calls).toBe(1);
+  expect(modelCalls()).toBe(1);
   expect((await api.job(id)).body.job).toMatchObject({ status: "canceled", output: null });
-  expect(await refundEvents(stack, id)).toBe(1);
-  expect(await events(stack, id)).toEqual(["enqueued", "started", "requeued", "canceled"]);
+  expect(await refundEvents()).toBe(1);
+  expect(await events()).toEqual(["enqueued", "started", "requeued", "canceled"]);
   expect((await api.usage()).body).toMatchObject({ used: 0, active: 0 });
 });

@@ -57,7 +57,7 @@ test(`a generation streaming for ~15 s (150 s in production) completes: one atte
   );
   expect(created.status).toBe(202);
   const id = created.body.job.id as string;
-  await api.waitFor(id, (j) => j.status === "running", "running", 10_000);
+  await api.waitRunning(id, 10_000);
 
   // While it streams: its progress grows, and the sweeper (as cron runs it) ends nothing.
   const seen: number[] = [];
@@ -111,7 +111,7 @@ test("a cancel late in a long generation (past the old cap) still cuts the strea
     `[fake:chunk_ms:${CHUNK_MS}] [fake:tokens:5000] An endless document`,
   );
   const id = created.body.job.id as string;
-  const running = await api.waitFor(id, (j) => j.status === "running", "running", 10_000);
+  const running = await api.waitRunning(id, 10_000);
   // Past what the old model timeout allowed (4.5 s here, 45 s in production).
   const lateMs = OLD_MODEL_TIMEOUT_MS + 1000;
   await until(

@@ -6,22 +6,20 @@
  * QStash stand-in to /api/dlq, which delivers it signed, as QStash would.
  */
 import { expect, test } from "vitest";
-import { events, newUser, publishThroughQStash, until, useStack } from "../support/stack.ts";
+import { newUserJob, publishThroughQStash, until, useStack } from "../support/stack.ts";
 
 const fixture = useStack();
 
 test("an old message's failure callback during the new message's run is superseded: the job succeeds, 1 unit used, nothing refunded", async () => {
-  const { stack } = fixture;
-  const { api } = await newUser(stack);
-  const calls = stack.model.calls();
   // The first claim hits a provider 429 (requeued, a new message for 1 s later); the second
   // claim's model call takes 4 s, the window the old message's callback lands in.
-  stack.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 1 });
-  stack.model.failNext("slow", 1, { delayMs: 4_000 });
-
-  const created = await api.enqueue("Summarise the quarterly report");
+  fixture.stack.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 1 });
+  fixture.stack.model.failNext("slow", 1, { delayMs: 4_000 });
+  const { stack, api, created, id, modelCalls, events } = await newUserJob(
+    fixture,
+    "Summarise the quarterly report",
+  );
   expect(created.status).toBe(202);
-  const id: string = created.body.job.id;
   const running = await api.waitFor(
     id,
     (j) => j.status === "running" && j.attempts === 2,
@@ -84,13 +82,7 @@ test("an old message's failure callback during the new message's run is supersed
     failureReason: null,
   });
   expect(job.output).toBeTruthy();
-  expect(stack.model.calls() - calls).toBe(2);
+  expect(modelCalls()).toBe(2);
   expect((await api.usage()).body).toMatchObject({ used: 1, active: 0 });
-  expect(await events(stack, id)).toEqual([
-    "enqueued",
-    "started",
-    "requeued",
-    "started",
-    "completed",
-  ]);
+  expect(await events()).toEqual(["enqueued", "started", "requeued", "started", "completed"]);
 });

@@ -6,16 +6,7 @@
  * refunded at most once.
  */
 import { expect, test } from "vitest";
-import {
-  type apiAs,
-  events,
-  isTerminal,
-  newUser,
-  publishThroughQStash,
-  refundEvents,
-  until,
-  useStack,
-} from "../support/stack.ts";
+import { type apiAs, isTerminal, newUser, newUserJob, until, useStack } from "../support/stack.ts";
 
 const LEASE_SECONDS = 5;
 const fixture = useStack({
@@ -49,23 +40,22 @@ function waitLeaseExpired(jobId: string) {
 }
 
 /** Waits until the job runs AND its model call has reached the fake model: truly mid-call. */
-async function waitMidCall(api: ReturnType<typeof apiAs>, jobId: string, callsBefore: number) {
-  const job = await api.waitFor(jobId, (j) => j.status === "running", "running");
+async function waitMidCall(api: ReturnType<typeof apiAs>, jobId: string, modelCalls: () => number) {
+  const job = await api.waitRunning(jobId);
   await until(
-    async () => fixture.stack.model.calls(),
-    (n) => n > callsBefore,
+    async () => modelCalls(),
+    (n) => n > 0,
     { timeoutMs: 10_000, what: "the model call to start" },
   );
   return job as { startedAt: string };
 }
 
 test("the worker process killed mid-call: the job ends (reclaimed, failure callback or sweeper), refunded at most once", async () => {
-  const { stack } = fixture;
-  const { api } = await newUser(stack);
-  const calls = stack.model.calls();
-  const created = await api.enqueue("[fake:slow:3000] the function dies while I am written");
-  const id = created.body.job.id;
-  const running = await waitMidCall(api, id, calls);
+  const { stack, api, id, modelCalls, refundEvents } = await newUserJob(
+    fixture,
+    "[fake:slow:3000] the function dies while I am written",
+  );
+  const running = await waitMidCall(api, id, modelCalls);
 
   await stack.killApp();
   await stack.restartApp();
@@ -91,30 +81,29 @@ test("the worker process killed mid-call: the job ends (reclaimed, failure callb
     // Reclaimed after the lease by a redelivery: a second claim, no refund.
     expect(job.attempts).toBeGreaterThanOrEqual(2);
     expect(job.quotaRefunded).toBe(false);
-    expect(await refundEvents(stack, id)).toBe(0);
+    expect(await refundEvents()).toBe(0);
     expect((await api.usage()).body).toMatchObject({ used: 1, active: 0 });
   } else {
     expect(job.status).toBe("failed");
     expect(["delivery_failed", "lease_expired"]).toContain(job.failureReason);
     if (job.failureReason === "lease_expired") expect(swept).toBe(true);
     expect(job.quotaRefunded).toBe(true);
-    expect(await refundEvents(stack, id)).toBe(1);
+    expect(await refundEvents()).toBe(1);
     expect((await api.usage()).body).toMatchObject({ used: 0, active: 0 });
   }
   // Whatever arrives late (a callback retry, another sweep) changes nothing.
   await stack.sweep();
   expect((await api.job(id)).body.job).toMatchObject({ status: job.status });
-  expect(await refundEvents(stack, id)).toBeLessThanOrEqual(1);
+  expect(await refundEvents()).toBeLessThanOrEqual(1);
 });
 
 test("killed mid-call and QStash's messages lost too: the sweeper ends it after the lease, refunded once", async () => {
-  const { stack } = fixture;
-  const { api } = await newUser(stack);
-  stack.model.failNext("slow", 1, { delayMs: 3_000 });
-  const calls = stack.model.calls();
-  const created = await api.enqueue("Nobody will come back for me");
-  const id = created.body.job.id;
-  await waitMidCall(api, id, calls);
+  fixture.stack.model.failNext("slow", 1, { delayMs: 3_000 });
+  const { stack, api, id, modelCalls, events, refundEvents } = await newUserJob(
+    fixture,
+    "Nobody will come back for me",
+  );
+  await waitMidCall(api, id, modelCalls);
 
   // The instance dies and the dev QStash (in memory, like the real one) loses its messages.
   await stack.killApp();
@@ -131,19 +120,18 @@ test("killed mid-call and QStash's messages lost too: the sweeper ends it after 
     failureReason: "lease_expired",
     quotaRefunded: true,
   });
-  expect(await refundEvents(stack, id)).toBe(1);
-  expect(await events(stack, id)).toEqual(["enqueued", "started", "swept"]);
+  expect(await refundEvents()).toBe(1);
+  expect(await events()).toEqual(["enqueued", "started", "swept"]);
   expect((await api.usage()).body).toMatchObject({ used: 0, active: 0 });
 });
 
 test("killed mid-call, redelivered after the lease expired: reclaimed, succeeded, no refund", async () => {
-  const { stack } = fixture;
-  const { api } = await newUser(stack);
-  stack.model.failNext("slow", 1, { delayMs: 3_000 });
-  const calls = stack.model.calls();
-  const created = await api.enqueue("Try me again later");
-  const id = created.body.job.id;
-  await waitMidCall(api, id, calls);
+  fixture.stack.model.failNext("slow", 1, { delayMs: 3_000 });
+  const { stack, api, id, modelCalls, events, refundEvents, redeliver } = await newUserJob(
+    fixture,
+    "Try me again later",
+  );
+  await waitMidCall(api, id, modelCalls);
 
   await stack.killApp();
   await stack.stopQStash(); // its retry and failure callback are gone with it
@@ -151,18 +139,18 @@ test("killed mid-call, redelivered after the lease expired: reclaimed, succeeded
   await stack.restartApp();
 
   // A redelivery before the lease ends must not call the model (the first claim may be alive).
-  await publishThroughQStash(stack, "/api/worker", { jobId: id });
+  await redeliver();
   await stack.qstash.waitIdle(5_000);
   expect((await api.job(id)).body.job).toMatchObject({ status: "running", attempts: 1 });
-  expect(stack.model.calls() - calls).toBe(1);
+  expect(modelCalls()).toBe(1);
 
   await waitLeaseExpired(id);
-  await publishThroughQStash(stack, "/api/worker", { jobId: id });
+  await redeliver();
   const job = await api.waitTerminal(id);
   expect(job).toMatchObject({ status: "succeeded", attempts: 2, quotaRefunded: false });
-  expect(stack.model.calls() - calls).toBe(2);
-  expect(await events(stack, id)).toEqual(["enqueued", "started", "reclaimed", "completed"]);
-  expect(await refundEvents(stack, id)).toBe(0);
+  expect(modelCalls()).toBe(2);
+  expect(await events()).toEqual(["enqueued", "started", "reclaimed", "completed"]);
+  expect(await refundEvents()).toBe(0);
   expect((await api.usage()).body).toMatchObject({ used: 1, active: 0 });
 });
 

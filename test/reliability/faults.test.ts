@@ -19,6 +19,20 @@ const app = useApi();
 const service = servicePool(6);
 let deadModelUrl = "";
 
+/**
+ * A job failed for a user's reason: fail_job, then the failure counted for the window's summary
+ * (no page of its own), then any closed window flushed.
+ */
+const FAILED_AND_COUNTED = [
+  "rpc:fail_job",
+  "redis:hincrby",
+  "redis:zincrby",
+  "redis:zadd",
+  "redis:expire",
+  "redis:expire",
+  "redis:zrange",
+];
+
 /** The boundary calls each flow makes with no fault, in order: the points the matrix breaks. */
 const TRACES: Record<string, string[]> = {
   enqueue: ["redis:evalsha", "redis:eval", "rpc:enqueue_job", "publish"],
@@ -54,29 +68,9 @@ const TRACES: Record<string, string[]> = {
     "publish",
   ],
   "delivery, model 500": ["rpc:start_job", "redis:get", "model", "rpc:release_job"],
-  // A refusal and a failure callback are counted for the window's summary (no page), then any
-  // closed window is flushed.
-  "delivery, model refuses (400)": [
-    "rpc:start_job",
-    "redis:get",
-    "model",
-    "rpc:fail_job",
-    "redis:hincrby",
-    "redis:zincrby",
-    "redis:zadd",
-    "redis:expire",
-    "redis:expire",
-    "redis:zrange",
-  ],
-  "failure callback": [
-    "rpc:fail_job",
-    "redis:hincrby",
-    "redis:zincrby",
-    "redis:zadd",
-    "redis:expire",
-    "redis:expire",
-    "redis:zrange",
-  ],
+  // A refusal and a failure callback are counted for the window's summary (no page).
+  "delivery, model refuses (400)": ["rpc:start_job", "redis:get", "model", ...FAILED_AND_COUNTED],
+  "failure callback": FAILED_AND_COUNTED,
   cancel: ["rpc:cancel_job"],
   // The model streams, the worker's timer writes progress once (sim.ts holdFirstProgress makes
   // it exactly once), the answer completes the job.

@@ -6,18 +6,12 @@
 import { spawnSync } from "node:child_process";
 import { describe, expect, test } from "vitest";
 import { reconcile } from "../../ops/reconcile.ts";
-import {
-  adminPool,
-  databaseUrl,
-  newUser,
-  rpc,
-  servicePool,
-  useFreshDatabase,
-} from "../support/db.ts";
+import { databaseUrl, rpc } from "../support/db.ts";
+import { dbFixture } from "../support/db-fixture.ts";
 
-useFreshDatabase();
-const admin = adminPool();
-const service = servicePool();
+// Drift is seeded here on purpose: reconcile must find it.
+const db = dbFixture({ fresh: true, noDrift: "never" });
+const { admin, svc: service } = db;
 const hoursAgo = (h: number) => new Date(Date.now() - h * 3_600_000);
 
 async function enqueue(userId: string, at: Date): Promise<string> {
@@ -35,7 +29,7 @@ const checks = (r: Awaited<ReturnType<typeof reconcile>>["findings"]) =>
 
 describe("npm run reconcile", () => {
   test("a clean database: nothing found, exit code 0", async () => {
-    const user = await newUser(admin, "pro");
+    const user = await db.user("pro");
     const id = await enqueue(user, new Date());
     await rpc(service, "cancel_job", { p_job_id: id, p_user_id: user });
     const report = await reconcile({ dbUrl: databaseUrl() });
@@ -44,7 +38,7 @@ describe("npm run reconcile", () => {
 
   test("a token plan's running cancels are not refunded running-cancels of the job plans' bound", async () => {
     // Without `j.meter = 'jobs'` the check counts them and reports a counter mismatch.
-    const user = await newUser(admin, "team");
+    const user = await db.user("team");
     for (let i = 0; i < 2; i++) {
       const id = await enqueue(user, new Date());
       await rpc(service, "start_job", { p_job_id: id, p_lease_seconds: 90 });
@@ -57,7 +51,7 @@ describe("npm run reconcile", () => {
   test("a canceled attempt's usage record (canceled → canceled) is not a second refund", async () => {
     // Without `from_status is distinct from to_status` the attempt_usage event counts as a
     // second transition into canceled and the job is reported as refunded twice.
-    const user = await newUser(admin, "pro");
+    const user = await db.user("pro");
     const id = await enqueue(user, new Date());
     await rpc(service, "start_job", { p_job_id: id, p_lease_seconds: 90 });
     await rpc(service, "cancel_job", { p_job_id: id, p_user_id: user });
@@ -73,12 +67,12 @@ describe("npm run reconcile", () => {
   });
 
   test("reports old active jobs, dead workers' jobs, undelivered jobs and drift read-only; --fix ends them with sweep_jobs, one refund each; drift is left to a human", async () => {
-    const user = await newUser(admin, "pro");
+    const user = await db.user("pro");
     const old = await enqueue(user, hoursAgo(4)); // past the max age, still queued
     const dead = await enqueue(user, hoursAgo(1)); // its worker died: lease long expired
     await rpc(service, "start_job", { p_job_id: dead, p_lease_seconds: 90, p_now: hoursAgo(1) });
     const lost = await enqueue(user, hoursAgo(0.5)); // its message was lost
-    const drifted = await newUser(admin, "free");
+    const drifted = await db.user("free");
     await admin.query(
       "insert into public.quota_usage (user_id, period_start, units_used) values ($1, date_trunc('day', now() at time zone 'UTC') at time zone 'UTC', 1)",
       [drifted],
@@ -142,7 +136,7 @@ describe("npm run reconcile", () => {
   });
 
   test("a job ended by a raw UPDATE (no transition, no refund): reported twice, as drift and as a failure without its refund event", async () => {
-    const user = await newUser(admin, "pro");
+    const user = await db.user("pro");
     const id = await enqueue(user, new Date());
     await admin.query(
       `update public.generation_jobs set status = 'failed', failure_reason = 'delivery_failed',
@@ -164,7 +158,7 @@ describe("npm run reconcile", () => {
   });
 
   test("a running cancel past the plan's bound is clean; a withheld refund without its event, or a counter off its events, is reported", async () => {
-    const user = await newUser(admin, "free");
+    const user = await db.user("free");
     const now = new Date();
     const first = await enqueue(user, now);
     await rpc(service, "start_job", { p_job_id: first, p_lease_seconds: 90 });
@@ -180,7 +174,7 @@ describe("npm run reconcile", () => {
 
     // A careless operator's raw writes: a queued job "canceled" without its refund, and the
     // running-cancel counter bumped by hand.
-    const other = await newUser(admin, "pro");
+    const other = await db.user("pro");
     const raw = await enqueue(other, now);
     // On a plan that refunds nothing after spend, so the repaired job below is a withheld
     // running cancel the bound called for.
@@ -228,7 +222,7 @@ describe("npm run reconcile", () => {
       `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_refunded_running_cancels)
        values ('reconcile_two', 'Two', 'day', 10, 3, 2) on conflict (id) do nothing`,
     );
-    const user = await newUser(admin, "reconcile_two");
+    const user = await db.user("reconcile_two");
     const refunded: boolean[] = [];
     for (let i = 0; i < 3; i++) {
       const id = await enqueue(user, new Date());
@@ -263,7 +257,7 @@ describe("npm run reconcile", () => {
   });
 
   test("a failed/canceled job without refunded_at, or a succeeded one with it, cannot be written at all", async () => {
-    const user = await newUser(admin, "pro");
+    const user = await db.user("pro");
     const a = await enqueue(user, new Date());
     await expect(
       admin.query(
@@ -294,7 +288,7 @@ describe("npm run reconcile", () => {
         timeout: 30_000,
       });
     expect(run("--db-url", databaseUrl()).status).toBe(0);
-    const user = await newUser(admin, "free");
+    const user = await db.user("free");
     await enqueue(user, hoursAgo(5));
     const found = run("--db-url", databaseUrl(), "--json");
     expect(found.status).toBe(1);

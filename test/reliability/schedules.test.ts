@@ -63,6 +63,17 @@ async function assertReportingFirst(first: () => string | undefined, run: Promis
   }
 }
 
+/** A simulator on an empty Redis, with a closed port for the model that cannot be reached. */
+async function freshSim(): Promise<Sim> {
+  await app.redis.flushall();
+  return new Sim({
+    service,
+    admin: app.admin,
+    env: app.env,
+    deadModelUrl: `http://127.0.0.1:${await freePort()}/v1`,
+  });
+}
+
 describe("random schedules on the real database", () => {
   test(
     `${RUNS} schedules with faults: no drift, all terminal, each failed/canceled job refunded once (a running cancel past the plan's bound: never, and only then), limits held, one model call per claim`,
@@ -140,13 +151,7 @@ describe("random schedules on the real database", () => {
   ); // ~0.25 s a run alone, ~0.7 s with the nightly's chunks side by side on a busy 2-core machine
 
   test("the edge has teeth: a bug behind POST /api/worker (a 500) fails the run even though lib/ settles the job", async () => {
-    await app.redis.flushall();
-    const sim = new Sim({
-      service,
-      admin: app.admin,
-      env: app.env,
-      deadModelUrl: `http://127.0.0.1:${await freePort()}/v1`,
-    });
+    const sim = await freshSim();
     const start = sim.workerDeps.jobs.start;
     let broken = true;
     sim.workerDeps.jobs = {
@@ -170,13 +175,7 @@ describe("random schedules on the real database", () => {
   });
 
   test("the check has teeth: a worker that runs the model on a duplicate delivery (already_running) is caught", async () => {
-    await app.redis.flushall();
-    const sim = new Sim({
-      service,
-      admin: app.admin,
-      env: app.env,
-      deadModelUrl: `http://127.0.0.1:${await freePort()}/v1`,
-    });
+    const sim = await freshSim();
     const start = sim.workerDeps.jobs.start;
     sim.workerDeps.jobs = {
       ...sim.workerDeps.jobs,

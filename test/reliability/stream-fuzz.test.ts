@@ -10,7 +10,8 @@
 import { randomUUID } from "node:crypto";
 import fc from "fast-check";
 import { expect, test } from "vitest";
-import { eventually, useApi } from "../support/api.ts";
+import { eventually, outcomeOf, useApi } from "../support/api.ts";
+import { SPECIAL_TOKENS } from "../support/special-tokens.ts";
 
 const PROGRESS_INTERVAL_MS = 250;
 /** One progress write's round trip on this shared machine, generously. */
@@ -22,18 +23,8 @@ const app = useApi({
   env: { PROGRESS_INTERVAL_MS: String(PROGRESS_INTERVAL_MS), MODEL_TIMEOUT_MS: "20000" },
 });
 
-const SPECIAL = [
-  "<|endoftext|>",
-  "<|im_start|>",
-  "<|im_end|>",
-  "<|im_sep|>",
-  "<|fim_prefix|>",
-  "<|fim_middle|>",
-  "<|fim_suffix|>",
-  "<|endofprompt|>",
-];
 const piece = fc.oneof(
-  fc.constantFrom(...SPECIAL),
+  fc.constantFrom(...SPECIAL_TOKENS),
   fc.integer({ min: 0xd800, max: 0xdfff }).map((c) => String.fromCharCode(c)),
   fc.string({ unit: "binary", minLength: 1, maxLength: 20 }),
   fc.constantFrom(
@@ -78,15 +69,12 @@ test(`adversarial model output (${RUNS} runs): a cancel cuts the stream within o
         { what: "a progress write", timeoutMs: 10_000 },
       );
       const canceledAt = Date.now();
-      const cancel = await app.call("job", `/api/jobs/${id}`, {
-        method: "DELETE",
-        headers: user.headers,
-      });
+      const cancel = await app.cancel(user, id);
       expect(cancel.status).toBe(200);
       const res = await delivery;
       const cutMs = Date.now() - canceledAt;
       cuts.push(cutMs);
-      expect(((await res.json()) as { outcome: string }).outcome).toBe("aborted");
+      expect(await outcomeOf(res)).toBe("aborted");
       expect(cutMs).toBeLessThan(PROGRESS_INTERVAL_MS + ROUND_TRIP_MS);
       await eventually(() => app.model.stats().requests.length > answered, {
         what: "the fake to see the stream cut",

@@ -222,6 +222,8 @@ export interface Api {
   call(route: Route, path: string, init?: RequestInit, handlers?: Handlers): Promise<Response>;
   /** `POST /api/jobs` with a JSON `{prompt}` body. */
   enqueue(user: TestUser, prompt: string, headers?: Record<string, string>): Promise<Response>;
+  /** `DELETE /api/jobs/:id` as `user`: cancel the job. */
+  cancel(user: TestUser, jobId: string): Promise<Response>;
   /** Enqueue and return the new job's id (asserts the 202). */
   enqueueOk(user: TestUser, prompt?: string): Promise<string>;
   /** Deliver a published message to `api/worker.ts` as QStash would (signed, same body). */
@@ -434,6 +436,9 @@ export function useApi(options: ApiOptions = {}): Api {
       body: JSON.stringify({ prompt }),
     });
 
+  api.cancel = (user, jobId) =>
+    api.call("job", `/api/jobs/${jobId}`, { method: "DELETE", headers: user.headers });
+
   api.enqueueOk = async (user, prompt = `a short report ${randomUUID()}`) => {
     const res = await api.enqueue(user, prompt);
     expect(res.status).toBe(202);
@@ -542,6 +547,19 @@ export async function signAsQStash(
     new TextEncoder().encode(body),
     opts.nowMs,
   );
+}
+
+/** The worker's outcome in its answer to a delivery (`completed`, `aborted`, `failed` …). */
+export async function outcomeOf(res: Response): Promise<string> {
+  return ((await res.json()) as { outcome: string }).outcome;
+}
+
+/** A new free user's job, its message delivered once: the worker's outcome, the model's requests. */
+export async function deliveredFreeJob(app: Api, prompt: string) {
+  const user = await app.newUser("free");
+  const id = await app.enqueueOk(user, prompt);
+  const outcome = await outcomeOf(await app.deliver(app.qstash.latestFor(id)));
+  return { outcome, requests: app.model.stats().requests };
 }
 
 /** Polls `check` until it returns a value other than `undefined`/`false`, or fails at the deadline. */

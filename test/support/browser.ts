@@ -11,8 +11,14 @@
 import { chmod, mkdir, mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
-import { afterAll, beforeAll, inject } from "vitest";
+import {
+  type Browser,
+  type BrowserContext,
+  chromium,
+  type Locator,
+  type Page,
+} from "playwright-core";
+import { afterAll, beforeAll, expect, inject } from "vitest";
 import { ANY_FREE_PORTS } from "../../dev/ports.ts";
 import { removeDataDir, type Stack, startStack } from "../../dev/stack.ts";
 
@@ -138,11 +144,21 @@ export async function until<T>(
   }
 }
 
-/** Signs in through the page's dev sign-in, as a new local user on `plan`. */
-export async function devSignIn(page: Page, plan: "free" | "pro" | "team" = "free"): Promise<void> {
+/** Signs in through the page's dev sign-in, as a new local user on `plan`; their user id. */
+export async function devSignIn(
+  page: Page,
+  plan: "free" | "pro" | "team" = "free",
+): Promise<string> {
   await page.getByLabel({ free: /Free plan/, pro: /Pro plan/, team: /Team plan/ }[plan]).check();
   await page.getByRole("button", { name: "Sign in locally" }).click();
   await page.getByRole("heading", { name: "Your usage" }).waitFor();
+  return userIdOf(page);
+}
+
+/** Types `prompt` into the form and presses Generate, as a user does. */
+export async function generate(page: Page, prompt: string): Promise<void> {
+  await page.getByLabel("What should it write?").fill(prompt);
+  await page.getByRole("button", { name: "Generate" }).click();
 }
 
 /** The signed-in user's id, read from the page's session. */
@@ -155,6 +171,54 @@ export async function userIdOf(page: Page): Promise<string> {
 /** The job card of `jobId`, or the newest card. */
 export function card(page: Page, jobId?: string) {
   return jobId ? page.locator(`li.job[data-job-id="${jobId}"]`) : page.locator("li.job").first();
+}
+
+/** The newest card, once it shows `phase` (its `data-phase`). */
+export async function cardIn(page: Page, phase: string): Promise<Locator> {
+  const job = card(page);
+  await job.and(page.locator(`[data-phase="${phase}"]`)).waitFor();
+  return job;
+}
+
+/**
+ * The newest card waits (`phase`: for the provider or for capacity) and the page says so as it
+ * must: `says`, then `when` and the local time of the job's resume_at in Postgres; the same
+ * words on the badge and in the announcement for screen readers; no progress bar. The card.
+ */
+export async function expectWaitingCard(
+  h: BrowserHarness,
+  page: Page,
+  userId: string,
+  waiting: { phase: string; says: string; when: string },
+): Promise<Locator> {
+  const job = await cardIn(page, waiting.phase);
+  const { jobs } = await ledger(h.stack(), userId);
+  const resumeAt = jobs[0]?.resume_at;
+  expect(resumeAt).toBeInstanceOf(Date);
+  expect(await job.locator(".job-phase").textContent()).toBe(
+    `${waiting.says}, ${waiting.when} ${tokyoClock(resumeAt as Date)}. You can close this page.`,
+  );
+  expect(await job.locator(".badge").textContent()).toBe(waiting.says);
+  expect(await page.locator("progress, meter, [role=progressbar]").count()).toBe(0);
+  await until("the announcement", async () =>
+    (await page.locator("#announcer").textContent())?.includes(waiting.says),
+  );
+  return job;
+}
+
+/** Cancels the card's job from the page: the card says it was refunded, and Postgres agrees. */
+export async function cancelRefunded(
+  h: BrowserHarness,
+  page: Page,
+  job: Locator,
+  userId: string,
+): Promise<void> {
+  await job.getByRole("button", { name: /^Cancel/ }).click();
+  await job.and(page.locator('[data-phase="canceled"]')).waitFor();
+  expect(await job.locator(".job-phase").textContent()).toBe(
+    "Canceled. Your generation was refunded.",
+  );
+  expect((await ledger(h.stack(), userId)).unitsUsed).toBe(0);
 }
 
 /** What Postgres says about a user: their jobs and the units they have used. */

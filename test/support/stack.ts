@@ -168,6 +168,9 @@ export function apiAs(stack: Stack, accessToken: string) {
         (job) => job !== undefined && done(job),
         { timeoutMs, what: `job ${id}: ${what}` },
       ),
+    /** Polls until the job runs (a worker claimed it). */
+    waitRunning: (id: string, timeoutMs = 20_000) =>
+      api.waitFor(id, (job) => job.status === "running", "running", timeoutMs),
     /** Polls until the job is succeeded, failed or canceled. */
     waitTerminal: (id: string, timeoutMs = 20_000) =>
       api.waitFor(id, (job) => isTerminal(job.status), "a terminal state", timeoutMs),
@@ -179,6 +182,34 @@ export function apiAs(stack: Stack, accessToken: string) {
 export async function newUser(stack: Stack, plan: "free" | "pro" | "team" = "pro") {
   const session = await stack.signIn({ plan });
   return { ...session, api: apiAs(stack, session.accessToken) };
+}
+
+/**
+ * A fresh user (pro unless asked) enqueues `prompt`: the stack, their API client, the enqueue's
+ * reply and the job's id; `modelCalls()`, the model calls the stack has made since (this job's,
+ * as long as the test runs one job at a time); the job's `events()` and `refundEvents()`; and
+ * `redeliver()`, its worker message delivered once more (QStash is at-least-once).
+ */
+export async function newUserJob(
+  fixture: StackFixture,
+  prompt: string,
+  plan: "free" | "pro" | "team" = "pro",
+) {
+  const { stack } = fixture;
+  const user = await newUser(stack, plan);
+  const before = stack.model.calls();
+  const created = await user.api.enqueue(prompt);
+  const id: string = created.body.job.id;
+  return {
+    ...user,
+    stack,
+    created,
+    id,
+    modelCalls: () => stack.model.calls() - before,
+    events: () => events(stack, id),
+    refundEvents: () => refundEvents(stack, id),
+    redeliver: () => publishThroughQStash(stack, "/api/worker", { jobId: id }),
+  };
 }
 
 /** Refund-bearing transitions of a job (ended failed or canceled): 0 or 1, never more. */

@@ -5,8 +5,8 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } fr
 import { type RunningUpstashRedis, startUpstashRedis } from "../../dev/upstash-redis/index.ts";
 import { type RunningRedisServer, startRedisServer } from "../../dev/upstash-redis/redis-server.ts";
 import { type Alert, type AlerterOptions, createAlerter } from "../../lib/alerts.ts";
-import { type Sink, setLogSink } from "../../lib/log.ts";
 import { createRedis } from "../../lib/redis.ts";
+import { captureLogLines } from "../support/log-lines.ts";
 import { freePort } from "../support/ports.ts";
 
 // Dedup and throttle run on a real redis-server behind the Upstash REST stand-in; msw plays
@@ -32,12 +32,9 @@ afterAll(async () => {
   await redisServer?.stop();
 });
 
-let lines: string[] = [];
-let previousSink: Sink;
+const lines = captureLogLines();
 beforeEach(() => {
   posted = [];
-  lines = [];
-  previousSink = setLogSink((line) => lines.push(line));
   msw.use(
     http.post(webhookUrl, async ({ request }) => {
       posted.push(await request.json());
@@ -45,10 +42,7 @@ beforeEach(() => {
     }),
   );
 });
-afterEach(() => {
-  setLogSink(previousSink);
-  msw.resetHandlers();
-});
+afterEach(() => msw.resetHandlers());
 
 function alerter(options: Partial<AlerterOptions> = {}) {
   return createAlerter({
@@ -60,19 +54,23 @@ function alerter(options: Partial<AlerterOptions> = {}) {
   });
 }
 
-const dlq = (jobId: string, extra: Alert["fields"] = {}): Alert => ({
-  kind: "dlq_failure",
-  dedupKey: jobId,
-  title: "Job delivery failed after all retries",
-  fields: {
+/** An alert of any kind, its fields as given. */
+const alertOf = (
+  kind: Alert["kind"],
+  dedupKey: string,
+  title: string,
+  fields: Alert["fields"],
+): Alert => ({ kind, dedupKey, title, fields });
+
+const dlq = (jobId: string, extra: Alert["fields"] = {}): Alert =>
+  alertOf("dlq_failure", jobId, "Job delivery failed after all retries", {
     jobId,
     userId: randomUUID(),
     status: 503,
     retried: 1,
     dlqId: "1725323658779-0",
     ...extra,
-  },
-});
+  });
 
 describe("createAlerter", () => {
   test("posts a Slack-compatible message with the fields", async () => {
@@ -129,12 +127,7 @@ describe("createAlerter", () => {
     for (let i = 0; i < 5; i++) outcomes.push(await a.send(dlq(randomUUID())));
     expect(outcomes).toEqual(["sent", "sent", "throttled", "throttled", "throttled"]);
     expect(
-      await a.send({
-        kind: "stuck_jobs",
-        dedupKey: "sweep-1",
-        title: "3 stuck jobs failed",
-        fields: { count: 3 },
-      }),
+      await a.send(alertOf("stuck_jobs", "sweep-1", "3 stuck jobs failed", { count: 3 })),
     ).toBe("sent");
     expect(posted).toHaveLength(3);
   });
@@ -229,14 +222,13 @@ describe("user-caused failures: counted, summarized once per window, never paged
     expect(posted).toHaveLength(0);
 
     // A provider page in the same window still goes out at once: a kind of its own.
-    expect(
-      await a.send({
-        kind: "provider_quota_exhausted",
-        dedupKey: "provider:insufficient_quota",
-        title: "AI provider quota exhausted",
-        fields: { hits: 1 },
-      }),
-    ).toBe("sent");
+    const page = alertOf(
+      "provider_quota_exhausted",
+      "provider:insufficient_quota",
+      "AI provider quota exhausted",
+      { hits: 1 },
+    );
+    expect(await a.send(page)).toBe("sent");
     expect(posted).toHaveLength(1);
     expect(summaries()).toHaveLength(0);
 

@@ -6,18 +6,10 @@ import { SignJWT } from "jose";
 import { describe, expect, test } from "vitest";
 import { loadConfig, supabaseKeys } from "../../lib/config.ts";
 import { ConfigError } from "../../lib/errors.ts";
+import { envWithout } from "../support/env.ts";
 
-const base = {
-  SUPABASE_URL: "https://abc.supabase.co",
-  QSTASH_TOKEN: "qstash-token-value",
-  QSTASH_CURRENT_SIGNING_KEY: "sig_current_value",
-  QSTASH_NEXT_SIGNING_KEY: "sig_next_value",
-  UPSTASH_REDIS_REST_URL: "https://eu1-redis.upstash.io",
-  UPSTASH_REDIS_REST_TOKEN: "redis-token-value",
-  OPENAI_API_KEY: "sk-test-openai-key-value",
-  APP_URL: "https://jobs.example.com",
-  CRON_SECRET: "cron-secret-at-least-16",
-};
+/** Everything but the Supabase keys, which each test supplies under one name or another. */
+const base = envWithout("SUPABASE_SECRET_KEY");
 const SECRET = "sb_secret_AbCdEfGhIjKlMnOpQrStUv_12345678";
 const PUBLISHABLE = "sb_publishable_AbCdEfGhIjKlMnOpQrStUv_12345678";
 const legacyKey = (role: string) =>
@@ -25,6 +17,11 @@ const legacyKey = (role: string) =>
     .setProtectedHeader({ alg: "HS256", typ: "JWT" })
     .setIssuedAt()
     .sign(new TextEncoder().encode("legacy-project-jwt-secret-with-more-than-32-chars"));
+
+/** The keys the server and the page get when the Supabase keys are `env`. */
+function keysFor(env: Record<string, string>) {
+  return supabaseKeys(loadConfig({ ...base, ...env }));
+}
 
 function problems(env: Record<string, string>): string {
   try {
@@ -41,34 +38,31 @@ function problems(env: Record<string, string>): string {
 
 describe("Supabase API keys", () => {
   test("a project created today: the secret key for the server, the publishable key for the page", () => {
-    const config = loadConfig({
-      ...base,
-      SUPABASE_SECRET_KEY: SECRET,
-      SUPABASE_PUBLISHABLE_KEY: PUBLISHABLE,
-    });
-    expect(supabaseKeys(config)).toEqual({ server: SECRET, publishable: PUBLISHABLE });
+    expect(keysFor({ SUPABASE_SECRET_KEY: SECRET, SUPABASE_PUBLISHABLE_KEY: PUBLISHABLE })).toEqual(
+      {
+        server: SECRET,
+        publishable: PUBLISHABLE,
+      },
+    );
   });
 
   test("a legacy project: the service_role and anon JWT keys under their legacy names", async () => {
     const service = await legacyKey("service_role");
     const anon = await legacyKey("anon");
-    const config = loadConfig({
-      ...base,
-      SUPABASE_SERVICE_ROLE_KEY: service,
-      SUPABASE_ANON_KEY: anon,
+    expect(keysFor({ SUPABASE_SERVICE_ROLE_KEY: service, SUPABASE_ANON_KEY: anon })).toEqual({
+      server: service,
+      publishable: anon,
     });
-    expect(supabaseKeys(config)).toEqual({ server: service, publishable: anon });
   });
 
   test("both names set (mid-migration): the new keys win", async () => {
-    const config = loadConfig({
-      ...base,
+    const keys = keysFor({
       SUPABASE_SECRET_KEY: SECRET,
       SUPABASE_SERVICE_ROLE_KEY: await legacyKey("service_role"),
       SUPABASE_PUBLISHABLE_KEY: PUBLISHABLE,
       SUPABASE_ANON_KEY: await legacyKey("anon"),
     });
-    expect(supabaseKeys(config)).toEqual({ server: SECRET, publishable: PUBLISHABLE });
+    expect(keys).toEqual({ server: SECRET, publishable: PUBLISHABLE });
   });
 
   test("no server key under either name is named", () => {

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "vitest";
 import { isRequired, loadConfig, VARIABLES, type VariableName } from "../../lib/config.ts";
 import { ConfigError } from "../../lib/errors.ts";
+import { VALID_ENV } from "../support/env.ts";
 
 const REQUIRED = [
   "SUPABASE_URL",
@@ -15,17 +16,11 @@ const REQUIRED = [
   "CRON_SECRET",
 ];
 
+/** A valid environment whose URLs end in a slash (a case the loader trims). */
 const valid = {
+  ...VALID_ENV,
   SUPABASE_URL: "https://abc.supabase.co/",
-  SUPABASE_SECRET_KEY: "sb_secret_test-secret-key-value",
-  QSTASH_TOKEN: "qstash-token-value",
-  QSTASH_CURRENT_SIGNING_KEY: "sig_current_value",
-  QSTASH_NEXT_SIGNING_KEY: "sig_next_value",
-  UPSTASH_REDIS_REST_URL: "https://eu1-redis.upstash.io",
-  UPSTASH_REDIS_REST_TOKEN: "redis-token-value",
-  OPENAI_API_KEY: "sk-test-openai-key-value",
   APP_URL: "https://jobs.example.com/",
-  CRON_SECRET: "cron-secret-at-least-16",
 };
 
 function problems(env: Record<string, string | undefined>): string[] {
@@ -37,6 +32,11 @@ function problems(env: Record<string, string | undefined>): string[] {
   }
   throw new Error("expected a ConfigError");
 }
+
+/** `valid` with `overrides` applied: what loading it gives. */
+const configWith = (overrides: Record<string, string>) => loadConfig({ ...valid, ...overrides });
+/** `valid` with `overrides` applied: the problems loading it names. */
+const problemsWith = (overrides: Record<string, string>) => problems({ ...valid, ...overrides });
 
 describe("loadConfig", () => {
   test("required means: declared with no default and not optional", () => {
@@ -80,8 +80,7 @@ describe("loadConfig", () => {
   });
 
   test("URLs lose their trailing slash; tunables parse as numbers", () => {
-    const config = loadConfig({
-      ...valid,
+    const config = configWith({
       QSTASH_URL: "http://127.0.0.1:8080/",
       QSTASH_RETRIES: "0",
       SWEEP_BATCH_SIZE: "25",
@@ -94,8 +93,7 @@ describe("loadConfig", () => {
   });
 
   test("malformed values are all named at once", () => {
-    const found = problems({
-      ...valid,
+    const found = problemsWith({
       APP_URL: "jobs.example.com",
       ALERT_WEBHOOK_URL: "ftp://hooks.example.com",
       CRON_SECRET: "short",
@@ -119,16 +117,15 @@ describe("loadConfig", () => {
   });
 
   test("the model timeout must be below the worker's max duration", () => {
-    const found = problems({ ...valid, MODEL_TIMEOUT_MS: "300000" });
+    const found = problemsWith({ MODEL_TIMEOUT_MS: "300000" });
     expect(found).toEqual([
       expect.stringMatching(/^MODEL_TIMEOUT_MS must be below WORKER_MAX_DURATION_SECONDS/),
     ]);
-    expect(loadConfig({ ...valid, MODEL_TIMEOUT_MS: "299000" }).modelTimeoutMs).toBe(299_000);
+    expect(configWith({ MODEL_TIMEOUT_MS: "299000" }).modelTimeoutMs).toBe(299_000);
   });
 
   test("the lease must exceed the worker's max duration", () => {
-    const found = problems({
-      ...valid,
+    const found = problemsWith({
       WORKER_MAX_DURATION_SECONDS: "120",
       JOB_LEASE_SECONDS: "120",
     });
@@ -138,15 +135,14 @@ describe("loadConfig", () => {
   });
 
   test("the model timeout, the lease and the sweeper's grace follow the worker's max duration unless set", () => {
-    expect(loadConfig({ ...valid, WORKER_MAX_DURATION_SECONDS: "800" })).toMatchObject({
+    expect(configWith({ WORKER_MAX_DURATION_SECONDS: "800" })).toMatchObject({
       workerMaxDurationSeconds: 800,
       modelTimeoutMs: 770_000,
       jobLeaseSeconds: 830,
       sweepLeaseGraceSeconds: 800,
     });
     expect(
-      loadConfig({
-        ...valid,
+      configWith({
         WORKER_MAX_DURATION_SECONDS: "800",
         MODEL_TIMEOUT_MS: "600000",
         JOB_LEASE_SECONDS: "900",
@@ -154,13 +150,13 @@ describe("loadConfig", () => {
       }),
     ).toMatchObject({ modelTimeoutMs: 600_000, jobLeaseSeconds: 900, sweepLeaseGraceSeconds: 0 });
     // Too short for the write margin: nothing is derived for the model, and the rule says so.
-    expect(problems({ ...valid, WORKER_MAX_DURATION_SECONDS: "20" })).toEqual([
+    expect(problemsWith({ WORKER_MAX_DURATION_SECONDS: "20" })).toEqual([
       expect.stringMatching(/^MODEL_TIMEOUT_MS must be below WORKER_MAX_DURATION_SECONDS \(20s/),
     ]);
   });
 
   test("the worker's max duration is at most Fluid compute's maximum (800 s)", () => {
-    expect(problems({ ...valid, WORKER_MAX_DURATION_SECONDS: "801" })).toEqual([
+    expect(problemsWith({ WORKER_MAX_DURATION_SECONDS: "801" })).toEqual([
       "WORKER_MAX_DURATION_SECONDS must be at most 800",
     ]);
   });

@@ -9,19 +9,7 @@ import { join } from "node:path";
 import { describe, expect, test } from "vitest";
 import { root } from "../../dev/postgres/migrate.ts";
 import { loadConfig, WORKER_TIMING, workerTimings } from "../../lib/config.ts";
-
-const ENV = {
-  SUPABASE_URL: "https://abc.supabase.co",
-  SUPABASE_SECRET_KEY: "sb_secret_test-secret-key-value",
-  QSTASH_TOKEN: "qstash-token-value",
-  QSTASH_CURRENT_SIGNING_KEY: "sig_current_value",
-  QSTASH_NEXT_SIGNING_KEY: "sig_next_value",
-  UPSTASH_REDIS_REST_URL: "https://eu1-redis.upstash.io",
-  UPSTASH_REDIS_REST_TOKEN: "redis-token-value",
-  OPENAI_API_KEY: "sk-test-openai-key-value",
-  APP_URL: "https://jobs.example.com",
-  CRON_SECRET: "cron-secret-at-least-16",
-};
+import { VALID_ENV } from "../support/env.ts";
 
 /** Fluid compute's default duration on every plan (and Hobby's maximum). */
 const FLUID_DEFAULT_SECONDS = 300;
@@ -41,11 +29,11 @@ const vercel = JSON.parse(readFileSync(join(root, "vercel.json"), "utf8")) as {
 describe("the worker's time limits (one declaration)", () => {
   test("vercel.json's maxDuration for api/worker.ts is the declared one, and the config's default", () => {
     expect(vercel.functions["api/worker.ts"]?.maxDuration).toBe(WORKER_TIMING.maxDurationSeconds);
-    expect(loadConfig(ENV).workerMaxDurationSeconds).toBe(WORKER_TIMING.maxDurationSeconds);
+    expect(loadConfig(VALID_ENV).workerMaxDurationSeconds).toBe(WORKER_TIMING.maxDurationSeconds);
   });
 
   test("the shipped defaults fit Fluid compute's 300 s: a long generation, time to write it, a lease that outlives the function", () => {
-    const c = loadConfig(ENV);
+    const c = loadConfig(VALID_ENV);
     expect(c.workerMaxDurationSeconds).toBeGreaterThanOrEqual(FLUID_DEFAULT_SECONDS);
     expect(c.workerMaxDurationSeconds).toBeLessThanOrEqual(WORKER_TIMING.maxDurationLimitSeconds);
     // The model gets most of the function, far more than the old cap...
@@ -74,7 +62,7 @@ describe("the worker's time limits (one declaration)", () => {
       maxOutputTokens: Number(m[2]),
     }));
     expect(bounds.map((b) => b.plan)).toEqual(["free", "pro", "team", "economy"]);
-    const seconds = loadConfig(ENV).modelTimeoutMs / 1000;
+    const seconds = loadConfig(VALID_ENV).modelTimeoutMs / 1000;
     for (const b of bounds)
       expect(b.maxOutputTokens / SLOW_STREAM_TOKENS_PER_SECOND, b.plan).toBeLessThan(seconds);
   });

@@ -1,17 +1,9 @@
-import { afterEach, beforeEach, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { DatabaseError, HttpError, UpstreamError } from "../../lib/errors.ts";
 import { errorBody, handle, json, readJson, toErrorResponse } from "../../lib/http.ts";
-import { type Sink, setLogSink } from "../../lib/log.ts";
+import { captureLogLines } from "../support/log-lines.ts";
 
-let lines: string[] = [];
-let previous: Sink;
-beforeEach(() => {
-  lines = [];
-  previous = setLogSink((line) => lines.push(line));
-});
-afterEach(() => {
-  setLogSink(previous);
-});
+const lines = captureLogLines();
 
 const url = "http://127.0.0.1:3000/api/jobs";
 

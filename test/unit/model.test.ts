@@ -5,8 +5,7 @@
  * `response.failed`, an error chunk) or as a cut connection.
  */
 import { PermissionDeniedError, RateLimitError } from "openai";
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
-import { type FakeOpenAI, startFakeOpenAI } from "../../dev/openai/index.ts";
+import { beforeEach, describe, expect, test } from "vitest";
 import {
   classifyModelError,
   createModel,
@@ -17,15 +16,10 @@ import {
   retryAfterSeconds,
   usageOfFailure,
 } from "../../lib/model.ts";
+import { useFakeOpenAI } from "../support/fake-openai.ts";
 import { freePort } from "../support/ports.ts";
 
-let fake: FakeOpenAI;
-beforeAll(async () => {
-  fake = await startFakeOpenAI({ port: await freePort() });
-});
-afterAll(async () => {
-  await fake?.close();
-});
+const fake = useFakeOpenAI();
 beforeEach(() => fake.reset());
 
 const APIS: ModelApi[] = ["responses", "chat_completions"];

@@ -53,59 +53,51 @@ function manualTimers() {
   };
 }
 
+/**
+ * A poller on a hand-driven clock whose look number `n` (from 0) answers `answer(n)`, at the
+ * pace `pace` gives (the poller's default without one); `ticks()` counts the looks so far.
+ */
+function pollerOnClock(answer: (n: number) => TickResult, pace?: () => Pace) {
+  const clock = manualTimers();
+  let ticks = 0;
+  const poller = createPoller({ tick: async () => answer(ticks++), pace, timers: clock.timers });
+  return { clock, poller, ticks: () => ticks };
+}
+
 describe("the poller", () => {
   test("backs off while nothing changes, resets on a change, stops when the job ends", async () => {
-    const clock = manualTimers();
     const results: TickResult[] = ["same", "same", "changed", "same", "stop"];
-    let ticks = 0;
-    const poller = createPoller({
-      tick: async () => results[ticks++] ?? "stop",
-      timers: clock.timers,
-    });
+    const { clock, poller, ticks } = pollerOnClock((n) => results[n] ?? "stop");
     poller.start();
     const waits: number[] = [];
     while (clock.pendingMs() !== null) waits.push(await clock.fire());
     expect(waits).toEqual([1500, 2250, 3375, 1500, 2250]);
-    expect(ticks).toBe(5);
+    expect(ticks()).toBe(5);
     expect(poller.stopped()).toBe(true);
   });
 
   test("a failed look counts as no change: polling slows down, it does not stop", async () => {
-    const clock = manualTimers();
-    let ticks = 0;
-    const poller = createPoller({
-      tick: async () => {
-        ticks++;
-        throw new Error("offline");
-      },
-      timers: clock.timers,
+    const { clock, poller, ticks } = pollerOnClock(() => {
+      throw new Error("offline");
     });
     poller.start();
     await clock.fire();
     await clock.fire();
-    expect(ticks).toBe(2);
+    expect(ticks()).toBe(2);
     expect(clock.pendingMs()).toBe(3375);
     poller.stop();
   });
 
   test("paused while the tab is hidden: no request; resumed: one look right away", async () => {
-    const clock = manualTimers();
-    let ticks = 0;
-    const poller = createPoller({
-      tick: async () => {
-        ticks++;
-        return "same";
-      },
-      timers: clock.timers,
-    });
+    const { clock, poller, ticks } = pollerOnClock(() => "same");
     poller.start();
     await clock.fire();
-    expect(ticks).toBe(1);
+    expect(ticks()).toBe(1);
     poller.pause();
     expect(clock.pendingMs()).toBeNull();
     poller.resume();
     for (let i = 0; i < 5; i++) await Promise.resolve();
-    expect(ticks).toBe(2);
+    expect(ticks()).toBe(2);
     // and the backoff carries on from where it was
     expect(clock.pendingMs()).toBe(3375);
     poller.stop();
@@ -145,7 +137,6 @@ describe("the pace follows the job", () => {
   });
 
   test("the poller asks the pace before each wait: fast while queued, backing off, reset on a change", async () => {
-    const clock = manualTimers();
     let job: { phase: string; partialOutput: string | null } = {
       phase: "queued",
       partialOutput: null,
@@ -159,16 +150,14 @@ describe("the pace follows the job", () => {
       ["changed", { phase: "running", partialOutput: "AB" }],
       ["stop", { phase: "succeeded", partialOutput: null }],
     ];
-    let ticks = 0;
-    const poller = createPoller({
-      tick: async () => {
-        const [result, next] = script[ticks++] ?? ["stop", job];
+    const { clock, poller } = pollerOnClock(
+      (n) => {
+        const [result, next] = script[n] ?? ["stop", job];
         job = next;
         return result;
       },
-      pace: () => paceOf(job),
-      timers: clock.timers,
-    });
+      () => paceOf(job),
+    );
     poller.start();
     const waits: number[] = [];
     while (clock.pendingMs() !== null) waits.push(await clock.fire());

@@ -1,4 +1,5 @@
 import { describe, expect, test } from "vitest";
+import { FAILURE_REASONS } from "../../lib/jobs.ts";
 import type { Job, Usage } from "../../lib/view.ts";
 import {
   costSentence,
@@ -39,6 +40,10 @@ const job = (over: Partial<Job>): Job => ({
   ...over,
 });
 
+/** A job that has reached `phase` (its status too), with `over` on top. */
+const jobIn = (phase: "running" | "succeeded" | "failed" | "canceled", over: Partial<Job> = {}) =>
+  job({ status: phase, phase, ...over });
+
 const freeUsage: Usage = {
   plan: "free",
   meter: "jobs",
@@ -67,34 +72,28 @@ describe("phase → sentence: only what the API knows, no progress estimate", ()
     );
   });
 
-  test("waiting for the provider names the resume time in local time and says the page may close", () => {
-    const j = job({ phase: "waiting_for_provider", resumeAt: "2026-11-30T05:42:10Z" });
-    expect(phaseSentence(j, now, tokyo)).toBe(
-      "Waiting for the AI provider, resumes around 14:42. You can close this page.",
-    );
-    expect(phaseSentence({ ...j, resumeAt: null }, now, tokyo)).toBe(
-      "Waiting for the AI provider. You can close this page.",
-    );
-  });
-
-  test("waiting for cheaper capacity (flex) names when it tries again, and is still active", () => {
-    const j = job({ phase: "waiting_for_capacity", resumeAt: "2026-11-30T05:42:10Z" });
-    expect(phaseSentence(j, now, tokyo)).toBe(
-      "Waiting for cheaper capacity, tries again around 14:42. You can close this page.",
-    );
-    expect(phaseSentence({ ...j, resumeAt: null }, now, tokyo)).toBe(
-      "Waiting for cheaper capacity. You can close this page.",
-    );
+  test.each([
+    {
+      name: "waiting for the provider names the resume time in local time and says the page may close",
+      phase: "waiting_for_provider",
+      timed: "Waiting for the AI provider, resumes around 14:42. You can close this page.",
+      untimed: "Waiting for the AI provider. You can close this page.",
+    },
+    {
+      name: "waiting for cheaper capacity (flex) names when it tries again, and is still active",
+      phase: "waiting_for_capacity",
+      timed: "Waiting for cheaper capacity, tries again around 14:42. You can close this page.",
+      untimed: "Waiting for cheaper capacity. You can close this page.",
+    },
+  ] as const)("$name", ({ phase, timed, untimed }) => {
+    const j = job({ phase, resumeAt: "2026-11-30T05:42:10Z" });
+    expect(phaseSentence(j, now, tokyo)).toBe(timed);
+    expect(phaseSentence({ ...j, resumeAt: null }, now, tokyo)).toBe(untimed);
     expect(isActive(j)).toBe(true);
   });
 
   test("a running job that reasons says Thinking…, with the reasoning tokens once reported", () => {
-    const j = job({
-      status: "running",
-      phase: "running",
-      startedAt: "2026-11-30T04:59:50Z",
-      thinking: true,
-    });
+    const j = jobIn("running", { startedAt: "2026-11-30T04:59:50Z", thinking: true });
     expect(phaseSentence(j, now, tokyo)).toBe("Thinking…, running for 10 s.");
     expect(phaseSentence({ ...j, reasoningTokens: 1234 }, now, tokyo)).toBe(
       "Thinking… 1,234 reasoning tokens so far, running for 10 s.",
@@ -102,27 +101,17 @@ describe("phase → sentence: only what the API knows, no progress estimate", ()
   });
 
   test("running shows the time elapsed since startedAt", () => {
-    const j = job({ status: "running", phase: "running", startedAt: "2026-11-30T04:58:55Z" });
+    const j = jobIn("running", { startedAt: "2026-11-30T04:58:55Z" });
     expect(phaseSentence(j, now, tokyo)).toBe("Generating now, running for 1 min 5 s.");
   });
 
   test("succeeded says when", () => {
-    const j = job({
-      status: "succeeded",
-      phase: "succeeded",
-      finishedAt: "2026-11-30T04:59:30Z",
-      output: "text",
-    });
+    const j = jobIn("succeeded", { finishedAt: "2026-11-30T04:59:30Z", output: "text" });
     expect(phaseSentence(j, now, tokyo)).toBe("Done at 13:59.");
   });
 
   test("failed gives the reason in words and the refund", () => {
-    const j = job({
-      status: "failed",
-      phase: "failed",
-      failureReason: "provider_quota_exhausted",
-      quotaRefunded: true,
-    });
+    const j = jobIn("failed", { failureReason: "provider_quota_exhausted", quotaRefunded: true });
     expect(phaseSentence(j, now, tokyo)).toBe(
       "Failed: the AI provider stayed unavailable for too long. Your generation was refunded.",
     );
@@ -132,36 +121,20 @@ describe("phase → sentence: only what the API knows, no progress estimate", ()
   });
 
   test("a provider that refuses our configuration: the page says it is our fault, not the prompt, and refunded", () => {
-    const j = job({
-      status: "failed",
-      phase: "failed",
-      failureReason: "provider_misconfigured",
-      quotaRefunded: true,
-    });
+    const j = jobIn("failed", { failureReason: "provider_misconfigured", quotaRefunded: true });
     expect(phaseSentence(j, now, tokyo)).toBe(
       "Failed: the service is misconfigured on our side, not because of your prompt. Your generation was refunded.",
     );
   });
 
   test("canceled says it was refunded", () => {
-    const j = job({ status: "canceled", phase: "canceled", quotaRefunded: true });
+    const j = jobIn("canceled", { quotaRefunded: true });
     expect(phaseSentence(j, now, tokyo)).toBe("Canceled. Your generation was refunded.");
   });
 
   test("every failure reason of the API has words of its own", () => {
-    const reasons = [
-      "model_refused",
-      "delivery_failed",
-      "publish_failed",
-      "provider_quota_exhausted",
-      "lease_expired",
-      "max_age_exceeded",
-      "never_delivered",
-      "attempt_budget_exhausted",
-      "provider_misconfigured",
-    ];
-    const sentences = reasons.map(failureSentence);
-    expect(new Set(sentences).size).toBe(reasons.length);
+    const sentences = FAILURE_REASONS.map(failureSentence);
+    expect(new Set(sentences).size).toBe(FAILURE_REASONS.length);
     for (const s of sentences) expect(s).not.toMatch(/_/);
     expect(failureSentence(null)).toMatch(/went wrong/);
   });
@@ -310,12 +283,10 @@ describe("a token plan shows the cost honestly", () => {
     expect(phaseSentence(active, now, tokyo)).toBe(
       "Queued. It starts as soon as a worker is free. This job holds up to 4,400 tokens of your quota.",
     );
-    const canceled = job({
+    const canceled = jobIn("canceled", {
       meter: "tokens",
       hold: 4400,
       captured: 160,
-      status: "canceled",
-      phase: "canceled",
       quotaRefunded: true,
     });
     expect(phaseSentence(canceled, now, tokyo)).toBe(

@@ -22,6 +22,9 @@ const SQL = "the README's SQL for plans";
 const DB_PUSH = "the README's `npx supabase db push --include-seed`";
 const DEV = "`npm run dev`, as the README runs it";
 
+/** Run by test/e2e/readme.test.ts, in the test named `name`. */
+const byReadmeTest = (name: string): RunBy => ({ file: README_E2E, by: name });
+
 /** Run by a test (or by CI's entry script, which is what runs `npm ci` and `npm test`). */
 const RUN: Record<string, RunBy> = {
   "npm ci": { file: ".ci/run", by: "npm ci --no-audit --no-fund" },
@@ -33,34 +36,24 @@ const RUN: Record<string, RunBy> = {
   // (dev/build.ts: `buildArtifact`, through `ensureBuild` when the sources changed).
   "npm run build": { file: "test/support/global-setup.ts", by: "ensureBuild(" },
   "apt-get install -y redis-server": { file: ".ci/run", by: "apt-get install -y -qq" },
-  "TOKEN=$(npm run -s dev:token -- --plan pro)": { file: README_E2E, by: QUICK_START },
+  "TOKEN=$(npm run -s dev:token -- --plan pro)": byReadmeTest(QUICK_START),
   // biome-ignore lint/complexity/useLiteralKeys: the command holds both kinds of quote
   [`curl -s -X POST http://127.0.0.1:3000/api/jobs -H "authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{"prompt":"Write a haiku about queues"}'`]:
-    { file: README_E2E, by: QUICK_START },
-  'curl -s http://127.0.0.1:3000/api/jobs/<id> -H "authorization: Bearer $TOKEN"': {
-    file: README_E2E,
-    by: QUICK_START,
-  },
-  'curl -s http://127.0.0.1:3000/api/usage -H "authorization: Bearer $TOKEN"': {
-    file: README_E2E,
-    by: QUICK_START,
-  },
-  "npx supabase db push --include-seed": { file: README_E2E, by: DB_PUSH },
-  "supabase db push --include-seed": { file: README_E2E, by: DB_PUSH },
-  "supabase db push": { file: README_E2E, by: DB_PUSH },
-  "insert into user_plans (user_id, plan_id) values ('<uuid>', 'pro')": {
-    file: README_E2E,
-    by: SQL,
-  },
-  "update plans set for_anonymous_users = true where id = '<plan>'": {
-    file: README_E2E,
-    by: SQL,
-  },
-  "curl https://<app>/api/health": { file: README_E2E, by: DEPLOY_CHECKS },
-  "curl -sI https://<app>/": { file: README_E2E, by: DEPLOY_CHECKS },
-  "curl -i https://<app>/api/cron/sweep": { file: README_E2E, by: DEPLOY_CHECKS },
-  "select * from quota_drift": { file: README_E2E, by: DEPLOY_CHECKS },
-  "select enqueue_job('<a user id>', 'alert check')": { file: README_E2E, by: DEPLOY_CHECKS },
+    byReadmeTest(QUICK_START),
+  'curl -s http://127.0.0.1:3000/api/jobs/<id> -H "authorization: Bearer $TOKEN"':
+    byReadmeTest(QUICK_START),
+  'curl -s http://127.0.0.1:3000/api/usage -H "authorization: Bearer $TOKEN"':
+    byReadmeTest(QUICK_START),
+  "npx supabase db push --include-seed": byReadmeTest(DB_PUSH),
+  "supabase db push --include-seed": byReadmeTest(DB_PUSH),
+  "supabase db push": byReadmeTest(DB_PUSH),
+  "insert into user_plans (user_id, plan_id) values ('<uuid>', 'pro')": byReadmeTest(SQL),
+  "update plans set for_anonymous_users = true where id = '<plan>'": byReadmeTest(SQL),
+  "curl https://<app>/api/health": byReadmeTest(DEPLOY_CHECKS),
+  "curl -sI https://<app>/": byReadmeTest(DEPLOY_CHECKS),
+  "curl -i https://<app>/api/cron/sweep": byReadmeTest(DEPLOY_CHECKS),
+  "select * from quota_drift": byReadmeTest(DEPLOY_CHECKS),
+  "select enqueue_job('<a user id>', 'alert check')": byReadmeTest(DEPLOY_CHECKS),
 };
 
 const SUPABASE_ACCOUNT = "needs a Supabase account and a hosted project";

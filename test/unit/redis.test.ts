@@ -1,13 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { delay, HttpResponse, http } from "msw";
 import { setupServer } from "msw/node";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import { type RunningUpstashRedis, startUpstashRedis } from "../../dev/upstash-redis/index.ts";
 import { type RunningRedisServer, startRedisServer } from "../../dev/upstash-redis/redis-server.ts";
-import { type Sink, setLogSink } from "../../lib/log.ts";
 import { createProviderGate } from "../../lib/provider-gate.ts";
 import { createRateLimiter } from "../../lib/rate-limit.ts";
 import { createRedis } from "../../lib/redis.ts";
+import { captureLogLines } from "../support/log-lines.ts";
 import { freePort } from "../support/ports.ts";
 
 // A real redis-server behind the Upstash REST stand-in from dev/; msw only plays a Redis that
@@ -31,15 +31,7 @@ afterAll(async () => {
 });
 afterEach(() => msw.resetHandlers());
 
-let lines: string[] = [];
-let previousSink: Sink;
-beforeEach(() => {
-  lines = [];
-  previousSink = setLogSink((line) => lines.push(line));
-});
-afterEach(() => {
-  setLogSink(previousSink);
-});
+const lines = captureLogLines();
 
 const redis = () => createRedis({ url: rest.url, token });
 const prefix = () => `test:${randomUUID()}`;

@@ -14,17 +14,7 @@ import { get_encoding } from "tiktoken";
 import { describe, expect, test } from "vitest";
 import { promptTokens } from "../../dev/openai/stream.ts";
 import { CHAT_FRAMING_TOKENS, promptHoldTokens, tokenCounter } from "../../lib/tokens.ts";
-
-const SPECIAL = [
-  "<|endoftext|>",
-  "<|im_start|>",
-  "<|im_end|>",
-  "<|im_sep|>",
-  "<|fim_prefix|>",
-  "<|fim_middle|>",
-  "<|fim_suffix|>",
-  "<|endofprompt|>",
-];
+import { SPECIAL_TOKENS } from "../support/special-tokens.ts";
 
 const tiktoken = {
   o200k_base: get_encoding("o200k_base"),
@@ -47,7 +37,7 @@ const run = fc
   )
   .map(([c, n]) => c.repeat(n));
 const piece = fc.oneof(
-  fc.constantFrom(...SPECIAL),
+  fc.constantFrom(...SPECIAL_TOKENS),
   loneSurrogate,
   fc.string({ unit: "binary" }),
   fc.string({ unit: "grapheme" }),
@@ -94,7 +84,7 @@ describe("the hold's bound: tokens <= UTF-8 bytes (+ framing for the billed prom
 });
 
 describe("the worker's counter", () => {
-  test.each(SPECIAL)("counts %s as plain text instead of throwing", async (special) => {
+  test.each(SPECIAL_TOKENS)("counts %s as plain text instead of throwing", async (special) => {
     expect(() => gptO200k.countTokens(`Say ${special} now`)).toThrow(); // gpt-tokenizer's default
     const count = await tokenCounter("gpt-4o-mini");
     const text = `Say ${special} now`;
