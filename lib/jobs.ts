@@ -29,6 +29,12 @@ export const FAILURE_REASONS = [
   // A flex-tier job waited for capacity (429 resource unavailable) until its max age: nothing
   // was billed for those waits, nobody must add credits; refunded like every failure by age.
   "capacity_unavailable",
+  // An extraction's output did not parse as JSON or did not validate against its schema
+  // (lib/kinds/extract.ts): the attempt's usage is charged by the usual refund rule.
+  "output_invalid",
+  // An extraction's output was cut at the plan's output bound (a `length` finish): an unfinished
+  // JSON value is no answer.
+  "output_truncated",
 ] as const;
 export type FailureReason = (typeof FAILURE_REASONS)[number];
 
