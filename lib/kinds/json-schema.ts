@@ -41,9 +41,13 @@
  *   attempt, and compiled by Ajv in the worker.
  * - `$ref` is only `"#"` or `"#/$defs/<name>"` to an existing definition, `$defs` only at the
  *   root, names of letters, digits, `_` and `-`: nothing is fetched, nothing needs decoding.
- * - Subschemas nest at most 32 deep (anyOf in anyOf included): bounds the recursion Ajv's
- *   compiler does on a user's schema.
- * - `enum` and `const` values are strings, numbers, booleans or null, of the schema's type.
+ * - Subschemas nest at most 32 deep (anyOf in anyOf included), checked without recursion before
+ *   Ajv sees the schema: Ajv recurses per level, and 16 KiB of nested anyOf overflows its stack.
+ *   Likewise an output nested over 1000 levels is refused before Ajv validates it.
+ * - `enum` and `const` values are strings, numbers, booleans or null, of the schema's type, and
+ *   an enum lists a value once. As in JSON Schema, `type` and `enum` both hold: OpenAI's own
+ *   `"type": ["string", "null"], "enum": ["F", "C"]` does not let null through; list null in
+ *   the enum for that.
  *
  * How: the subset's shape is data, a meta-schema Ajv checks the user's schema against (its error
  * paths are the user's paths for free, and a rule is one line of data, not a branch of code).
@@ -490,12 +494,12 @@ function walk(root: Node, add: Add): void {
       if (types) {
         node.enum.forEach((value, i) => {
           if (!fitsType(value, types))
-            add([...at, "enum", String(i)], `This value is not a ${types.join(" or ")}.`);
+            add([...at, "enum", String(i)], `This value is not of type ${types.join(" or ")}.`);
         });
       }
     }
     if ("const" in node && types && !fitsType(node.const, types)) {
-      add([...at, "const"], `const is not a ${types.join(" or ")}.`);
+      add([...at, "const"], `const is not of type ${types.join(" or ")}.`);
     }
     const below = (low: string, high: string, what: string) => {
       const [a, b] = [node[low], node[high]];

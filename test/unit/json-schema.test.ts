@@ -329,13 +329,13 @@ const refusals: Case[] = [
     "an enum value of another type",
     withX({ type: "string", enum: ["a", 2] }),
     `${x}.enum[1]`,
-    /not a string/,
+    /not of type string/,
   ],
   [
     "a non-integer in an integer enum",
     withX({ type: "integer", enum: [1, 1.5] }),
     `${x}.enum[1]`,
-    /not a integer/,
+    /not of type integer/,
   ],
   ["an empty enum", withX({ enum: [] }), `${x}.enum`, /list of values/],
   [
@@ -352,7 +352,12 @@ const refusals: Case[] = [
     "input.schema.properties.__proto__.pattern",
     /pattern is refused/,
   ],
-  ["a const of another type", withX({ type: "number", const: "1" }), `${x}.const`, /not a number/],
+  [
+    "a const of another type",
+    withX({ type: "number", const: "1" }),
+    `${x}.const`,
+    /not of type number/,
+  ],
   [
     "a remote $ref",
     withX({ $ref: "https://example.com/schema.json" }),
