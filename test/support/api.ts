@@ -561,7 +561,9 @@ export async function eventually<T>(
 
 /** The job fields the API promises (docs/DESIGN.md#http-api, plus the owner's own prompt for the job card). */
 export const JOB_KEYS = [
+  "kind",
   "prompt",
+  "input",
   "meter",
   "hold",
   "captured",
@@ -588,6 +590,7 @@ export const JOB_KEYS = [
 /** The usage fields every report has; `GET /api/usage` adds `runningCancelRefunds`. */
 export const USAGE_KEYS = [
   "active",
+  "kinds",
   "meter",
   "limit",
   "maxActive",
