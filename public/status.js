@@ -189,6 +189,7 @@ export function usageSentence(usage, now, clock = {}) {
  *   status?: number,
  *   retryAfterSeconds?: number | null,
  *   usage?: Usage | null,
+ *   details?: { path: string, message: string }[],
  * }} Problem
  */
 
