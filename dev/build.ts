@@ -4,6 +4,12 @@
  * the settings it reads are written here (no framework; the build and install commands and the
  * static folder are in `vercel.json`) instead of being fetched, so no login and no token are needed.
  * The output is `.vercel/output/` (git-ignored).
+ *
+ * First it copies the browser libraries the page imports (VENDOR) from node_modules into
+ * `public/vendor/`, so the build ships the installed versions. The copies are committed: Vercel
+ * deploys `public/` as it is in git (vercel.json has no build command), so a file made only at
+ * build time would be missing from a git deployment. test/unit/public-vendor.test.ts fails when
+ * a committed copy is not what this step makes from the installed version.
  */
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -47,6 +53,39 @@ export function inputsDigest(): string {
     hash.update(relative(root, file)).update("\0").update(readFileSync(file)).update("\0");
   }
   return hash.digest("hex");
+}
+
+/**
+ * The page's browser libraries: each package's own browser ES module build, served from the
+ * page's origin (the CSP allows `script-src 'self'` only, no CDN) and imported by public/*.js.
+ */
+export const VENDOR = [
+  { pkg: "marked", file: "lib/marked.esm.js", to: "public/vendor/marked.esm.js" },
+  // saved as .js: static servers know its media type (a module must be served as JavaScript)
+  { pkg: "dompurify", file: "dist/purify.es.mjs", to: "public/vendor/purify.es.js" },
+] as const;
+
+/** What `public/vendor/` holds for one library: a header line, then the package's file as is. */
+export function vendorCopy(entry: (typeof VENDOR)[number]): string {
+  const dir = join(root, "node_modules", entry.pkg);
+  const { version, license } = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
+  const header =
+    `// @ts-nocheck\n// ${entry.pkg} ${version}, license ${license}: node_modules/${entry.pkg}/${entry.file}` +
+    ", copied by dev/build.ts: do not edit.\n";
+  return header + readFileSync(join(dir, entry.file), "utf8");
+}
+
+/** Writes each VENDOR copy that differs from the installed package's; returns the paths written. */
+export function copyVendor(): string[] {
+  const written: string[] = [];
+  for (const entry of VENDOR) {
+    const target = join(root, entry.to);
+    const copy = vendorCopy(entry);
+    if (existsSync(target) && readFileSync(target, "utf8") === copy) continue;
+    writeFileSync(target, copy);
+    written.push(entry.to);
+  }
+  return written;
 }
 
 /** Builds unless `.vercel/output` was built from exactly today's sources. */
@@ -97,6 +136,7 @@ export function buildArtifact(options: { quiet?: boolean } = {}): void {
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   try {
+    for (const path of copyVendor()) console.log(`copied ${path} from node_modules: commit it`);
     buildArtifact();
   } catch (error) {
     console.error((error as Error).message);

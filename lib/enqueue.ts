@@ -4,11 +4,11 @@
  * sweeper republishes the queued job (or fails and refunds it once it is too old).
  */
 
-import type { JobRow, UsageRow } from "./jobs.ts";
+import type { JobRow, PlanKind, UsageRow } from "./jobs.ts";
 import { log } from "./log.ts";
 import { messageOf } from "./message.ts";
 import type { Deps } from "./ports.ts";
-import { promptHoldTokens } from "./tokens.ts";
+import type { JobRequest } from "./validate.ts";
 
 export type EnqueueOutcome =
   | { outcome: "enqueued" | "replayed"; job: JobRow; usage: UsageRow }
@@ -18,26 +18,33 @@ export type EnqueueOutcome =
   | { outcome: "too_many_active_jobs"; usage: UsageRow }
   | { outcome: "idempotency_key_reused" }
   | { outcome: "invalid_prompt" }
+  | { outcome: "invalid_input" }
   | { outcome: "invalid_idempotency_key" }
+  | { outcome: "unknown_kind" }
+  /** The plan does not offer the kind; what it offers. */
+  | { outcome: "kind_not_in_plan"; kinds: PlanKind[] }
   /** The token's user has no account (deleted, or never created): nothing held. */
   | { outcome: "user_not_found" }
   | { outcome: "unavailable"; jobId: string; refunded: boolean };
 
 export async function enqueueJob(
   deps: Pick<Deps, "jobs" | "queue" | "rateLimiter">,
-  input: { userId: string; prompt: string; idempotencyKey: string | null },
+  /** The job's kind, input, text and hold bound as the edge checked them (lib/validate.ts). */
+  input: JobRequest & { userId: string; idempotencyKey: string | null },
 ): Promise<EnqueueOutcome> {
   const limit = await deps.rateLimiter.check(input.userId);
   if (!limit.ok) return { outcome: "rate_limited", retryAfterSeconds: limit.retryAfterSeconds };
 
   const r = await deps.jobs.enqueue({
     userId: input.userId,
-    prompt: input.prompt,
+    prompt: input.text,
+    kind: input.kind,
+    input: input.input,
     idempotencyKey: input.idempotencyKey,
-    // The prompt's bytes + framing, an upper bound on its tokens with no tokenizer loaded
-    // (lib/tokens.ts); passed for every plan (the plan is known inside the SQL call): a job plan
-    // ignores it.
-    promptTokens: promptHoldTokens(input.prompt),
+    // The kind's bound of its model input (bytes + framing: an upper bound on its tokens with no
+    // tokenizer loaded, lib/tokens.ts); passed for every plan (the plan is known inside the SQL
+    // call): a job plan ignores it.
+    promptTokens: input.holdTokens,
   });
   switch (r.outcome) {
     case "quota_exceeded":
@@ -47,10 +54,14 @@ export async function enqueueJob(
         usage: r.usage,
         hold: r.hold ?? 1,
       };
+    case "kind_not_in_plan":
+      return { outcome: r.outcome, kinds: r.kinds };
     case "too_many_active_jobs":
     case "idempotency_key_reused":
     case "invalid_prompt":
+    case "invalid_input":
     case "invalid_idempotency_key":
+    case "unknown_kind":
     case "user_not_found":
       return r.outcome === "too_many_active_jobs"
         ? { outcome: r.outcome, usage: r.usage }

@@ -29,6 +29,12 @@ export const FAILURE_REASONS = [
   // A flex-tier job waited for capacity (429 resource unavailable) until its max age: nothing
   // was billed for those waits, nobody must add credits; refunded like every failure by age.
   "capacity_unavailable",
+  // An extraction's output did not parse as JSON or did not validate against its schema
+  // (lib/kinds/extract.ts): the attempt's usage is charged by the usual refund rule.
+  "output_invalid",
+  // An extraction's output was cut at the plan's output bound (a `length` finish): an unfinished
+  // JSON value is no answer.
+  "output_truncated",
 ] as const;
 export type FailureReason = (typeof FAILURE_REASONS)[number];
 
@@ -44,7 +50,12 @@ export interface JobRow {
   id: string;
   user_id: string;
   status: JobStatus;
+  /** What the job does (lib/kinds/index.ts): document or extract. */
+  kind: string;
+  /** A document's prompt, an extraction's text. */
   prompt: string;
+  /** The whole input as the client sent it, checked by its kind at enqueue. */
+  input: Record<string, unknown>;
   idempotency_key: string | null;
   plan_id: string;
   period_start: string;
@@ -115,6 +126,14 @@ export interface UsageRow {
    */
   refunded_running_cancels?: number | null;
   max_refunded_running_cancels?: number | null;
+  /** The kinds the plan offers and what each holds on a job plan; absent from older databases. */
+  kinds?: PlanKind[];
+}
+
+/** A kind a plan offers (public.plan_kinds): its units on a job plan. */
+export interface PlanKind {
+  kind: string;
+  units: number;
 }
 
 export type EnqueueResult =
@@ -124,7 +143,13 @@ export type EnqueueResult =
   | { outcome: "quota_exceeded"; resets_at: string; usage: UsageRow; hold?: number }
   | { outcome: "too_many_active_jobs"; usage: UsageRow }
   | { outcome: "invalid_prompt" }
+  /** The input is not a JSON object (the edge checks it in full first). */
+  | { outcome: "invalid_input" }
   | { outcome: "invalid_idempotency_key" }
+  /** No such kind (public.job_kinds): nothing held. */
+  | { outcome: "unknown_kind" }
+  /** The user's plan does not offer the kind: nothing held; what it offers. */
+  | { outcome: "kind_not_in_plan"; plan: string; kinds: PlanKind[] }
   /** No auth.users row for the token's user (deleted, or never created): nothing held. */
   | { outcome: "user_not_found" };
 export type StartResult =
@@ -219,9 +244,17 @@ export function createJobs(rpc: Rpc) {
   return {
     enqueue: (i: {
       userId: string;
+      /** A document's prompt, another kind's text (the `prompt` column). */
       prompt: string;
+      /** @default "document" */
+      kind?: string;
+      /** The whole input; a document's defaults to `{"prompt"}`. */
+      input?: object;
       idempotencyKey?: string | null;
-      /** The prompt's tokens (lib/tokens.ts); a token plan holds them plus its output bound. */
+      /**
+       * The bound of the model input's tokens (lib/kinds): a token plan holds it plus its output
+       * bound. Required for every kind but a document (the database bounds a prompt itself).
+       */
       promptTokens?: number;
       now?: Date;
     }) =>
@@ -230,6 +263,8 @@ export function createJobs(rpc: Rpc) {
         p_prompt: i.prompt,
         p_idempotency_key: i.idempotencyKey ?? null,
         ...(i.promptTokens === undefined ? {} : { p_prompt_tokens: i.promptTokens }),
+        ...(i.kind === undefined ? {} : { p_kind: i.kind }),
+        ...(i.input === undefined ? {} : { p_input: i.input }),
         ...at(i.now),
       }),
     start: (jobId: string, i: { leaseSeconds: number; now?: Date }) =>

@@ -96,6 +96,25 @@ export interface GenerateOptions {
   safetyIdentifier?: string | undefined;
   /** Called while the model streams no visible text but reports it is working (reasoning): with the reasoning tokens reported so far, or null when the provider has not reported a count yet. */
   onThinking?: ((reasoningTokens: number | null) => void) | undefined;
+  /**
+   * What the model is told to do with the prompt: the Responses API's `instructions`, a leading
+   * system message on Chat Completions. Omitted = the prompt alone (nothing is sent).
+   */
+  instructions?: string | undefined;
+  /**
+   * The output's shape (Structured Outputs): the answer is JSON that conforms to `schema`. The
+   * Responses API's `text.format`, Chat Completions' `response_format`. Omitted = plain text.
+   */
+  format?: OutputFormat | undefined;
+}
+
+/** A strict Structured Outputs format: the schema must be inside OpenAI's strict subset. */
+export interface OutputFormat {
+  type: "json_schema";
+  /** a-z, A-Z, 0-9, `_` and `-`, at most 64 characters. */
+  name: string;
+  schema: Record<string, unknown>;
+  strict: true;
 }
 
 export interface Generation {
@@ -179,6 +198,8 @@ export function createModel(options: ModelOptions): Model {
         maxOutputTokens: o.maxOutputTokens,
         serviceTier: o.serviceTier,
         safetyIdentifier: o.safetyIdentifier,
+        instructions: o.instructions,
+        format: o.format,
       };
       let accepted = false;
       let text = "";
@@ -191,7 +212,10 @@ export function createModel(options: ModelOptions): Model {
         reported ??
         (accepted
           ? {
-              promptTokens: countTokens(prompt),
+              // The instructions are input too (the format's schema, which the provider also
+              // bills as input, is left out: a lower bound, as the tokenizer's count is).
+              promptTokens:
+                countTokens(prompt) + (o.instructions ? countTokens(o.instructions) : 0),
               completionTokens: countTokens(text) + reasoning,
               reasoningTokens: reasoning,
               source: "counted",

@@ -4,30 +4,80 @@
  */
 import * as z from "zod";
 import { HttpError } from "./errors.ts";
+import { isKindId, KIND_IDS, type KindId, loadKind } from "./kinds/index.ts";
+import { isObject, MAX_TEXT_CHARS, textProblem } from "./kinds/kind.ts";
+import { promptHoldTokens } from "./tokens.ts";
 
-export const MAX_PROMPT_CHARS = 8000;
-/** Request bodies above this are refused before they are buffered (8,000 chars of 4-byte UTF-8 + JSON). */
+/** The longest prompt (or an extraction's text), in characters. */
+export const MAX_PROMPT_CHARS = MAX_TEXT_CHARS;
+/**
+ * Request bodies above this are refused before they are buffered: an extraction's 8,000
+ * characters of text (up to 4 bytes each) and its 16 KiB schema, with JSON around them.
+ */
 export const MAX_BODY_BYTES = 64 * 1024;
-
-// C0/C1 control characters other than tab, newline and carriage return have no place in a
-// prompt; NUL cannot even be stored in a Postgres text column.
-// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
-const forbiddenControl = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/;
 
 const promptBody = z.object({ prompt: z.string() });
 
-/** The prompt of a `POST /api/jobs` body; extra fields are ignored. */
+/** The prompt of a legacy `POST /api/jobs` body, `{"prompt"}`; extra fields are ignored. */
 export function parsePrompt(body: unknown): string {
   const parsed = promptBody.safeParse(body);
   const refuse = (why: string) => new HttpError(400, "invalid_prompt", why);
   if (!parsed.success) throw refuse('The body must be a JSON object with a "prompt" string.');
-  const prompt = parsed.data.prompt;
-  if (prompt.trim().length === 0) throw refuse("The prompt is empty.");
-  if (!prompt.isWellFormed()) throw refuse("The prompt is not valid Unicode text.");
-  if ([...prompt].length > MAX_PROMPT_CHARS)
-    throw refuse(`The prompt is longer than ${MAX_PROMPT_CHARS} characters.`);
-  if (forbiddenControl.test(prompt)) throw refuse("The prompt contains control characters.");
-  return prompt;
+  const problem = textProblem(parsed.data.prompt, "The prompt");
+  if (problem) throw refuse(problem);
+  return parsed.data.prompt;
+}
+
+/** A job request as the edge checked it: its kind, its input as stored, and what it holds. */
+export interface JobRequest {
+  kind: KindId;
+  input: object;
+  /** The `prompt` column: a document's prompt, an extraction's text. */
+  text: string;
+  /** The most its model input can bill (a token plan holds it plus the output bound). */
+  holdTokens: number;
+}
+
+/** A document of a checked prompt: the legacy body's request. */
+export const documentRequest = (prompt: string): JobRequest => ({
+  kind: "document",
+  input: { prompt },
+  text: prompt,
+  holdTokens: promptHoldTokens(prompt),
+});
+
+/**
+ * A `POST /api/jobs` body: `{"kind", "input"}`, or the legacy `{"prompt"}` (a document, whose
+ * refusals stay `invalid_prompt`). 400 `unknown_kind` for a kind that does not exist; 400
+ * `invalid_input` with `details` (every problem, with its path) for an input the kind refuses.
+ * Whether the user's plan offers the kind is the database's to say.
+ */
+export async function parseJobRequest(body: unknown): Promise<JobRequest> {
+  if (!isObject(body) || !Object.hasOwn(body, "kind")) {
+    return documentRequest(parsePrompt(body));
+  }
+  const { kind: id, input } = body;
+  if (!isKindId(id)) {
+    throw new HttpError(400, "unknown_kind", `"kind" must be one of: ${KIND_IDS.join(", ")}.`);
+  }
+  const kind = await loadKind(id);
+  const parsed = await kind.parse(input);
+  if (!parsed.ok) {
+    const first = parsed.problems[0];
+    throw new HttpError(
+      400,
+      "invalid_input",
+      `The input is not valid: ${first ? `${first.path}: ${first.message}` : "unknown problem"}${parsed.problems.length > 1 ? ` (and ${parsed.problems.length - 1} more)` : ""}`,
+      {},
+      { details: parsed.problems },
+    );
+  }
+  return {
+    kind: id,
+    input: parsed.input,
+    text: kind.text(parsed.input),
+    holdTokens: kind.holdTokens(parsed.input),
+  };
 }
 
 /** The optional `Idempotency-Key` header: 1 to 255 visible ASCII characters. */

@@ -2,7 +2,15 @@
  * The API's view of a job and of a user's usage (docs/DESIGN.md#http-api): what the edges answer
  * and the page reads, made from the rows the SQL functions return (lib/jobs.ts). No I/O.
  */
-import type { FailureReason, JobRow, JobStatus, Meter, RefundWithheld, UsageRow } from "./jobs.ts";
+import type {
+  FailureReason,
+  JobRow,
+  JobStatus,
+  Meter,
+  PlanKind,
+  RefundWithheld,
+  UsageRow,
+} from "./jobs.ts";
 
 /**
  * The honest word for the UI: `waiting_for_provider` is a queued job with a resume time ahead
@@ -21,8 +29,12 @@ export type Phase =
 /** A job as the HTTP API shows it (docs/DESIGN.md#http-api). */
 export interface Job {
   id: string;
-  /** The owner's own prompt (the API only ever shows a job to its owner). */
+  /** What the job does: `document` or `extract` (docs/DESIGN.md#job-kinds). */
+  kind: string;
+  /** The owner's own prompt, or an extraction's text (the API only ever shows a job to its owner). */
   prompt: string;
+  /** The whole input as the owner sent it: `{prompt}`, or `{text, schema}`. */
+  input: Record<string, unknown>;
   status: JobStatus;
   phase: Phase;
   createdAt: string;
@@ -40,9 +52,11 @@ export interface Job {
   refundWithheld: RefundWithheld | null;
   /** Whether a cancel now would give the unit back (always false for a final job). */
   cancelRefunds: boolean;
-  output: string | null;
+  /** A document's markdown text; an extraction's JSON value (parsed); null until it succeeded. */
+  output: unknown;
   /**
-   * While running: the output streamed so far (null before the first progress write), and its
+   * While running: the output streamed so far (for an extraction too: the JSON text as the model
+   * has sent it so far) (null before the first progress write), and its
    * completion tokens. Null and 0 in every other state.
    */
   partialOutput: string | null;
@@ -79,6 +93,8 @@ export interface Usage {
    * attempt), and how many may be (GET /api/usage, job plans only: a token plan has no such bound).
    */
   runningCancelRefunds?: { used: number; limit: number };
+  /** The kinds the plan offers and what each costs on a job plan: `[{kind, units}]`. */
+  kinds: PlanKind[];
 }
 
 const iso = (t: string | null): string | null => (t === null ? null : new Date(t).toISOString());
@@ -88,7 +104,9 @@ export function toJob(row: JobRow, now: Date = new Date()): Job {
     row.status === "queued" && row.resume_at !== null && new Date(row.resume_at) > now;
   return {
     id: row.id,
+    kind: row.kind ?? "document",
     prompt: row.prompt,
+    input: row.input ?? { prompt: row.prompt },
     status: row.status,
     phase: waiting
       ? row.waiting_for === "capacity"
@@ -106,7 +124,7 @@ export function toJob(row: JobRow, now: Date = new Date()): Job {
     refundWithheld: row.refund_withheld ?? null,
     // Rows from other functions than get_job/list_jobs do not say; a queued job always refunds.
     cancelRefunds: row.cancel_refunds ?? row.status === "queued",
-    output: row.output,
+    output: outputOf(row),
     partialOutput: row.status === "running" ? (row.partial_output ?? null) : null,
     partialTokens: row.status === "running" ? (row.partial_tokens ?? 0) : 0,
     thinking: row.status === "running" && row.thinking === true,
@@ -115,6 +133,16 @@ export function toJob(row: JobRow, now: Date = new Date()): Job {
     hold: row.hold ?? 1,
     captured: row.captured ?? null,
   };
+}
+
+/** An extraction's stored output is JSON the worker validated: the value, not its text. */
+function outputOf(row: JobRow): unknown {
+  if (row.output === null || row.kind !== "extract") return row.output;
+  try {
+    return JSON.parse(row.output);
+  } catch {
+    return row.output;
+  }
 }
 
 export function toUsage(row: UsageRow): Usage {
@@ -138,5 +166,6 @@ export function toUsage(row: UsageRow): Usage {
     active: row.active,
     maxActive: row.max_active,
     ...cancels,
+    kinds: row.kinds ?? [{ kind: "document", units: 1 }],
   };
 }

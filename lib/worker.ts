@@ -7,6 +7,8 @@
  */
 
 import type { AttemptUsage, JobRow, JobStatus, RequeueResult, StartResult } from "./jobs.ts";
+import { loadKind } from "./kinds/index.ts";
+import type { Kind, ModelRequest } from "./kinds/kind.ts";
 import { log } from "./log.ts";
 import { deliveryDedupId, messageOf } from "./message.ts";
 import {
@@ -19,7 +21,7 @@ import {
 } from "./model.ts";
 import type { WorkerDeps } from "./ports.ts";
 import { safetyIdentifier } from "./safety-identifier.ts";
-import { CHAT_FRAMING_TOKENS, utf8Bytes } from "./tokens.ts";
+import { countBytes, tokenCounter, utf8Bytes } from "./tokens.ts";
 
 export type { WorkerDeps } from "./ports.ts";
 
@@ -82,6 +84,10 @@ export async function runJob(
     return afterRequeue(deps, r);
   }
 
+  // The job's kind says what the model is asked (docs/DESIGN.md#job-kinds); its input was checked
+  // at enqueue.
+  const kind = await loadKind(job.kind ?? "document");
+  const request = kind.request(job.input ?? { prompt: job.prompt });
   const tier = attemptTier(claim);
   const call = await streamModel(
     deps,
@@ -89,6 +95,8 @@ export async function runJob(
     attempt,
     outputBound(claim.max_output_tokens, jobId),
     tier.serviceTier,
+    kind,
+    request,
   );
   if (!call.ok) {
     if (call.stoppedBy !== null) {
@@ -107,7 +115,33 @@ export async function runJob(
   }
 
   const usage = toAttemptUsage(call.result.usage);
-  const done = await completeWithRetry(deps, job.id, attempt, storable(call.result.text), usage);
+  const read = await kind.readOutput(call.result.text, call.result.finishReason, job.input ?? {});
+  if (!read.ok) {
+    // Not an answer of the kind (an extraction that does not parse or validate, or one cut at the
+    // bound): the attempt fails through the usual path, with its usage, so the usual refund
+    // rule decides what it costs (a token plan captures it; a job plan's refund after spend is
+    // bounded). No retry: the provider billed it, and the same input may stray again.
+    await alertIfAboveHold(deps, job, attempt, usage);
+    log.warn("job_output_refused", {
+      jobId,
+      attempt,
+      kind: kind.id,
+      reason: read.reason,
+      finishReason: call.result.finishReason,
+    });
+    const r = await deps.jobs.fail(job.id, {
+      reason: read.reason,
+      error: read.problem,
+      attempt,
+      usage,
+    });
+    if (r.outcome === "not_running") await recordUsage(deps, job.id, attempt, usage);
+    // A user's input can make the model stray at will: counted into the window's summary.
+    if (r.outcome === "failed")
+      await deps.alerts.record({ reason: read.reason, userId: job.user_id });
+    return { retry: false, outcome: r.outcome === "failed" ? "failed" : r.outcome };
+  }
+  const done = await completeWithRetry(deps, job.id, attempt, storable(read.output), usage);
   await alertIfAboveHold(deps, job, attempt, usage);
   if (done.outcome === "completed") {
     log.info("job_succeeded", {
@@ -231,6 +265,8 @@ async function streamModel(
   attempt: number,
   maxOutputTokens: number,
   serviceTier: "flex" | "default" | undefined,
+  kind: Kind,
+  request: ModelRequest,
 ): Promise<ModelCall> {
   const controller = new AbortController();
   let text = "";
@@ -253,12 +289,13 @@ async function streamModel(
       const reasoned = reasoningTokens;
       const completionTokens = visibleTokens + (reasoned ?? 0);
       const partialOutput = storable(streamed);
-      // The prompt as the model's tokenizer counts it, with the chat framing: what a cancel or a
-      // sweep of this attempt charges for it (enqueue held the bound, the prompt's bytes + 8).
-      promptTokens ??=
-        (await countOutputTokens(job.prompt, deps.config.openaiModel).catch(() =>
-          utf8Bytes(job.prompt),
-        )) + CHAT_FRAMING_TOKENS;
+      // The model input as the model's tokenizer counts it, with its framing (the kind knows
+      // what it sends): what a cancel or a sweep of this attempt charges for it (enqueue held
+      // the kind's bound, bytes + framing).
+      promptTokens ??= kind.countedPromptTokens(
+        request,
+        await tokenCounter(deps.config.openaiModel).catch(() => countBytes),
+      );
       const r = await deps.jobs.progress(job.id, {
         attempt,
         partialOutput,
@@ -291,8 +328,10 @@ async function streamModel(
     writeNow();
   }, deps.config.progressIntervalMs);
   try {
-    const result = await deps.model.generate(job.prompt, {
+    const result = await deps.model.generate(request.prompt, {
       maxOutputTokens,
+      instructions: request.instructions,
+      format: request.format,
       signal: controller.signal,
       onText: (t) => {
         text = t;

@@ -79,9 +79,11 @@ export function createApi(options) {
     }
     if (res.ok && body !== null) return { status: res.status, body };
     const error = body?.error;
+    const details = error?.details ?? body?.details;
     throw new ApiError({
       code: typeof error?.code === "string" ? error.code : res.ok ? "internal" : "unavailable",
       message: typeof error?.message === "string" ? error.message : undefined,
+      details: Array.isArray(details) ? details : undefined,
       status: res.status,
       retryAfterSeconds: seconds(res.headers.get("retry-after")),
       usage: body?.usage ?? null,
@@ -91,15 +93,16 @@ export function createApi(options) {
 
   return {
     /**
-     * Start a job. `replayed` is true when the server recognised the key and returned the job
-     * it already had (nothing reserved again).
-     * @param {string} prompt
+     * Start a job: a document from a prompt (the string), or any kind with its input.
+     * `replayed` is true when the server recognised the key and returned the job it already
+     * had (nothing reserved again).
+     * @param {string | { kind: string, input: Record<string, unknown> }} job
      * @param {string} idempotencyKey
      * @returns {Promise<{ job: Job, usage: Usage, replayed: boolean }>}
      */
-    async submit(prompt, idempotencyKey) {
+    async submit(job, idempotencyKey) {
       const r = await request("POST", "/api/jobs", {
-        body: { prompt },
+        body: typeof job === "string" ? { prompt: job } : job,
         headers: { "idempotency-key": idempotencyKey },
       });
       return { job: r.body.job, usage: r.body.usage, replayed: r.status === 200 };

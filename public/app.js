@@ -9,6 +9,14 @@ import { AuthError, authErrorSentence, createAuth, devPlan } from "./auth.js";
 import { createCard } from "./cards.js";
 import { narrowConnectSrc } from "./csp.js";
 import { formatClock } from "./format.js";
+import {
+  EXAMPLES,
+  fieldProblems,
+  offers,
+  readSchema,
+  shortOfUnitsSentence,
+  unitsOf,
+} from "./kinds.js";
 import { createPoller, paceOf } from "./poll.js";
 import {
   cancelWarning,
@@ -55,6 +63,17 @@ const ui = {
   generate: /** @type {HTMLButtonElement} */ (byId("generate")),
   sending: byId("sending"),
   formError: byId("form-error"),
+  kinds: /** @type {HTMLFieldSetElement} */ (byId("kinds")),
+  kindError: byId("kind-error"),
+  extractForm: /** @type {HTMLFormElement} */ (byId("extract-form")),
+  extractText: /** @type {HTMLTextAreaElement} */ (byId("extract-text")),
+  extractTextError: byId("extract-text-error"),
+  extractSchema: /** @type {HTMLTextAreaElement} */ (byId("extract-schema")),
+  extractSchemaError: byId("extract-schema-error"),
+  examples: byId("examples"),
+  extract: /** @type {HTMLButtonElement} */ (byId("extract")),
+  extractSending: byId("extract-sending"),
+  extractError: byId("extract-error"),
   jobs: byId("jobs"),
   jobsEmpty: byId("jobs-empty"),
   more: /** @type {HTMLButtonElement} */ (byId("more")),
@@ -119,6 +138,9 @@ async function main() {
   }
   const api = createApi({ token: auth.accessToken, refresh: auth.refresh });
   const submission = createSubmission();
+  const extraction = createSubmission();
+  /** @type {Usage | null} */
+  let lastUsage = null;
 
   /** @type {Map<string, { card: Card, poller: Poller | null }>} */
   const cards = new Map();
@@ -291,7 +313,9 @@ async function main() {
 
   /** @param {Usage} usage */
   function renderUsage(usage) {
+    lastUsage = usage;
     ui.usage.textContent = usageSentence(usage, now());
+    renderKinds(usage);
   }
 
   async function refreshUsage() {
@@ -443,6 +467,136 @@ async function main() {
       if (e instanceof ApiError) announce(errorSentence(e.problem, now()));
     }
   }
+
+  // ---- the kind of job ------------------------------------------------------------------
+
+  /** @param {string} kind */
+  const kindRadio = (kind) =>
+    /** @type {HTMLInputElement | null} */ (
+      ui.kinds.querySelector(`input[name="kind"][value="${kind}"]`)
+    );
+
+  /** The plan's offer, kind by kind: a kind it does not offer stays listed, disabled, with why. */
+  /** @param {Usage} usage */
+  function renderKinds(usage) {
+    for (const offer of offers(usage)) {
+      const radio = kindRadio(offer.kind);
+      if (radio) radio.disabled = !offer.offered;
+      const note = document.getElementById(`kind-note-${offer.kind}`);
+      if (note) note.textContent = offer.note;
+      if (!offer.offered && radio?.checked) kindRadio("document")?.click();
+    }
+  }
+
+  function showKind() {
+    const extract = kindRadio("extract")?.checked === true;
+    ui.form.hidden = extract;
+    ui.extractForm.hidden = !extract;
+    ui.kindError.textContent = "";
+  }
+  ui.kinds.addEventListener("change", showKind);
+
+  for (const example of EXAMPLES) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "secondary";
+    button.textContent = example.name;
+    button.addEventListener("click", () => {
+      ui.extractSchema.value = JSON.stringify(example.schema, null, 2);
+      if (ui.extractText.value.trim() === "") ui.extractText.value = example.text;
+      clearExtractErrors();
+      extraction.edited(extractIdentity());
+    });
+    ui.examples.append(button);
+  }
+
+  function clearExtractErrors() {
+    ui.kindError.textContent = "";
+    ui.extractTextError.textContent = "";
+    ui.extractSchemaError.replaceChildren();
+    ui.extractError.textContent = "";
+    ui.extractText.removeAttribute("aria-invalid");
+    ui.extractSchema.removeAttribute("aria-invalid");
+  }
+
+  /** The submission as the Idempotency-Key sees it: the same text and schema, the same key. */
+  const extractIdentity = () => `${ui.extractText.value}\u0000${ui.extractSchema.value}`;
+
+  /** @param {string[]} problems */
+  function showSchemaProblems(problems) {
+    if (problems.length === 1) {
+      ui.extractSchemaError.replaceChildren(problems[0] ?? "");
+    } else {
+      const list = document.createElement("ul");
+      for (const text of problems) {
+        const li = document.createElement("li");
+        li.textContent = text;
+        list.append(li);
+      }
+      ui.extractSchemaError.replaceChildren(list);
+    }
+    ui.extractSchema.setAttribute("aria-invalid", "true");
+  }
+
+  for (const field of [ui.extractText, ui.extractSchema])
+    field.addEventListener("input", () => {
+      extraction.edited(extractIdentity());
+      clearExtractErrors();
+    });
+
+  ui.extractForm.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    if (busy) return;
+    clearExtractErrors();
+    const text = ui.extractText.value;
+    const schema = readSchema(ui.extractSchema.value);
+    if (text.trim() === "") {
+      ui.extractTextError.textContent = "Write or paste the text to extract from.";
+      ui.extractText.setAttribute("aria-invalid", "true");
+    }
+    if (!schema.ok) showSchemaProblems([schema.message]);
+    if (text.trim() === "" || !schema.ok) {
+      (text.trim() === "" ? ui.extractText : ui.extractSchema).focus();
+      return;
+    }
+    busy = true;
+    ui.extract.setAttribute("aria-disabled", "true");
+    ui.extractSending.textContent = "Sending…";
+    try {
+      const { job, usage } = await api.submit(
+        { kind: "extract", input: { text, schema: schema.schema } },
+        extraction.keyFor(extractIdentity()),
+      );
+      extraction.succeeded();
+      ui.extractText.value = "";
+      renderUsage(usage);
+      const known = cards.has(job.id);
+      upsert(job, { atTop: true });
+      if (!known) announce(announcement(job));
+    } catch (e) {
+      if (handleAuthFailure(e)) return;
+      const problem = e instanceof ApiError ? e.problem : { code: "network" };
+      const placed = fieldProblems(problem);
+      if (placed) {
+        ui.kindError.textContent = placed.kind.join(" ");
+        ui.extractTextError.textContent = placed.text.join(" ");
+        if (placed.text.length) ui.extractText.setAttribute("aria-invalid", "true");
+        if (placed.schema.length) showSchemaProblems(placed.schema);
+        ui.extractError.textContent = placed.form.join(" ");
+        if (placed.text.length) ui.extractText.focus();
+        else if (placed.schema.length) ui.extractSchema.focus();
+      } else {
+        ui.extractError.textContent =
+          shortOfUnitsSentence(problem, unitsOf(problem.usage ?? lastUsage, "extract"), now()) ??
+          errorSentence(problem, now());
+      }
+      if (problem.usage) renderUsage(problem.usage);
+    } finally {
+      busy = false;
+      ui.extract.removeAttribute("aria-disabled");
+      ui.extractSending.textContent = "";
+    }
+  });
 
   // ---- submitting -----------------------------------------------------------------------
 

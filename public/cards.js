@@ -1,15 +1,27 @@
 // @ts-check
 /**
- * One job card. Everything that came from a person or a model (the prompt, the output) goes
- * in with `textContent`, never `innerHTML`: markup in it is shown as text and never runs.
+ * One job card. What a person wrote (the prompt, the text to extract from) goes in with
+ * `textContent`, never `innerHTML`: markup in it is shown as text and never runs. A finished
+ * output is shown as what it is: a document's markdown rendered through render.js (marked, then
+ * DOMPurify, inserted as DOM nodes), an extraction's JSON value as indented text in a <pre>;
+ * either can be copied or downloaded as a file.
  * While the job runs, the output region shows what the model has written so far, as the API
- * reports it (the worker records it about once a second): no estimate, no progress bar.
+ * reports it (the worker records it about once a second): no estimate, no progress bar. That
+ * partial text stays plain text, for both kinds: a half-written answer is often half a markdown
+ * construct (an open code fence, half a table, half a JSON object) whose rendering would jump
+ * around at each poll, and it is shown as exactly what the model has sent so far.
  */
 import { formatClock } from "./format.js";
+import { kindOf, outputFile } from "./outputs.js";
+import { renderMarkdown } from "./render.js";
 import { isActive, phaseLabel, phaseSentence } from "./status.js";
 
 /** @typedef {import("./status.js").Job} Job */
 /** @typedef {import("./format.js").Clock} Clock */
+/** @typedef {import("./outputs.js").OutputFile} OutputFile */
+
+/** What a card is called, by kind: "Job from 09:00" (a document), "Extraction from 09:00". */
+const TITLES = /** @type {Record<string, string>} */ ({ extract: "Extraction" });
 
 /**
  * @typedef {object} Card
@@ -49,7 +61,7 @@ export function createCard(job, o) {
   const h3 = el("h3", "");
   h3.id = titleId;
   h3.tabIndex = -1;
-  const name = `Job from ${formatClock(job.createdAt, clock)}`;
+  const name = `${TITLES[kindOf(job)] ?? "Job"} from ${formatClock(job.createdAt, clock)}`;
   const title = el("span", "", name);
   const badge = el("span", "badge");
   h3.append(title, badge);
@@ -92,7 +104,36 @@ export function createCard(job, o) {
     cancel.focus();
   });
 
-  li.append(h3, prompt, phase, output, cancel, confirm);
+  // Copy and download, once there is a finished output.
+  const actions = el("div", "output-actions row");
+  const copy = el("button", "secondary copy");
+  copy.type = "button";
+  const download = el("button", "secondary download");
+  download.type = "button";
+  const copied = el("span", "muted");
+  copied.setAttribute("role", "status");
+  actions.append(copy, download, copied);
+  /** @type {OutputFile | null} */
+  let file = null;
+  copy.addEventListener("click", () => {
+    if (!file) return;
+    navigator.clipboard.writeText(file.text).then(
+      () => {
+        copied.textContent = "Copied.";
+      },
+      () => {
+        copied.textContent = "This browser did not let the page copy: select the text instead.";
+      },
+    );
+  });
+  download.addEventListener("click", () => {
+    if (file) save(file);
+  });
+
+  li.append(h3, prompt, phase, output, actions, cancel, confirm);
+
+  /** What the output region shows now, so an unchanged job is not rendered again. */
+  let shown = "";
 
   const promptText = job.prompt ?? o.prompt;
 
@@ -109,9 +150,13 @@ export function createCard(job, o) {
       prompt.hidden = !p;
       phase.textContent = phaseSentence(next, now, clock);
       const partial = next.phase === "running" ? (next.partialOutput ?? null) : null;
-      const text = next.phase === "succeeded" ? next.output : partial;
-      output.textContent = text ?? "";
-      output.hidden = text === null || text === "";
+      file = outputFile(next);
+      const key = file ? `${file.format}\0${file.text}` : `text\0${partial ?? ""}`;
+      if (key !== shown) {
+        shown = key;
+        showOutput(file, partial);
+      }
+      output.hidden = !file && (partial === null || partial === "");
       output.classList.toggle("partial", partial !== null);
       output.setAttribute("aria-busy", String(partial !== null));
       cancel.hidden = !isActive(next);
@@ -128,6 +173,46 @@ export function createCard(job, o) {
       if (card.job.phase === "running") phase.textContent = phaseSentence(card.job, now, clock);
     },
   };
+  /**
+   * @param {OutputFile | null} finished
+   * @param {string | null} partial
+   */
+  function showOutput(finished, partial) {
+    output.classList.toggle("markdown", finished?.format === "markdown");
+    actions.hidden = !finished;
+    copied.textContent = "";
+    if (!finished) {
+      output.textContent = partial ?? "";
+      return;
+    }
+    const what = finished.format === "markdown" ? "markdown" : "JSON";
+    const of = `of the ${name.toLowerCase()}`;
+    copy.textContent = `Copy ${what}`;
+    copy.setAttribute("aria-label", `Copy ${what} ${of}`);
+    const extension = finished.name.slice(finished.name.lastIndexOf("."));
+    download.textContent = `Download ${extension}`;
+    download.setAttribute("aria-label", `Download ${extension} ${of}`);
+    if (finished.format === "markdown") output.replaceChildren(renderMarkdown(finished.text));
+    else output.replaceChildren(el("pre", "json", finished.text));
+  }
+
   card.update(job, o.now);
   return card;
+}
+
+/**
+ * Saves a file the way a download link does: a Blob URL on an `a[download]`, clicked, then let go.
+ * @param {OutputFile} file
+ */
+function save(file) {
+  const url = URL.createObjectURL(new Blob([file.text], { type: file.type }));
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = file.name;
+  a.hidden = true;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  // The browser has read the URL once the download starts; free it a little later.
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }

@@ -29,6 +29,8 @@ export const REASONS = {
   attempt_budget_exhausted: "its retries used up what one job may cost",
   provider_misconfigured: "the service is misconfigured on our side, not because of your prompt",
   capacity_unavailable: "no cheaper capacity became free within its time limit",
+  output_invalid: "the AI model's answer did not match the requested schema",
+  output_truncated: "the AI model's answer was cut off at the length limit",
 };
 
 /**
@@ -187,6 +189,7 @@ export function usageSentence(usage, now, clock = {}) {
  *   status?: number,
  *   retryAfterSeconds?: number | null,
  *   usage?: Usage | null,
+ *   details?: { path: string, message: string }[],
  * }} Problem
  */
 

@@ -41,17 +41,20 @@ create table public.generation_jobs (
   capacity_wait_since timestamp with time zone,
   thinking boolean not null default false,
   reasoning_tokens integer,
+  kind text not null default 'document'::text,
+  input jsonb not null,
   constraint generation_jobs_attempts_check CHECK (attempts >= 0),
   constraint generation_jobs_captured_check CHECK (captured >= 0),
   constraint generation_jobs_captured_iff_final CHECK ((status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) = (captured IS NOT NULL)),
   constraint generation_jobs_captured_within_hold CHECK (captured IS NULL OR captured <= hold),
   constraint generation_jobs_consumed_check CHECK (consumed >= 0),
-  constraint generation_jobs_failure_reason_check CHECK (failure_reason = ANY (ARRAY['model_refused'::text, 'delivery_failed'::text, 'publish_failed'::text, 'provider_quota_exhausted'::text, 'lease_expired'::text, 'max_age_exceeded'::text, 'never_delivered'::text, 'attempt_budget_exhausted'::text, 'provider_misconfigured'::text, 'capacity_unavailable'::text])),
+  constraint generation_jobs_failure_reason_check CHECK (failure_reason = ANY (ARRAY['model_refused'::text, 'delivery_failed'::text, 'publish_failed'::text, 'provider_quota_exhausted'::text, 'lease_expired'::text, 'max_age_exceeded'::text, 'never_delivered'::text, 'attempt_budget_exhausted'::text, 'provider_misconfigured'::text, 'capacity_unavailable'::text, 'output_invalid'::text, 'output_truncated'::text])),
   constraint generation_jobs_finished_iff_terminal CHECK ((status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) = (finished_at IS NOT NULL)),
   constraint generation_jobs_hold_check CHECK (hold >= 1),
   constraint generation_jobs_idempotency_key_check CHECK (char_length(idempotency_key) >= 1 AND char_length(idempotency_key) <= 255),
   constraint generation_jobs_idempotency_key_per_user UNIQUE (user_id, idempotency_key),
-  constraint generation_jobs_job_meter_holds_one CHECK (meter = 'tokens'::text OR hold = 1),
+  constraint generation_jobs_input_is_object CHECK (jsonb_typeof(input) = 'object'::text),
+  constraint generation_jobs_kind_fkey FOREIGN KEY (kind) REFERENCES public.job_kinds(id),
   constraint generation_jobs_lease_iff_running CHECK ((status = 'running'::text) = (lease_expires_at IS NOT NULL)),
   constraint generation_jobs_meter_check CHECK (meter = ANY (ARRAY['jobs'::text, 'tokens'::text])),
   constraint generation_jobs_output_only_when_succeeded CHECK (output IS NULL OR status = 'succeeded'::text),
@@ -74,8 +77,8 @@ create table public.generation_jobs (
   constraint generation_jobs_withheld_only_when_failed_or_canceled CHECK (refund_withheld IS NULL OR (status = ANY (ARRAY['failed'::text, 'canceled'::text])))
 );
 alter table public.generation_jobs enable row level security;
-comment on table public.generation_jobs is 'One row per requested document: its state, the quota period it reserved from, and its refund. The row is also the outbox: a queued row whose message was lost is republished or ended by the sweeper.';
-comment on column public.generation_jobs.request_hash is 'sha256 of the prompt: an Idempotency-Key replay with another prompt is refused, not served the old job.';
+comment on table public.generation_jobs is 'One row per requested job (a document, an extraction): its state, the quota period it reserved from, and its refund. The row is also the outbox: a queued row whose message was lost is republished or ended by the sweeper.';
+comment on column public.generation_jobs.request_hash is 'sha256 of the prompt (a document) or of the kind and the input''s jsonb text (any other kind): an Idempotency-Key replay with another request is refused, not served the old job.';
 comment on column public.generation_jobs.attempts is 'How many times a worker claimed the job; the claim number guards complete/requeue/release/fail.';
 comment on column public.generation_jobs.publish_seq is 'Which QStash message currently stands for the job; the publish deduplication id is job id + this.';
 comment on column public.generation_jobs.refunded_at is 'When the reserved unit came back. Set by the same statement that ends the job failed or canceled.';
@@ -85,13 +88,15 @@ comment on column public.generation_jobs.progress_at is 'When the running attemp
 comment on column public.generation_jobs.refund_withheld is 'Why a job plan''s failed or canceled job kept its unit spent: running_cancel_limit (canceled while running) or paid_refund_limit (failed, or canceled while queued, after its attempts consumed provider tokens), when the user''s refunds after spend had reached the plan''s bound. Null on every other job.';
 comment on column public.generation_jobs.meter is 'The meter of the job''s plan when it was enqueued (a later plan change does not reprice it).';
 comment on column public.generation_jobs.prompt_tokens is 'The prompt''s tokens as counted at enqueue (chat framing included); null on jobs older than metering.';
-comment on column public.generation_jobs.hold is 'What enqueue added to the counter: 1 on a job plan; prompt_tokens + max_output_tokens on a token plan.';
+comment on column public.generation_jobs.hold is 'What enqueue added to the counter: the kind''s units on a job plan; prompt_tokens + max_output_tokens on a token plan.';
 comment on column public.generation_jobs.captured is 'Null while active. On an ending, what the job kept of its hold (0 ≤ captured ≤ hold); the rest went back to the counter in the same transaction.';
 comment on column public.generation_jobs.consumed is 'Tokens the job''s attempts that did not end it consumed (released attempts'' usage, reclaimed attempts'' last progress). A token plan''s job never starts an attempt that could take it past 2 × hold.';
 comment on column public.generation_jobs.waiting_for is 'What the last requeue waits for: provider (a quota 429 or the closed provider gate) or capacity (flex had none). Meaningful while resume_at is ahead; cleared by a claim.';
 comment on column public.generation_jobs.capacity_wait_since is 'When the job first met no flex capacity (429 resource unavailable). Never cleared: the plan''s flex_fallback_after_seconds counts from it.';
 comment on column public.generation_jobs.thinking is 'The running attempt reports reasoning and has streamed no visible text yet (record_progress).';
 comment on column public.generation_jobs.reasoning_tokens is 'The running attempt''s reasoning tokens as the provider reported them so far (billed output, part of partial_tokens); null when none were reported.';
+comment on column public.generation_jobs.kind is 'What the job does (public.job_kinds): document or extract.';
+comment on column public.generation_jobs.input is 'The whole input as the client sent it: {"prompt"} for a document, {"text", "schema"} for an extraction. The prompt column holds the prompt or the text.';
 
 create table public.job_events (
   id bigint not null generated always as identity,
@@ -107,6 +112,26 @@ create table public.job_events (
 );
 alter table public.job_events enable row level security;
 comment on table public.job_events is 'Append-only log of every transition, written in the transition''s own transaction.';
+
+create table public.job_kinds (
+  id text not null,
+  name text not null,
+  constraint job_kinds_pkey PRIMARY KEY (id)
+);
+alter table public.job_kinds enable row level security;
+comment on table public.job_kinds is 'What a job does with its input: document (a prompt in, markdown out), extract (a text and a JSON Schema in, a JSON value out). lib/kinds/index.ts is the one list.';
+
+create table public.plan_kinds (
+  plan_id text not null,
+  kind text not null,
+  units integer not null,
+  constraint plan_kinds_kind_fkey FOREIGN KEY (kind) REFERENCES public.job_kinds(id),
+  constraint plan_kinds_pkey PRIMARY KEY (plan_id, kind),
+  constraint plan_kinds_plan_id_fkey FOREIGN KEY (plan_id) REFERENCES public.plans(id) ON DELETE CASCADE,
+  constraint plan_kinds_units_check CHECK (units > 0)
+);
+alter table public.plan_kinds enable row level security;
+comment on table public.plan_kinds is 'Which kinds a plan offers; units is what a job of the kind holds on a job plan (a token plan holds tokens whatever the kind). A kind without a row is refused (kind_not_in_plan).';
 
 create table public.plans (
   id text not null,
@@ -222,6 +247,20 @@ AS $function$
   end
 $function$;
 comment on function private.cancel_refunds(p_job public.generation_jobs) is 'Whether canceling this job now would give back what it holds: on a token plan, the rest beyond what it consumed; on a job plan, always for a queued job whose attempts consumed nothing, else while the refunds after spend of its period are under its plan''s bound.';
+
+CREATE OR REPLACE FUNCTION private.document_input()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+begin
+  if new.input is null and new.kind = 'document' then
+    new.input := jsonb_build_object('prompt', new.prompt);
+  end if;
+  return new;
+end
+$function$;
+comment on function private.document_input() is 'A document row inserted without an input gets {"prompt": prompt}; any other kind must bring its own.';
 
 CREATE OR REPLACE FUNCTION private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb DEFAULT '{}'::jsonb, p_own integer DEFAULT NULL::integer, p_running_cancel boolean DEFAULT false)
  RETURNS public.generation_jobs
@@ -344,6 +383,19 @@ end
 $function$;
 comment on function private.log_event(p_job public.generation_jobs, p_event text, p_from_status text, p_now timestamp with time zone, p_detail jsonb) is 'Appends one transition to job_events.';
 
+CREATE OR REPLACE FUNCTION private.offer_documents()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+begin
+  insert into public.plan_kinds (plan_id, kind, units) values (new.id, 'document', 1)
+  on conflict (plan_id, kind) do nothing;
+  return null;
+end
+$function$;
+comment on function private.offer_documents() is 'A new plan offers documents at 1 unit, as every plan did before kinds: a plan inserted as before (seed, operator, tests) keeps working. Delete its row to make a plan without them.';
+
 CREATE OR REPLACE FUNCTION private.period_end(p_period text, p_start timestamp with time zone)
  RETURNS timestamp with time zone
  LANGUAGE sql
@@ -390,6 +442,18 @@ begin
 end
 $function$;
 comment on function private.plan_for(p_user_id uuid) is 'The plan a user is on: their user_plans row; else, for an anonymous sign-in, the plan marked for_anonymous_users or ''none'' (no units); else free.';
+
+CREATE OR REPLACE FUNCTION private.plan_kinds_json(p_plan_id text)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select coalesce(jsonb_agg(jsonb_build_object('kind', k.kind, 'units', k.units)
+    order by k.units, k.kind), '[]'::jsonb)
+  from public.plan_kinds k where k.plan_id = p_plan_id
+$function$;
+comment on function private.plan_kinds_json(p_plan_id text) is 'The kinds a plan offers and their units, cheapest first: [{"kind", "units"}].';
 
 CREATE OR REPLACE FUNCTION private.queued_due_since(j public.generation_jobs)
  RETURNS timestamp with time zone
@@ -516,11 +580,12 @@ AS $function$
     -- A token plan has no bound of refunds: a cancel or a failure pays what it consumed.
     'refunded_running_cancels', case when p_plan.meter = 'jobs'
       then coalesce((select c.refunded_running_cancels from counter c), 0) end,
-    'max_refunded_running_cancels', private.refund_bound(p_plan)
+    'max_refunded_running_cancels', private.refund_bound(p_plan),
+    'kinds', private.plan_kinds_json(p_plan.id)
   )
   from bounds b, active a
 $function$;
-comment on function private.usage_json(p_user_id uuid, p_plan public.plans, p_now timestamp with time zone) is 'A user''s usage in the period that contains p_now: the meter, units (jobs or tokens) used on that meter''s counter and the limit, what active jobs hold, active jobs, and (job plans) the refunds after spend used and allowed; null for both on a token plan.';
+comment on function private.usage_json(p_user_id uuid, p_plan public.plans, p_now timestamp with time zone) is 'A user''s usage in the period that contains p_now: the meter, units (jobs or tokens) used on that meter''s counter and the limit, what active jobs hold, active jobs, (job plans) the refunds after spend used and allowed, null for both on a token plan, and the kinds the plan offers.';
 
 CREATE OR REPLACE FUNCTION private.usage_object(p_plan public.plans, p_period_start timestamp with time zone, p_used integer, p_active bigint)
  RETURNS jsonb
@@ -655,9 +720,9 @@ begin
   return jsonb_build_object('outcome', 'not_running', 'job', private.job_json(v_job));
 end
 $function$;
-comment on function public.complete_job(p_job_id uuid, p_attempt integer, p_output text, p_now timestamp with time zone, p_usage jsonb) is 'running under this claim → succeeded with the output; captures 1 (job plan) or least(hold, consumed + the usage''s tokens) (token plan) and releases the rest; the usage goes in the event.';
+comment on function public.complete_job(p_job_id uuid, p_attempt integer, p_output text, p_now timestamp with time zone, p_usage jsonb) is 'running under this claim → succeeded with the output; captures the whole hold (job plan: the kind''s units) or least(hold, consumed + the usage''s tokens) (token plan) and releases the rest; the usage goes in the event.';
 
-CREATE OR REPLACE FUNCTION public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT now(), p_prompt_tokens integer DEFAULT NULL::integer)
+CREATE OR REPLACE FUNCTION public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT now(), p_prompt_tokens integer DEFAULT NULL::integer, p_kind text DEFAULT 'document'::text, p_input jsonb DEFAULT NULL::jsonb)
  RETURNS jsonb
  LANGUAGE plpgsql
  SET search_path TO ''
@@ -671,21 +736,39 @@ declare
   v_active integer;
   v_prompt_tokens integer;
   v_hold integer;
+  v_units integer;
+  v_input jsonb := coalesce(p_input, jsonb_build_object('prompt', p_prompt));
   v_result jsonb;
 begin
   if p_prompt is null or p_prompt !~ '[^[:space:]]' or char_length(p_prompt) > 8000
      or p_prompt_tokens < 0 then
     return jsonb_build_object('outcome', 'invalid_prompt');
   end if;
+  if jsonb_typeof(v_input) <> 'object' then
+    return jsonb_build_object('outcome', 'invalid_input');
+  end if;
   if p_idempotency_key is not null and char_length(p_idempotency_key) not between 1 and 255 then
     return jsonb_build_object('outcome', 'invalid_idempotency_key');
+  end if;
+  if p_kind is null or not exists (select from public.job_kinds k where k.id = p_kind) then
+    return jsonb_build_object('outcome', 'unknown_kind');
+  end if;
+  -- A document's prompt is its whole input, the bound below is its bytes; any other kind's model
+  -- input is more than its text (instructions, a schema), which only the caller can bound.
+  if p_kind <> 'document' and p_prompt_tokens is null then
+    raise exception 'enqueue_job: p_prompt_tokens is required for kind %', p_kind
+      using errcode = 'P0001';
   end if;
   -- A signed token outlives its user (deleted) and can name one that never was: without an
   -- auth.users row there is no account, so no plan, not the free one.
   if not private.user_exists(p_user_id) then
     return jsonb_build_object('outcome', 'user_not_found');
   end if;
-  v_hash := encode(sha256(convert_to(p_prompt, 'UTF8')), 'hex');
+  -- A document keeps the hash it always had (a replay across this change still matches); any
+  -- other kind hashes its kind and its input's jsonb text, which is canonical (keys sorted, no
+  -- insignificant whitespace), so the same input sent with other spacing or key order matches.
+  v_hash := encode(sha256(convert_to(case when p_kind = 'document' then p_prompt
+    else p_kind || ':' || v_input::text end, 'UTF8')), 'hex');
   v_prompt_tokens := coalesce(p_prompt_tokens, octet_length(convert_to(p_prompt, 'UTF8')) + 8);
 
   perform pg_advisory_xact_lock(hashtextextended('quota_jobs.enqueue:' || p_user_id::text, 0));
@@ -695,10 +778,11 @@ begin
     (select q.units_used from public.quota_usage q
      where q.user_id = p_user_id and q.period_start = b.period_start and q.meter = p.meter),
     (select count(*) from public.generation_jobs j
-     where j.user_id = p_user_id and j.status in ('queued', 'running'))
+     where j.user_id = p_user_id and j.status in ('queued', 'running')),
+    (select k.units from public.plan_kinds k where k.plan_id = p.id and k.kind = p_kind)
   into v_plan.id, v_plan.name, v_plan.period, v_plan.units_per_period, v_plan.max_active_jobs,
     v_plan.max_output_tokens, v_plan.max_refunded_running_cancels, v_plan.meter,
-    v_period_start, v_used, v_active
+    v_period_start, v_used, v_active, v_units
   from public.plans p
   cross join lateral (
     select date_trunc(p.period, p_now at time zone 'UTC') at time zone 'UTC' as period_start
@@ -720,7 +804,16 @@ begin
     end if;
   end if;
 
-  v_hold := case when v_plan.meter = 'tokens' then v_prompt_tokens + v_plan.max_output_tokens else 1 end;
+  if v_units is null then
+    return jsonb_build_object(
+      'outcome', 'kind_not_in_plan',
+      'plan', v_plan.id,
+      'kinds', private.plan_kinds_json(v_plan.id)
+    );
+  end if;
+
+  v_hold := case when v_plan.meter = 'tokens' then v_prompt_tokens + v_plan.max_output_tokens
+    else v_units end;
 
   if coalesce(v_used, 0) + v_hold > v_plan.units_per_period then
     return jsonb_build_object(
@@ -746,17 +839,17 @@ begin
     returning q.units_used
   ), inserted as (
     insert into public.generation_jobs (
-      user_id, status, prompt, request_hash, idempotency_key, plan_id, period_start,
+      user_id, status, kind, prompt, input, request_hash, idempotency_key, plan_id, period_start,
       meter, prompt_tokens, hold, created_at, queued_at, updated_at
     )
-    select p_user_id, 'queued', p_prompt, v_hash, p_idempotency_key, v_plan.id, v_period_start,
-      v_plan.meter, v_prompt_tokens, v_hold, p_now, p_now, p_now
+    select p_user_id, 'queued', p_kind, p_prompt, v_input, v_hash, p_idempotency_key, v_plan.id,
+      v_period_start, v_plan.meter, v_prompt_tokens, v_hold, p_now, p_now, p_now
     from reserved
     returning *
   ), logged as (
     insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
     select i.id, i.user_id, p_now, 'enqueued', null, i.status,
-      jsonb_build_object('plan', v_plan.id, 'hold', v_hold)
+      jsonb_build_object('plan', v_plan.id, 'kind', p_kind, 'hold', v_hold)
     from inserted i
   )
   select jsonb_build_object(
@@ -770,7 +863,8 @@ begin
       'period_start', v_period_start,
       'resets_at', ((v_period_start at time zone 'UTC') + ('1 ' || v_plan.period)::interval) at time zone 'UTC',
       'active', v_active + 1,
-      'max_active', v_plan.max_active_jobs
+      'max_active', v_plan.max_active_jobs,
+      'kinds', private.plan_kinds_json(v_plan.id)
     )
   ) into v_result
   from inserted i, reserved r;
@@ -786,7 +880,7 @@ begin
   return v_result;
 end
 $function$;
-comment on function public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text, p_now timestamp with time zone, p_prompt_tokens integer) is 'Starts a job for a user that exists (else user_not_found): holds 1 (job plan) or p_prompt_tokens + max_output_tokens (token plan) on the counter of the plan''s meter under the limit, checks the active-job limit and the idempotency key, inserts, in one transaction. A refusal holds nothing.';
+comment on function public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text, p_now timestamp with time zone, p_prompt_tokens integer, p_kind text, p_input jsonb) is 'Starts a job of a kind (default document) for a user that exists (else user_not_found): a kind the plan does not offer is kind_not_in_plan; holds the kind''s units (job plan) or p_prompt_tokens + max_output_tokens (token plan) on the counter of the plan''s meter under the limit, checks the active-job limit and the idempotency key, inserts, in one transaction. A refusal holds nothing.';
 
 CREATE OR REPLACE FUNCTION public.fail_job(p_job_id uuid, p_reason text, p_error text DEFAULT NULL::text, p_attempt integer DEFAULT NULL::integer, p_now timestamp with time zone DEFAULT now(), p_usage jsonb DEFAULT NULL::jsonb, p_seq integer DEFAULT NULL::integer)
  RETURNS jsonb
@@ -1229,13 +1323,17 @@ comment on function public.sweep_jobs(p_now timestamp with time zone, p_batch_si
 
 -- triggers ----------------------------------------------------------------------------------------
 
+CREATE TRIGGER generation_jobs_document_input BEFORE INSERT ON public.generation_jobs FOR EACH ROW EXECUTE FUNCTION private.document_input();
 CREATE TRIGGER generation_jobs_final_is_final BEFORE UPDATE ON public.generation_jobs FOR EACH ROW WHEN (old.status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) EXECUTE FUNCTION private.forbid_changing_final_jobs();
 CREATE TRIGGER job_events_append_only BEFORE DELETE OR UPDATE ON public.job_events FOR EACH ROW EXECUTE FUNCTION private.forbid_changing_events();
+CREATE TRIGGER plans_offer_documents AFTER INSERT ON public.plans FOR EACH ROW EXECUTE FUNCTION private.offer_documents();
 
 -- row level security policies ---------------------------------------------------------------------
 
 create policy "users read their own jobs" on public.generation_jobs as permissive for select to authenticated using ((user_id = ( SELECT auth.uid() AS uid)));
 create policy "users read their own job events" on public.job_events as permissive for select to authenticated using ((user_id = ( SELECT auth.uid() AS uid)));
+create policy "job kinds are readable by signed-in users" on public.job_kinds as permissive for select to authenticated using (true);
+create policy "plan kinds are readable by signed-in users" on public.plan_kinds as permissive for select to authenticated using (true);
 create policy "plans are readable by signed-in users" on public.plans as permissive for select to authenticated using (true);
 create policy "users read their own usage" on public.quota_usage as permissive for select to authenticated using ((user_id = ( SELECT auth.uid() AS uid)));
 create policy "users read their own plan" on public.user_plans as permissive for select to authenticated using ((user_id = ( SELECT auth.uid() AS uid)));
@@ -1244,19 +1342,24 @@ create policy "users read their own plan" on public.user_plans as permissive for
 
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.generation_jobs to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.job_events to service_role;
+grant delete, insert, maintain, references, select, trigger, truncate, update on table public.job_kinds to service_role;
+grant delete, insert, maintain, references, select, trigger, truncate, update on table public.plan_kinds to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.plans to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.quota_drift to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.quota_usage to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.user_plans to service_role;
 grant execute on function private.cancel_refunds(p_job public.generation_jobs) to service_role;
+grant execute on function private.document_input() to service_role;
 grant execute on function private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb, p_own integer, p_running_cancel boolean) to service_role;
 grant execute on function private.forbid_changing_events() to service_role;
 grant execute on function private.forbid_changing_final_jobs() to service_role;
 grant execute on function private.job_json(j public.generation_jobs) to service_role;
 grant execute on function private.log_event(p_job public.generation_jobs, p_event text, p_from_status text, p_now timestamp with time zone, p_detail jsonb) to service_role;
+grant execute on function private.offer_documents() to service_role;
 grant execute on function private.period_end(p_period text, p_start timestamp with time zone) to service_role;
 grant execute on function private.period_start(p_period text, p_now timestamp with time zone) to service_role;
 grant execute on function private.plan_for(p_user_id uuid) to service_role;
+grant execute on function private.plan_kinds_json(p_plan_id text) to service_role;
 grant execute on function private.queued_due_since(j public.generation_jobs) to service_role;
 grant execute on function private.refund(p_job public.generation_jobs, p_now timestamp with time zone) to service_role;
 grant execute on function private.refund_bound(p_plan public.plans) to service_role;
@@ -1271,7 +1374,7 @@ grant execute on function private.user_exists(p_user_id uuid) to service_role;
 grant execute on function private.with_usage(p_detail jsonb, p_usage jsonb) to service_role;
 grant execute on function public.cancel_job(p_job_id uuid, p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.complete_job(p_job_id uuid, p_attempt integer, p_output text, p_now timestamp with time zone, p_usage jsonb) to service_role;
-grant execute on function public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text, p_now timestamp with time zone, p_prompt_tokens integer) to service_role;
+grant execute on function public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text, p_now timestamp with time zone, p_prompt_tokens integer, p_kind text, p_input jsonb) to service_role;
 grant execute on function public.fail_job(p_job_id uuid, p_reason text, p_error text, p_attempt integer, p_now timestamp with time zone, p_usage jsonb, p_seq integer) to service_role;
 grant execute on function public.get_job(p_job_id uuid, p_user_id uuid) to service_role;
 grant execute on function public.get_usage(p_user_id uuid, p_now timestamp with time zone) to service_role;
@@ -1284,6 +1387,8 @@ grant execute on function public.start_job(p_job_id uuid, p_lease_seconds intege
 grant execute on function public.sweep_jobs(p_now timestamp with time zone, p_batch_size integer, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer, p_max_republish integer) to service_role;
 grant select on table public.generation_jobs to authenticated;
 grant select on table public.job_events to authenticated;
+grant select on table public.job_kinds to authenticated;
+grant select on table public.plan_kinds to authenticated;
 grant select on table public.plans to authenticated;
 grant select on table public.quota_usage to authenticated;
 grant select on table public.user_plans to authenticated;

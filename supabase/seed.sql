@@ -26,3 +26,18 @@ on conflict (id) do update set
   meter = excluded.meter,
   service_tier = excluded.service_tier,
   flex_fallback_after_seconds = excluded.flex_fallback_after_seconds;
+
+-- What each plan offers (public.plan_kinds), and what a job of each kind holds on a job plan.
+-- Every plan offers a document at 1 unit. An extraction (a text and a JSON Schema in, a JSON value
+-- out) costs 2 on pro and economy: its model input carries the schema as well as the text, and it
+-- is the kind a client scripts in bulk; team offers it too (a token plan holds tokens whatever the
+-- kind, so its units are not read). Free does not offer extractions.
+insert into public.plan_kinds (plan_id, kind, units) values
+  ('free', 'document', 1),
+  ('pro', 'document', 1),
+  ('team', 'document', 1),
+  ('economy', 'document', 1),
+  ('pro', 'extract', 2),
+  ('team', 'extract', 2),
+  ('economy', 'extract', 2)
+on conflict (plan_id, kind) do update set units = excluded.units;

@@ -3,18 +3,47 @@ import { type Deps, getDeps } from "../../lib/deps.ts";
 import { enqueueJob } from "../../lib/enqueue.ts";
 import { HttpError } from "../../lib/errors.ts";
 import { handle, json, readJson } from "../../lib/http.ts";
+import type { PlanKind, UsageRow } from "../../lib/jobs.ts";
 import {
   encodeCursor,
   MAX_BODY_BYTES,
   MAX_PROMPT_CHARS,
   parseIdempotencyKey,
+  parseJobRequest,
   parseListQuery,
-  parsePrompt,
 } from "../../lib/validate.ts";
 import { toJob, toUsage } from "../../lib/view.ts";
 
 const secondsUntil = (t: Date, now: Date) =>
   String(Math.max(1, Math.ceil((t.getTime() - now.getTime()) / 1000)));
+
+/** How a sentence names one job of a kind. */
+const NOUNS: Record<string, [string, string]> = {
+  document: ["A document", "This prompt"],
+  extract: ["An extraction", "This extraction"],
+};
+const noun = (kind: string) => NOUNS[kind]?.[0] ?? `A ${kind} job`;
+const thisJob = (kind: string) => NOUNS[kind]?.[1] ?? `This ${kind} job`;
+const plural = (n: number, one: string, many: string) =>
+  `${n.toLocaleString("en-US")} ${n === 1 ? one : many}`;
+const offered = (kinds: PlanKind[]) =>
+  kinds.length === 0
+    ? "no kinds"
+    : kinds.map((k) => `${k.kind} (${plural(k.units, "unit", "units")})`).join(", ");
+
+/**
+ * The 429's sentence: what this job needs and what is left. A token plan's in tokens; a job
+ * plan's in units, with the kind's cost when it is not a plain 1-unit document.
+ */
+function quotaMessage(kind: string, hold: number, usage: UsageRow, resetsAt: Date): string {
+  const left = Math.max(usage.limit - usage.used, 0);
+  const resets = `It resets at ${resetsAt.toISOString()}.`;
+  if (usage.meter === "tokens")
+    return `${thisJob(kind)} needs up to ${hold} tokens and ${left} of your ${usage.limit} are left this period. ${resets}`;
+  if (kind === "document" && hold === 1)
+    return `You have used all ${usage.limit} generation(s) of this period. ${resets}`;
+  return `${noun(kind)} costs ${plural(hold, "unit", "units")}; ${left.toLocaleString("en-US")} of your ${usage.limit.toLocaleString("en-US")} ${left === 1 ? "is" : "are"} left this period. ${resets}`;
+}
 
 export function createHandler(deps: () => Deps) {
   return handle({
@@ -22,8 +51,8 @@ export function createHandler(deps: () => Deps) {
       const d = deps();
       const { userId } = await d.auth.userFromRequest(req);
       const idempotencyKey = parseIdempotencyKey(req);
-      const prompt = parsePrompt(await readJson(req, { maxBytes: MAX_BODY_BYTES }));
-      const r = await enqueueJob(d, { userId, prompt, idempotencyKey });
+      const request = await parseJobRequest(await readJson(req, { maxBytes: MAX_BODY_BYTES }));
+      const r = await enqueueJob(d, { userId, ...request, idempotencyKey });
       const now = d.now();
       switch (r.outcome) {
         case "enqueued":
@@ -54,9 +83,7 @@ export function createHandler(deps: () => Deps) {
           throw new HttpError(
             429,
             "quota_exceeded",
-            r.usage.meter === "tokens"
-              ? `This prompt needs up to ${r.hold} tokens and ${Math.max(r.usage.limit - r.usage.used, 0)} of your ${r.usage.limit} are left this period. It resets at ${r.resetsAt.toISOString()}.`
-              : `You have used all ${r.usage.limit} generation(s) of this period. It resets at ${r.resetsAt.toISOString()}.`,
+            quotaMessage(request.kind, r.hold, r.usage, r.resetsAt),
             { "retry-after": secondsUntil(r.resetsAt, now) },
             { usage: toUsage(r.usage) },
           );
@@ -79,6 +106,26 @@ export function createHandler(deps: () => Deps) {
             400,
             "invalid_prompt",
             `The prompt must be 1 to ${MAX_PROMPT_CHARS.toLocaleString("en-US")} characters of text.`,
+          );
+        case "invalid_input":
+          throw new HttpError(
+            400,
+            "invalid_input",
+            "The input must be a JSON object.",
+            {},
+            {
+              details: [{ path: "input", message: "Must be an object." }],
+            },
+          );
+        case "unknown_kind":
+          throw new HttpError(400, "unknown_kind", `There is no job kind "${request.kind}".`);
+        case "kind_not_in_plan":
+          throw new HttpError(
+            403,
+            "kind_not_in_plan",
+            `Your plan does not offer ${request.kind} jobs. It offers: ${offered(r.kinds)}.`,
+            {},
+            { kinds: r.kinds },
           );
         case "invalid_idempotency_key":
           throw new HttpError(

@@ -5,6 +5,7 @@
  */
 import { createHash } from "node:crypto";
 import { type ErrorReply, openAIError } from "./errors.ts";
+import { invalidFor, strictSchemaError, valueFor } from "./schema.ts";
 
 export interface Prompt {
   model: string;
@@ -25,8 +26,18 @@ export interface Prompt {
   safetyIdentifier: string | undefined;
   /** Responses `store` (default true, as OpenAI's). */
   store: boolean;
-  /** A JSON schema to fill, `true` for plain JSON mode, `false` for text. */
-  json: Record<string, unknown> | boolean;
+  /** `true` for plain JSON mode (`json_object`), else `false` (a `json_schema` is `format`). */
+  json: boolean;
+  /** A `json_schema` format (Structured Outputs): the answer is JSON made from its schema. */
+  format: JsonSchemaFormat | null;
+  /** Responses `instructions`, as sent (billed as a system message; echoed in the response). */
+  instructions: string | null;
+}
+
+export interface JsonSchemaFormat {
+  name: string;
+  schema: Record<string, unknown>;
+  strict: boolean;
 }
 
 type Body = Record<string, unknown>;
@@ -92,7 +103,13 @@ export function parseChatRequest(body: Body): Prompt | ErrorReply {
   if (invalid) return invalid;
   const messages = (body.messages as unknown[]).filter(isRecord);
   const format = isRecord(body.response_format) ? body.response_format : {};
-  const schema = isRecord(format.json_schema) ? format.json_schema.schema : undefined;
+  let schema: JsonSchemaFormat | ErrorReply | null = null;
+  if (format.type === "json_schema") {
+    const config = isRecord(format.json_schema) ? format.json_schema : undefined;
+    if (config === undefined) return missing("response_format.json_schema");
+    schema = jsonSchemaFormat("chat", config, "response_format.json_schema");
+    if ("status" in schema) return schema;
+  }
   return prompt(
     "chat",
     body,
@@ -101,6 +118,44 @@ export function parseChatRequest(body: Body): Prompt | ErrorReply {
     schema,
     body.max_completion_tokens ?? body.max_tokens,
   );
+}
+
+const missing = (param: string) =>
+  openAIError(
+    400,
+    `Missing required parameter: '${param}'.`,
+    "invalid_request_error",
+    param,
+    "missing_required_parameter",
+  );
+
+/**
+ * A `json_schema` format as OpenAI takes it: a `name` (a-z, A-Z, 0-9, `_`, `-`, at most 64) and
+ * an object `schema`; with `strict: true` the schema must be in the strict subset (schema.ts).
+ */
+function jsonSchemaFormat(
+  api: "chat" | "responses",
+  config: Record<string, unknown>,
+  at: string,
+): JsonSchemaFormat | ErrorReply {
+  if (typeof config.name !== "string") return missing(`${at}.name`);
+  if (!/^[a-zA-Z0-9_-]{1,64}$/.test(config.name))
+    return openAIError(
+      400,
+      `Invalid '${at}.name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.`,
+      "invalid_request_error",
+      `${at}.name`,
+      "invalid_value",
+    );
+  if (api === "responses" && config.schema === undefined) return missing(`${at}.schema`);
+  const strict = config.strict === true;
+  const refused = strict ? strictSchemaError(api, config.name, config.schema) : undefined;
+  if (refused) return refused;
+  return {
+    name: config.name,
+    schema: isRecord(config.schema) ? config.schema : {},
+    strict,
+  };
 }
 
 export function parseResponsesRequest(body: Body): Prompt | ErrorReply {
@@ -114,7 +169,12 @@ export function parseResponsesRequest(body: Body): Prompt | ErrorReply {
   ];
   const text = isRecord(body.text) ? body.text : {};
   const format = isRecord(text.format) ? text.format : {};
-  return prompt("responses", body, items, format.type, format.schema, body.max_output_tokens);
+  let schema: JsonSchemaFormat | ErrorReply | null = null;
+  if (format.type === "json_schema") {
+    schema = jsonSchemaFormat("responses", format, "text.format");
+    if ("status" in schema) return schema;
+  }
+  return prompt("responses", body, items, format.type, schema, body.max_output_tokens);
 }
 
 function validate(body: Body, field: "messages" | "input"): ErrorReply | undefined {
@@ -151,22 +211,18 @@ function prompt(
   body: Body,
   items: Body[],
   formatType: unknown,
-  schema: unknown,
+  format: JsonSchemaFormat | null,
   maxTokens: unknown,
 ): Prompt {
   const texts = items.map((item) => ({ role: item.role, text: contentText(item.content) }));
   const all = texts.map((t) => t.text).join("\n");
   const lastUser = texts.filter((t) => t.role === "user").pop()?.text ?? all;
-  const json =
-    formatType === "json_schema" && isRecord(schema)
-      ? schema
-      : formatType === "json_object" || formatType === "json_schema";
   return {
     model: body.model as string,
     lastUser,
     all,
     messages: items
-      .filter((item) => item.content !== undefined)
+      .filter((item) => item.content !== undefined && item.content !== null)
       .map((item) => ({ role: String(item.role ?? "user"), text: contentText(item.content) })),
     maxTokens: typeof maxTokens === "number" ? maxTokens : undefined,
     api,
@@ -176,7 +232,9 @@ function prompt(
     safetyIdentifier:
       typeof body.safety_identifier === "string" ? body.safety_identifier : undefined,
     store: body.store !== false,
-    json,
+    json: formatType === "json_object",
+    format,
+    instructions: typeof body.instructions === "string" ? body.instructions : null,
   };
 }
 
@@ -203,8 +261,26 @@ export function answer(prompt: Prompt): Answer {
   const digest = createHash("sha256").update(prompt.lastUser).digest("hex").slice(0, 12);
   const words = prompt.lastUser.split(/\s+/).filter(Boolean).length;
   const echo = prompt.lastUser.replace(/\s+/g, " ").trim().slice(0, 160);
+  const long = /\[fake:tokens:(\d+)\]/.exec(prompt.all);
+  const refuse = prompt.all.includes("[fake:refuse]");
   let text: string;
-  if (prompt.json === false) {
+  if (refuse) {
+    text = "I'm sorry, but I can't help with that.";
+  } else if (prompt.format !== null) {
+    // Structured Outputs: a value made from the schema; `[fake:tokens:N]` lengthens its first
+    // free-text string, so the output bound cuts the JSON as it cuts a long answer.
+    const schema = prompt.format.schema;
+    const value = valueFor(schema, {
+      text: echo,
+      seed: parseInt(digest.slice(0, 6), 16) % 1000,
+      longText: long ? longText("", Number(long[1])).trim() : undefined,
+    });
+    text = JSON.stringify(
+      prompt.all.includes("[fake:json_invalid]") ? invalidFor(schema, value) : value,
+    );
+  } else if (prompt.json) {
+    text = JSON.stringify({ digest, words, echo });
+  } else {
     text = [
       `# Fake answer ${digest}`,
       "",
@@ -212,22 +288,16 @@ export function answer(prompt: Prompt): Answer {
       "",
       `> ${echo}`,
     ].join("\n");
-    const long = /\[fake:tokens:(\d+)\]/.exec(prompt.all);
     if (long) text = longText(text, Number(long[1]));
     const said = sayText(prompt.all);
     if (said !== null) text = said;
-    if (prompt.all.includes("[fake:refuse]")) text = "I'm sorry, but I can't help with that.";
-  } else if (prompt.json === true) {
-    text = JSON.stringify({ digest, words, echo });
-  } else {
-    text = JSON.stringify(fromSchema(prompt.json, echo, parseInt(digest.slice(0, 6), 16) % 1000));
   }
   const tokens = (s: string) => Math.max(1, Math.ceil(s.length / 4));
   const truncated = prompt.maxTokens !== undefined && tokens(text) > prompt.maxTokens;
   if (truncated) text = text.slice(0, Math.max(0, (prompt.maxTokens ?? 0) * 4));
   return {
     text,
-    refusal: prompt.json === false && prompt.all.includes("[fake:refuse]"),
+    refusal: refuse,
     truncated,
     promptTokens: tokens(prompt.all),
     completionTokens: tokens(text),
@@ -268,41 +338,6 @@ function sayText(all: string): string | null {
     .slice(0, 1_000_000);
 }
 
-/** A value that satisfies simple JSON schemas (objects, arrays, enums, scalars; no $ref). */
-function fromSchema(schema: Body, echo: string, n: number, depth = 0): unknown {
-  if (depth > 8) return null;
-  if (Array.isArray(schema.enum)) return schema.enum[0] ?? null;
-  if ("const" in schema) return schema.const;
-  const variants = schema.anyOf ?? schema.oneOf;
-  if (Array.isArray(variants)) {
-    const first = variants.filter(isRecord).find((v) => v.type !== "null");
-    return first ? fromSchema(first, echo, n, depth + 1) : null;
-  }
-  const type = Array.isArray(schema.type) ? schema.type.find((t) => t !== "null") : schema.type;
-  switch (type) {
-    case "object": {
-      const properties = isRecord(schema.properties) ? schema.properties : {};
-      return Object.fromEntries(
-        Object.entries(properties).map(([key, sub]) => [
-          key,
-          isRecord(sub) ? fromSchema(sub, echo, n, depth + 1) : null,
-        ]),
-      );
-    }
-    case "array":
-      return isRecord(schema.items) ? [fromSchema(schema.items, echo, n, depth + 1)] : [];
-    case "string":
-      return echo;
-    case "integer":
-    case "number":
-      return n;
-    case "boolean":
-      return true;
-    default:
-      return null;
-  }
-}
-
 export function chatCompletion(id: string, prompt: Prompt, result: Answer) {
   return {
     id: `chatcmpl-${id}`,
@@ -312,7 +347,11 @@ export function chatCompletion(id: string, prompt: Prompt, result: Answer) {
     choices: [
       {
         index: 0,
-        message: { role: "assistant", content: result.text, refusal: null },
+        message: {
+          role: "assistant",
+          content: result.refusal ? null : result.text,
+          refusal: result.refusal ? result.text : null,
+        },
         logprobs: null,
         finish_reason: result.truncated ? "length" : "stop",
       },
@@ -329,6 +368,8 @@ export function response(id: string, prompt: Prompt, result: Answer) {
     status: result.truncated ? "incomplete" : "completed",
     incomplete_details: result.truncated ? { reason: "max_output_tokens" } : null,
     error: null,
+    instructions: prompt.instructions,
+    text: { format: textFormat(prompt), verbosity: "medium" },
     model: prompt.model,
     output: [
       {
@@ -336,11 +377,28 @@ export function response(id: string, prompt: Prompt, result: Answer) {
         id: `msg_${id}`,
         status: result.truncated ? "incomplete" : "completed",
         role: "assistant",
-        content: [{ type: "output_text", text: result.text, annotations: [] }],
+        content: [
+          result.refusal
+            ? { type: "refusal", refusal: result.text }
+            : { type: "output_text", text: result.text, annotations: [] },
+        ],
       },
     ],
     usage: usage(result, "input_tokens", "output_tokens"),
   };
+}
+
+/** The `text.format` a response echoes: the format asked for, else plain text. */
+export function textFormat(prompt: Prompt): Record<string, unknown> {
+  if (prompt.format !== null)
+    return {
+      type: "json_schema",
+      name: prompt.format.name,
+      schema: prompt.format.schema,
+      strict: prompt.format.strict,
+      description: null,
+    };
+  return { type: prompt.json ? "json_object" : "text" };
 }
 
 function usage(result: Answer, input: string, output: string) {

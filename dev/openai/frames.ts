@@ -22,6 +22,7 @@
  * or an `error` event (`ResponseErrorEvent`: `{type: "error", code, message, param,
  * sequence_number}`). No `[DONE]`: the stream ends with its last event.
  */
+import { textFormat } from "./answers.ts";
 import type { StreamOptions } from "./stream.ts";
 
 export interface Usage {
@@ -125,7 +126,7 @@ export function responsesFrame(o: StreamOptions): Frame {
     background: false,
     error: null,
     incomplete_details: null,
-    instructions: null,
+    instructions: o.prompt.instructions,
     max_output_tokens: o.prompt.maxTokens ?? null,
     model: o.prompt.model,
     output: [] as unknown[],
@@ -137,7 +138,7 @@ export function responsesFrame(o: StreamOptions): Frame {
     service_tier: status === "in_progress" ? (o.prompt.serviceTier ?? "auto") : tierOf(o),
     store: o.prompt.store,
     temperature: 1,
-    text: { format: { type: "text" }, verbosity: "medium" },
+    text: { format: textFormat(o.prompt), verbosity: "medium" },
     tool_choice: "auto",
     tools: [],
     top_p: 1,

@@ -4,8 +4,23 @@
  *
  * - `POST /v1/chat/completions` and `POST /v1/responses` answer deterministically from the
  *   prompt (same prompt → same text: a short document with a digest and an echo of the last
- *   user message; JSON when `response_format` / `text.format` asks for it), in OpenAI's shapes,
- *   with `content-type: application/json` and an `x-request-id` header.
+ *   user message), in OpenAI's shapes, with `content-type: application/json` and an
+ *   `x-request-id` header.
+ * - Instructions: Responses `instructions`, Chat Completions `system` / `developer` messages,
+ *   billed as input like every message (a Responses response echoes its `instructions`).
+ * - Structured Outputs: a `json_schema` format (Responses `text.format`, Chat Completions
+ *   `response_format.json_schema`) answers a JSON value that conforms to the schema, made by
+ *   schema.ts (every property, enums, bounds, arrays within minItems/maxItems, anyOf, local
+ *   `$ref`, recursion bounded), streamed as text deltas like any answer, usage counted the same
+ *   way; `json_object` answers a small JSON object. With `strict: true` a schema outside the
+ *   strict subset gets OpenAI's 400 "Invalid schema for response_format '<name>': …" (Chat:
+ *   param `response_format`, code null; Responses: param `text.format.schema`, code
+ *   `invalid_json_schema`). Markers with a format:
+ *        [fake:json_invalid]              well-formed JSON that breaks the schema (a required
+ *                                         property missing), as a provider not enforcing it could send
+ *        [fake:refuse]                    a refusal instead of JSON
+ *        [fake:tokens:N]                  the first free-text string is about N tokens long, so
+ *                                         the output bound cuts the JSON (a prefix, `length`)
  * - `Authorization: Bearer <anything non-empty>` is required (else 401, OpenAI's error shape).
  * - Failures, exactly as OpenAI answers them (see errors.ts), come from
  *   1. `failNext(kind, count, opts)` or the control API, consumed one per model request, else
@@ -45,9 +60,8 @@
  * - Flex capacity: a request with `service_tier: "flex"` gets OpenAI's 429 "Resource
  *   Unavailable" (errors.ts) while the fake is out of flex capacity (`setFlexCapacity(false)`,
  *   the control API) or the prompt says `[fake:flex_unavailable]`; other tiers are served.
- * - Non-streamed calls are served on both APIs (and JSON mode: `response_format` /
- *   `text.format`), an unknown request parameter is refused with OpenAI's 400
- *   `unknown_parameter` (answers.ts).
+ * - Non-streamed calls are served on both APIs; an unknown request parameter is refused with
+ *   OpenAI's 400 `unknown_parameter` (answers.ts).
  * - Control API for other processes (no auth):
  *     POST /__fake/fail  {"kind","count","retryAfterSeconds","delayMs"} → {"queued": n}
  *     POST /__fake/stream {"chunkMs"} → {"chunkMs": n}: the pause before each streamed token
@@ -59,9 +73,11 @@
  * `completionTokens` is every completion token the fake sent (what a provider would bill);
  * `streamedTokens` the streamed part of it, counted as each chunk is written, so a stream the
  * client cut counts only what was written. `requests` lists the last 1000 model requests that
- * got an answer: `{api, stream, serviceTier, maxCompletionTokens, completionTokens,
- * reasoningTokens, finishReason}` (completionTokens: visible ones; finishReason `client_closed` for
- * a stream the client cut, or the mid-stream failure's kind).
+ * got an answer: `{api, stream, serviceTier, safetyIdentifier, instructions, format, promptTokens,
+ * maxCompletionTokens, completionTokens, reasoningTokens, finishReason}` (instructions: whether
+ * any came; format: the json_schema's name, `json_object` or null; completionTokens: visible
+ * ones; finishReason `client_closed` for a stream the client cut, or the mid-stream failure's
+ * kind).
  */
 import { randomBytes } from "node:crypto";
 import { serve } from "../http/serve.ts";
@@ -89,7 +105,7 @@ import {
   missingKey,
   unparsableBody,
 } from "./errors.ts";
-import { type MidStream, streamAnswer, tokenizer } from "./stream.ts";
+import { type MidStream, promptTokens, streamAnswer, tokenizer } from "./stream.ts";
 
 export type { FailKind, FailOptions } from "./errors.ts";
 
@@ -113,6 +129,12 @@ export interface FakeRequest {
   stream: boolean;
   serviceTier: string | null;
   safetyIdentifier: string | null;
+  /** Whether instructions came (Responses `instructions`, a Chat Completions system or developer message). */
+  instructions: boolean;
+  /** The `json_schema` format's name, `json_object`, or null for text. */
+  format: string | null;
+  /** The input tokens billed (instructions included). */
+  promptTokens: number;
   maxCompletionTokens: number | null;
   /** Visible completion tokens. */
   completionTokens: number;
@@ -260,6 +282,11 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
       api: prompt.api,
       serviceTier: prompt.serviceTier ?? null,
       safetyIdentifier: prompt.safetyIdentifier ?? null,
+      instructions: prompt.messages.some((m) => m.role === "system" || m.role === "developer"),
+      format: prompt.format?.name ?? (prompt.json ? "json_object" : null),
+      promptTokens: prompt.stream
+        ? promptTokens(await tokenizer(prompt.model), prompt.messages)
+        : result.promptTokens,
       maxCompletionTokens,
     };
     if (prompt.stream) {

@@ -6,6 +6,10 @@
  * finish, the usage chunk → usage (reasoning from `completion_tokens_details`), a chunk that adds
  * no text → thinking (null: this API reports no reasoning while it streams). An error inside the
  * stream (`data: {"error": …}`) is thrown by the SDK as an APIError without status.
+ *
+ * Instructions go as a leading `system` message (every OpenAI-compatible endpoint knows that
+ * role; `developer` is OpenAI's newer name for it), a format as `response_format` (a strict
+ * `json_schema`); both only when the call has them. The JSON answer streams as `delta.content`.
  */
 import type { ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { Adapter, Step } from "./steps.ts";
@@ -14,12 +18,23 @@ export const chatCompletionsAdapter: Adapter = async (client, r, signal) => {
   const stream = await client.chat.completions.create(
     {
       model: r.model,
-      messages: [{ role: "user", content: r.prompt }],
+      messages: [
+        ...(r.instructions ? [{ role: "system" as const, content: r.instructions }] : []),
+        { role: "user" as const, content: r.prompt },
+      ],
       max_completion_tokens: r.maxOutputTokens,
       stream: true,
       stream_options: { include_usage: true },
       ...(r.serviceTier ? { service_tier: r.serviceTier } : {}),
       ...(r.safetyIdentifier ? { safety_identifier: r.safetyIdentifier } : {}),
+      ...(r.format
+        ? {
+            response_format: {
+              type: "json_schema",
+              json_schema: { name: r.format.name, schema: r.format.schema, strict: true },
+            },
+          }
+        : {}),
     },
     { signal },
   );

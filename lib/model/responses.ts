@@ -17,6 +17,9 @@
  * A terminal event (`completed`, `incomplete`, `failed`) is the last that matters: the adapter
  * stops there and closes the connection rather than wait for a server that holds it open.
  *
+ * `instructions` and `text.format` (a strict `json_schema`, Structured Outputs) are sent only
+ * when the call has them; the JSON answer streams as `response.output_text.delta` like any text.
+ *
  * `store: false`: the response (and so the prompt) is not kept by OpenAI for later retrieval;
  * nothing here reads a response back.
  */
@@ -34,6 +37,19 @@ export const responsesAdapter: Adapter = async (client, r, signal) => {
       store: false,
       ...(r.serviceTier ? { service_tier: r.serviceTier } : {}),
       ...(r.safetyIdentifier ? { safety_identifier: r.safetyIdentifier } : {}),
+      ...(r.instructions ? { instructions: r.instructions } : {}),
+      ...(r.format
+        ? {
+            text: {
+              format: {
+                type: "json_schema",
+                name: r.format.name,
+                schema: r.format.schema,
+                strict: true,
+              },
+            },
+          }
+        : {}),
     },
     { signal },
   );

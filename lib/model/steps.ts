@@ -4,6 +4,7 @@
  * The port owns the loop around them (the deadline, the cancel race, the usage of an early end).
  */
 import type OpenAI from "openai";
+import type { OutputFormat } from "../model.ts";
 
 /** One model call as the port asks for it; every field but the prompt is ours. */
 export interface CallRequest {
@@ -12,6 +13,10 @@ export interface CallRequest {
   maxOutputTokens: number;
   serviceTier: "flex" | "default" | undefined;
   safetyIdentifier: string | undefined;
+  /** Sent only when given: Responses `instructions`, Chat Completions a leading system message. */
+  instructions: string | undefined;
+  /** Sent only when given: Responses `text.format`, Chat Completions `response_format`. */
+  format: OutputFormat | undefined;
 }
 
 export type Step =

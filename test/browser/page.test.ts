@@ -63,8 +63,11 @@ describe("the job page in a browser", () => {
 
     const job = await cardIn(page, "succeeded");
     expect(await job.locator(".job-prompt").textContent()).toBe("“Write a haiku about queues”");
-    expect(await job.locator(".job-output").textContent()).toContain(
-      "> Write a haiku about queues",
+    // the fake's answer is markdown: its heading and its quote of the prompt, rendered
+    const output = job.locator(".job-output");
+    expect(await output.locator("h4").textContent()).toMatch(/^Fake answer [0-9a-f]{12}$/);
+    expect(await output.locator("blockquote").textContent()).toContain(
+      "Write a haiku about queues",
     );
     expect(await job.locator(".job-phase").textContent()).toMatch(/^Done at \d\d:\d\d\.$/);
     expect(await job.getByRole("button", { name: /Cancel/ }).count()).toBe(0);
@@ -282,7 +285,7 @@ describe("the job page in a browser", () => {
     await expectChargedOnce(page);
   });
 
-  test("a prompt of HTML and script is shown as text and never runs", async () => {
+  test("a prompt of HTML and script is shown as text; its echo in the rendered output never runs", async () => {
     const { page, dialogs, errors } = await h.open({ viewport: { width: 390, height: 844 } });
     await devSignIn(page, "pro");
     const evil =
@@ -291,10 +294,11 @@ describe("the job page in a browser", () => {
     const job = await cardIn(page, "succeeded");
 
     expect(await job.locator(".job-prompt").textContent()).toBe(`“${evil}”`);
-    expect(await job.locator(".job-output").textContent()).toContain(`> ${evil}`);
-    expect(await page.locator("#jobs img, #jobs script, #jobs b, #jobs a, #injected").count()).toBe(
-      0,
-    );
+    // The fake quotes the prompt in its markdown answer: rendered, the markup is sanitized.
+    const output = job.locator(".job-output");
+    expect(await output.locator("blockquote").textContent()).toContain("bold");
+    expect(await page.locator("#jobs img, #jobs script, #injected, #jobs a[href]").count()).toBe(0);
+    expect(await page.locator("#jobs [onerror], #jobs [onclick]").count()).toBe(0);
     expect(dialogs).toEqual([]);
     expect(errors).toEqual([]);
     // readable on a phone: nothing wider than the screen

@@ -60,6 +60,24 @@ describe("row level security", () => {
     expect(plans.map((p) => p.id)).toEqual(["economy", "free", "none", "pro", "team"]);
   });
 
+  test("the job kinds and what each plan offers are readable by signed-in users", async () => {
+    const a = await userWithJob();
+    const seen = await as("authenticated", a.user, async (c) => ({
+      kinds: (await c.query("select id from public.job_kinds order by id")).rows,
+      offers: (
+        await c.query(
+          "select plan_id, kind, units from public.plan_kinds where plan_id in ('free', 'pro') order by 1, 2",
+        )
+      ).rows,
+    }));
+    expect(seen.kinds.map((k) => k.id)).toEqual(["document", "extract"]);
+    expect(seen.offers).toEqual([
+      { plan_id: "free", kind: "document", units: 1 },
+      { plan_id: "pro", kind: "document", units: 1 },
+      { plan_id: "pro", kind: "extract", units: 2 },
+    ]);
+  });
+
   test.each([
     [
       "insert a job",
@@ -106,7 +124,15 @@ describe("row level security", () => {
 
   test("anon sees nothing and calls nothing", async () => {
     await userWithJob();
-    for (const table of ["generation_jobs", "quota_usage", "job_events", "user_plans", "plans"]) {
+    for (const table of [
+      "generation_jobs",
+      "quota_usage",
+      "job_events",
+      "user_plans",
+      "plans",
+      "job_kinds",
+      "plan_kinds",
+    ]) {
       await expect(
         as("anon", null, (c) => c.query(`select * from public.${table}`)),
       ).rejects.toMatchObject({ code: "42501" });
@@ -149,6 +175,8 @@ describe("row level security", () => {
     expect(rows.rows).toEqual([
       { relname: "generation_jobs", relrowsecurity: true },
       { relname: "job_events", relrowsecurity: true },
+      { relname: "job_kinds", relrowsecurity: true },
+      { relname: "plan_kinds", relrowsecurity: true },
       { relname: "plans", relrowsecurity: true },
       { relname: "quota_usage", relrowsecurity: true },
       { relname: "user_plans", relrowsecurity: true },

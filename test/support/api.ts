@@ -217,7 +217,8 @@ export interface Api {
   /** The app's log lines of the current test (JSON strings). */
   logs: string[];
 
-  newUser(plan?: "free" | "pro" | "team"): Promise<TestUser>;
+  /** A user on `plan` (a seeded plan, or one the test made). */
+  newUser(plan?: string): Promise<TestUser>;
   /** Call one route in-process; `path` may carry a query string. */
   call(route: Route, path: string, init?: RequestInit, handlers?: Handlers): Promise<Response>;
   /** `POST /api/jobs` with a JSON `{prompt}` body. */
@@ -579,7 +580,9 @@ export async function eventually<T>(
 
 /** The job fields the API promises (docs/DESIGN.md#http-api, plus the owner's own prompt for the job card). */
 export const JOB_KEYS = [
+  "kind",
   "prompt",
+  "input",
   "meter",
   "hold",
   "captured",
@@ -606,6 +609,7 @@ export const JOB_KEYS = [
 /** The usage fields every report has; `GET /api/usage` adds `runningCancelRefunds`. */
 export const USAGE_KEYS = [
   "active",
+  "kinds",
   "meter",
   "limit",
   "maxActive",

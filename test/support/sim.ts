@@ -38,6 +38,7 @@ import type { PublishInput } from "../../lib/queue.ts";
 import { createRateLimiter } from "../../lib/rate-limit.ts";
 import { createRedis } from "../../lib/redis.ts";
 import { sweepStaleJobs } from "../../lib/sweeper.ts";
+import { documentRequest } from "../../lib/validate.ts";
 import { runJob, type WorkerDeps, type WorkerResult } from "../../lib/worker.ts";
 import { signAsQStash } from "./api.ts";
 import { type Fault, Faults, type Outcome } from "./faults.ts";
@@ -555,7 +556,7 @@ export class Sim {
         }
         const r = await this.invoke(
           `enqueue u${u} key=${c.key}`,
-          () => enqueueJob(this.deps, { userId, prompt, idempotencyKey: key }),
+          () => enqueueJob(this.deps, { userId, ...documentRequest(prompt), idempotencyKey: key }),
           c.fault,
         );
         if (r.kind === "returned" && "job" in r.value) {

@@ -4,7 +4,10 @@
  * failure, whether it comes before the stream (a 429, a 401 …), inside it (an `error` event, a
  * `response.failed`, an error chunk) or as a cut connection.
  */
-import { PermissionDeniedError, RateLimitError } from "openai";
+import { Ajv2020 } from "ajv/dist/2020.js";
+import addFormats from "ajv-formats";
+import { BadRequestError, PermissionDeniedError, RateLimitError } from "openai";
+import { get_encoding } from "tiktoken";
 import { beforeEach, describe, expect, test } from "vitest";
 import {
   classifyModelError,
@@ -13,6 +16,7 @@ import {
   type ModelApi,
   ModelCallError,
   ModelOutputError,
+  type OutputFormat,
   retryAfterSeconds,
   usageOfFailure,
 } from "../../lib/model.ts";
@@ -23,6 +27,62 @@ const fake = useFakeOpenAI();
 beforeEach(() => fake.reset());
 
 const APIS: ModelApi[] = ["responses", "chat_completions"];
+
+/** A strict schema with what an extraction meets: nesting, enums, bounds, anyOf, a recursive $ref. */
+const SCHEMA = {
+  type: "object",
+  properties: {
+    name: { type: "string", maxLength: 40 },
+    age: { anyOf: [{ type: "integer", minimum: 0, maximum: 150 }, { type: "null" }] },
+    score: { type: "number", exclusiveMinimum: 0, maximum: 1 },
+    verified: { type: "boolean" },
+    kind: { type: "string", enum: ["person", "company"] },
+    since: { type: "string", format: "date" },
+    tags: { type: "array", items: { type: "string" }, minItems: 2, maxItems: 3 },
+    nothing: { type: "null" },
+    address: {
+      type: "object",
+      properties: { city: { type: ["string", "null"] }, zip: { type: "string" } },
+      required: ["city", "zip"],
+      additionalProperties: false,
+    },
+    tree: { $ref: "#/$defs/node" },
+  },
+  required: [
+    "name",
+    "age",
+    "score",
+    "verified",
+    "kind",
+    "since",
+    "tags",
+    "nothing",
+    "address",
+    "tree",
+  ],
+  additionalProperties: false,
+  $defs: {
+    node: {
+      type: "object",
+      properties: {
+        label: { type: "string" },
+        children: { type: "array", items: { $ref: "#/$defs/node" } },
+      },
+      required: ["label", "children"],
+      additionalProperties: false,
+    },
+  },
+};
+const FORMAT: OutputFormat = {
+  type: "json_schema",
+  name: "extraction",
+  schema: SCHEMA,
+  strict: true,
+};
+const ajv = addFormats.default(new Ajv2020({ allErrors: true }));
+const conforms = ajv.compile(SCHEMA);
+const o200k = get_encoding("o200k_base");
+const tokens = (text: string) => o200k.encode_ordinary(text).length;
 
 describe.each(APIS)("the model port on %s", (api) => {
   const model = (o: { timeoutMs?: number; baseURL?: string; apiKey?: string } = {}) =>
@@ -125,6 +185,116 @@ describe.each(APIS)("the model port on %s", (api) => {
     expect(classifyModelError(await failure('[fake:say:""]'))).toMatchObject({
       kind: "refused",
       message: "the model returned no text",
+    });
+  });
+
+  describe("structured output and instructions", () => {
+    const INSTRUCTIONS =
+      "Extract from the user's text the data the schema describes; use null where the text says nothing.";
+    /**
+     * The fake's record of the call with this output bound: a stream's record lands just after
+     * its last event (so an earlier test's may land after the reset, hence the bound as its key).
+     */
+    const recorded = async (bound: number) => {
+      const deadline = Date.now() + 2_000;
+      for (;;) {
+        const found = fake.stats().requests.find((r) => r.maxCompletionTokens === bound);
+        if (found || Date.now() > deadline) return found;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    };
+
+    test("a format call answers JSON that parses and conforms to the schema", async () => {
+      const result = await model().generate("Ada Lovelace, 36, of London", {
+        maxOutputTokens: 1_001,
+        instructions: INSTRUCTIONS,
+        format: FORMAT,
+      });
+      expect(result.finishReason).toBe("stop");
+      const value: unknown = JSON.parse(result.text);
+      expect(conforms(value), JSON.stringify(conforms.errors)).toBe(true);
+      expect(await recorded(1_001)).toMatchObject({
+        api: wire,
+        stream: true,
+        instructions: true,
+        format: "extraction",
+      });
+    });
+
+    test("instructions are billed as input: the prompt tokens grow by the instructions' system message", async () => {
+      const plain = await model().generate("Ada Lovelace", { maxOutputTokens: 65 });
+      const told = await model().generate("Ada Lovelace", {
+        maxOutputTokens: 66,
+        instructions: INSTRUCTIONS,
+      });
+      // OpenAI's chat-message count: 3 per message plus its role and content.
+      expect(told.usage.promptTokens - plain.usage.promptTokens).toBe(
+        3 + tokens("system") + tokens(INSTRUCTIONS),
+      );
+      expect(await recorded(65)).toMatchObject({ instructions: false, format: null });
+      expect(await recorded(66)).toMatchObject({
+        instructions: true,
+        format: null,
+        promptTokens: told.usage.promptTokens,
+      });
+    });
+
+    test("a call cut short counts the instructions as input with the prompt", async () => {
+      const cut = (o: Partial<GenerateOptions>) =>
+        failure("[fake:stream_cut:2] Ada Lovelace", o).then(usageOfFailure);
+      const plain = await cut({});
+      const told = await cut({ instructions: INSTRUCTIONS });
+      expect(plain).toMatchObject({ source: "counted" });
+      expect(told).toMatchObject({ source: "counted" });
+      expect((told?.promptTokens ?? 0) - (plain?.promptTokens ?? 0)).toBe(tokens(INSTRUCTIONS));
+    });
+
+    test("[fake:json_invalid]: well-formed JSON that breaks the schema comes back as text (the kind judges it)", async () => {
+      const result = await model().generate("[fake:json_invalid] Ada Lovelace", {
+        maxOutputTokens: 1_000,
+        format: FORMAT,
+      });
+      expect(result.finishReason).toBe("stop");
+      expect(conforms(JSON.parse(result.text))).toBe(false);
+    });
+
+    test("a refusal with a format is refused, billed as the provider reports", async () => {
+      const err = await failure("[fake:refuse] Ada Lovelace", { format: FORMAT });
+      expect(classifyModelError(err)).toEqual({
+        kind: "refused",
+        status: 200,
+        message: "the model refused the request",
+      });
+      expect(usageOfFailure(err)).toMatchObject({ source: "provider" });
+    });
+
+    test("the output bound cuts the JSON: finish reason length, a prefix that does not parse", async () => {
+      const whole = await model().generate("[fake:tokens:300] Ada Lovelace", {
+        maxOutputTokens: 1_000,
+        format: FORMAT,
+      });
+      const cut = await model().generate("[fake:tokens:300] Ada Lovelace", {
+        maxOutputTokens: 40,
+        format: FORMAT,
+      });
+      expect(whole.finishReason).toBe("stop");
+      expect(conforms(JSON.parse(whole.text))).toBe(true);
+      expect(cut.finishReason).toBe("length");
+      expect(cut.usage).toMatchObject({ completionTokens: 40, source: "provider" });
+      expect(whole.text.startsWith(cut.text)).toBe(true);
+      expect(() => JSON.parse(cut.text)).toThrow(SyntaxError);
+    });
+
+    test("a schema outside strict mode: the provider's 400 is refused (the user's schema), nothing consumed", async () => {
+      const open = { ...SCHEMA, additionalProperties: true };
+      const err = await failure("Ada Lovelace", { format: { ...FORMAT, schema: open } });
+      expect(classifyModelError(err)).toEqual({
+        kind: "refused",
+        status: 400,
+        message:
+          "400 Invalid schema for response_format 'extraction': In context=(), 'additionalProperties' is required to be supplied and to be false.",
+      });
+      expect(usageOfFailure(err)).toMatchObject({ promptTokens: 0, completionTokens: 0 });
     });
   });
 
@@ -337,6 +507,39 @@ describe("classifyModelError, the cases the fake does not answer", () => {
       headers,
     );
     expect(classifyModelError(err)).toMatchObject({ kind: "operator_fault", fault: "model" });
+  });
+
+  test("a 400 on the output format: a model without Structured Outputs is ours (operator_fault), a schema the user's (refused)", () => {
+    const badRequest = (error: Record<string, unknown>) =>
+      new BadRequestError(400, error, undefined, headers);
+    const unsupported = badRequest({
+      message:
+        "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.",
+      type: "invalid_request_error",
+      param: "response_format",
+      code: null,
+    });
+    expect(classifyModelError(unsupported)).toMatchObject({
+      kind: "operator_fault",
+      fault: "request",
+      status: 400,
+    });
+    const schemaOnChat = badRequest({
+      message:
+        "Invalid schema for response_format 'extraction': In context=(), 'additionalProperties' is required to be supplied and to be false.",
+      type: "invalid_request_error",
+      param: "response_format",
+      code: null,
+    });
+    const schemaOnResponses = badRequest({
+      message:
+        "Invalid schema for response_format 'extraction': In context=(), 'additionalProperties' is required to be supplied and to be false.",
+      type: "invalid_request_error",
+      param: "text.format.schema",
+      code: "invalid_json_schema",
+    });
+    expect(classifyModelError(schemaOnChat)).toMatchObject({ kind: "refused", status: 400 });
+    expect(classifyModelError(schemaOnResponses)).toMatchObject({ kind: "refused", status: 400 });
   });
 
   test("anything unknown is transient", () => {

@@ -72,6 +72,21 @@ describe("the page's API client", () => {
     });
   });
 
+  test("an extraction is sent with its kind and input; an invalid_input refusal keeps its details", async () => {
+    const details = [{ path: "input.schema.properties.age", message: "must be required" }];
+    const { calls, fetchImpl } = scripted([
+      Response.json(
+        { error: { code: "invalid_input", message: "The input is not valid.", details } },
+        { status: 400 },
+      ),
+    ]);
+    const api = createApi({ token: async () => "tok", fetch: fetchImpl });
+    const input = { text: "Ada, ada@example.com", schema: { type: "object" } };
+    const e = await api.submit({ kind: "extract", input }, "k").catch((x) => x);
+    expect(calls[0]?.body).toEqual({ kind: "extract", input });
+    expect(e.problem).toMatchObject({ code: "invalid_input", status: 400, details });
+  });
+
   test("no answer at all is a network problem (the caller retries with the same key)", async () => {
     const { fetchImpl } = scripted([new TypeError("Failed to fetch")]);
     const api = createApi({ token: async () => "tok", fetch: fetchImpl });

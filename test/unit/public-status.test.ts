@@ -16,7 +16,9 @@ const now = new Date("2026-11-30T05:00:00Z"); // 14:00 in Tokyo
 
 const job = (over: Partial<Job>): Job => ({
   id: "7b0c2f0e-1d7e-4a55-9d2a-0c7d1f1f0a01",
+  kind: "document",
   prompt: "a prompt",
+  input: { prompt: "a prompt" },
   status: "queued",
   phase: "queued",
   createdAt: "2026-11-30T04:59:00Z",
@@ -53,6 +55,7 @@ const freeUsage: Usage = {
   resetsAt: "2026-12-01T00:00:00Z",
   active: 0,
   maxActive: 1,
+  kinds: [{ kind: "document", units: 1 }],
 };
 const proUsage: Usage = {
   plan: "pro",
@@ -63,6 +66,10 @@ const proUsage: Usage = {
   resetsAt: "2026-12-01T00:00:00Z",
   active: 3,
   maxActive: 3,
+  kinds: [
+    { kind: "document", units: 1 },
+    { kind: "extract", units: 2 },
+  ],
 };
 
 describe("phase → sentence: only what the API knows, no progress estimate", () => {
@@ -260,6 +267,10 @@ describe("a token plan shows the cost honestly", () => {
     resetsAt: "2026-12-01T00:00:00Z",
     active: 2,
     maxActive: 3,
+    kinds: [
+      { kind: "document", units: 1 },
+      { kind: "extract", units: 2 },
+    ],
   };
 
   test("a token plan's refusal says how many tokens are left, not generations", () => {

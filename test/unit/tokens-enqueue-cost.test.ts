@@ -8,6 +8,7 @@ import { randomUUID } from "node:crypto";
 import { expect, test } from "vitest";
 import { enqueueJob } from "../../lib/enqueue.ts";
 import type { Deps } from "../../lib/ports.ts";
+import { parseJobRequest } from "../../lib/validate.ts";
 
 test("a cold enqueue bounds an 8,000-emoji prompt in well under 100 ms: its UTF-8 bytes + 8", async () => {
   const held: number[] = [];
@@ -30,7 +31,8 @@ test("a cold enqueue bounds an 8,000-emoji prompt in well under 100 ms: its UTF-
   const emoji = ["😀", "🙂", "🚀", "🧪", "🦀", "🎉", "🌍", "🔥"];
   const prompt = Array.from({ length: 8000 }, (_, i) => emoji[(i * 7 + (i >> 3)) % 8]).join("");
   const started = performance.now();
-  const r = await enqueueJob(deps, { userId: randomUUID(), prompt, idempotencyKey: null });
+  const request = await parseJobRequest({ prompt });
+  const r = await enqueueJob(deps, { userId: randomUUID(), ...request, idempotencyKey: null });
   const ms = performance.now() - started;
   process.stdout.write(
     `[enqueue-cost] cold enqueue of 8,000 emoji: counting + call ${ms.toFixed(1)} ms\n`,

@@ -1,0 +1,33 @@
+/**
+ * The job kinds: the one list (public.job_kinds holds the same ids, test/db/kinds.test.ts). A
+ * document's kind is here; every other kind is loaded when a job of it comes (`import()`), so
+ * its code and what it loads (the extract kind: Ajv) stay off a document's path and off every
+ * function's cold start.
+ */
+import { document } from "./document.ts";
+import type { Kind } from "./kind.ts";
+
+const KINDS = {
+  document: async (): Promise<Kind> => document as Kind,
+  extract: async (): Promise<Kind> => (await import("./extract.ts")).extract as Kind,
+} as const;
+
+export type KindId = keyof typeof KINDS;
+
+/** Every kind's id, in the order the API documents them. */
+export const KIND_IDS = Object.keys(KINDS) as KindId[];
+
+export const isKindId = (id: unknown): id is KindId =>
+  typeof id === "string" && Object.hasOwn(KINDS, id);
+
+/**
+ * The kind, loaded. A job's kind is checked at enqueue (and by a foreign key), so an id this code
+ * does not know is a deploy behind its database: a bug, thrown.
+ * @example
+ * const kind = await loadKind("extract");
+ * const parsed = await kind.parse({ text, schema });
+ */
+export async function loadKind(id: string): Promise<Kind> {
+  if (!isKindId(id)) throw new Error(`unknown job kind: ${id}`);
+  return KINDS[id]();
+}

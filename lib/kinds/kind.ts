@@ -1,0 +1,86 @@
+/**
+ * What a job kind is (docs/DESIGN.md#job-kinds): how its input is checked, what the model is asked,
+ * what it may hold of a token plan, and how its output is read. The kinds are lib/kinds/index.ts's
+ * list; each lives in a file of its own. No I/O.
+ */
+import type { OutputFormat } from "../model.ts";
+import type { TokenCounter } from "../tokens.ts";
+
+/** One thing wrong with a client's input, where: `input.schema.properties.age.type`. */
+export interface InputProblem {
+  path: string;
+  message: string;
+}
+
+export type Parsed<I> = { ok: true; input: I } | { ok: false; problems: InputProblem[] };
+
+/** The model call a job makes: its input text, and optionally instructions and an output format. */
+export interface ModelRequest {
+  prompt: string;
+  instructions?: string | undefined;
+  format?: OutputFormat | undefined;
+}
+
+/** Why a finished generation is no answer of the kind (a failure reason of lib/jobs.ts). */
+export type OutputFailure = "output_invalid" | "output_truncated";
+
+/**
+ * What the worker stores (the output column's text), or why the attempt fails. `problem` is for
+ * the job's last_error: where the output went wrong, never the output itself.
+ */
+export type OutputRead =
+  | { ok: true; output: string }
+  | { ok: false; reason: OutputFailure; problem: string };
+
+export interface Kind<I extends object = object> {
+  readonly id: string;
+  /** How a sentence names one job of the kind: "A document", "An extraction". */
+  readonly noun: string;
+  /** The client's `input`, checked: every problem with its path, or the input as it is stored. */
+  parse(input: unknown): Promise<Parsed<I>>;
+  /** What the job's `prompt` column holds (1..8,000 characters): a prompt, a text. */
+  text(input: I): string;
+  /** The model call for a stored input (the database's `input`, checked at enqueue). */
+  request(input: I): ModelRequest;
+  /**
+   * The most the model input can bill, in tokens, without a tokenizer: a token plan holds it plus
+   * its output bound. Bytes are an upper bound on any byte-level BPE's tokens (lib/tokens.ts).
+   */
+  holdTokens(input: I): number;
+  /** The model input as `count` counts it, with its framing: never above {@link holdTokens}. */
+  countedPromptTokens(request: ModelRequest, count: TokenCounter): number;
+  /** The generation read as this kind's output, or the failure it is. */
+  readOutput(text: string, finishReason: string | null, input: I): Promise<OutputRead>;
+}
+
+/** The longest prompt or text, in characters (code points). */
+export const MAX_TEXT_CHARS = 8000;
+
+// C0/C1 control characters other than tab, newline and carriage return have no place in a
+// prompt; NUL cannot even be stored in a Postgres text column.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
+const forbiddenControl = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/;
+
+/**
+ * What is wrong with a prompt or a text (`what`: "The prompt", "The text"), or null: not empty,
+ * well-formed Unicode, at most {@link MAX_TEXT_CHARS} characters, no control characters.
+ */
+export function textProblem(text: string, what: string): string | null {
+  if (text.trim().length === 0) return `${what} is empty.`;
+  if (!text.isWellFormed()) return `${what} is not valid Unicode text.`;
+  if ([...text].length > MAX_TEXT_CHARS)
+    return `${what} is longer than ${MAX_TEXT_CHARS.toLocaleString("en-US")} characters.`;
+  if (forbiddenControl.test(text)) return `${what} contains control characters.`;
+  return null;
+}
+
+/** A plain JSON object (not null, not an array). */
+export const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** A problem for each key of `input` that is not one of `known`. */
+export function unknownKeys(input: Record<string, unknown>, known: string[]): InputProblem[] {
+  return Object.keys(input)
+    .filter((k) => !known.includes(k))
+    .map((k) => ({ path: `input.${k}`, message: "Unknown field." }));
+}

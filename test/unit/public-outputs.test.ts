@@ -1,0 +1,82 @@
+import { describe, expect, test } from "vitest";
+import type { Job } from "../../lib/view.ts";
+import { fileName, formatJson, kindOf, outputFile } from "../../public/outputs.js";
+
+const job = (over: Omit<Partial<Job>, "output"> & { kind?: string; output?: unknown }): Job =>
+  ({
+    id: "7b0c2f0e-1d7e-4a55-9d2a-0c7d1f1f0a01",
+    prompt: "a prompt",
+    status: "succeeded",
+    phase: "succeeded",
+    createdAt: "2026-11-30T23:59:00Z",
+    startedAt: null,
+    finishedAt: null,
+    attempts: 1,
+    providerQuotaHits: 0,
+    resumeAt: null,
+    failureReason: null,
+    quotaRefunded: false,
+    refundWithheld: null,
+    cancelRefunds: false,
+    output: null,
+    partialOutput: null,
+    partialTokens: 0,
+    thinking: false,
+    reasoningTokens: null,
+    meter: "jobs",
+    hold: 1,
+    captured: 1,
+    ...over,
+  }) as Job;
+
+describe("a finished output as a file", () => {
+  test("a document is its markdown source, as .md", () => {
+    expect(outputFile(job({ kind: "document", output: "# Notes\n\n- one" }))).toEqual({
+      format: "markdown",
+      text: "# Notes\n\n- one",
+      type: "text/markdown;charset=utf-8",
+      name: "document-2026-11-30-7b0c2f0e.md",
+    });
+  });
+
+  test("a job from before kinds existed (no kind) is a document", () => {
+    expect(kindOf(job({}))).toBe("document");
+    expect(outputFile(job({ output: "text" }))?.name).toBe("document-2026-11-30-7b0c2f0e.md");
+  });
+
+  test("an extraction is its JSON value, indented by two spaces, as .json", () => {
+    const value = { name: "Ada", emails: ["ada@example.com"], phone: null };
+    expect(outputFile(job({ kind: "extract", output: value }))).toEqual({
+      format: "json",
+      text: '{\n  "name": "Ada",\n  "emails": [\n    "ada@example.com"\n  ],\n  "phone": null\n}',
+      type: "application/json",
+      name: "extract-2026-11-30-7b0c2f0e.json",
+    });
+  });
+
+  test("an extraction whose value is a JSON false, 0 or empty string is still an output", () => {
+    expect(outputFile(job({ kind: "extract", output: false }))?.text).toBe("false");
+    expect(outputFile(job({ kind: "extract", output: 0 }))?.text).toBe("0");
+    expect(outputFile(job({ kind: "extract", output: "" }))?.text).toBe('""');
+  });
+
+  test("nothing to copy before the job succeeds, or from an empty document", () => {
+    for (const phase of ["queued", "running", "failed", "canceled"] as const)
+      expect(outputFile(job({ phase, output: "partial" }))).toBeNull();
+    expect(outputFile(job({ output: "" }))).toBeNull();
+    expect(outputFile(job({ kind: "extract", output: null }))).toBeNull();
+  });
+
+  test("the file name keeps only letters and digits of the id", () => {
+    expect(fileName({ id: "../../etc/passwd", createdAt: "2026-12-02T00:00:00Z" }, "md")).toBe(
+      "document-2026-12-02-etcpassw.md",
+    );
+  });
+
+  test("formatJson indents nested values and writes null for undefined", () => {
+    expect(formatJson({ a: [1, { b: true }] })).toBe(
+      '{\n  "a": [\n    1,\n    {\n      "b": true\n    }\n  ]\n}',
+    );
+    expect(formatJson(undefined)).toBe("null");
+  });
+});

@@ -1,0 +1,31 @@
+/**
+ * The page's copies of its browser libraries (public/vendor/) are the installed packages'
+ * own files, at the locked versions: an upgrade that forgot `npm run build` (which copies them),
+ * or a hand edit of a copy, fails here.
+ */
+import { readFileSync } from "node:fs";
+import { describe, expect, test } from "vitest";
+import { VENDOR, vendorCopy } from "../../dev/build.ts";
+
+const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta.url), "utf8");
+
+describe("the page's vendored libraries", () => {
+  for (const entry of VENDOR) {
+    test(`${entry.to} is ${entry.pkg}'s ${entry.file} at the locked version`, () => {
+      expect(read(entry.to) === vendorCopy(entry), "run npm run build and commit the copy").toBe(
+        true,
+      );
+      const installed = JSON.parse(read(`node_modules/${entry.pkg}/package.json`)).version;
+      const locked = JSON.parse(read("package-lock.json")).packages[`node_modules/${entry.pkg}`]
+        .version;
+      expect(installed).toBe(locked);
+      expect(read(entry.to)).toContain(`// ${entry.pkg} ${locked},`);
+    });
+  }
+
+  test("the page imports each of them from its own origin", () => {
+    const pageModules = ["public/render.js"].map(read).join("\n");
+    for (const entry of VENDOR)
+      expect(pageModules).toContain(`from "./vendor/${entry.to.split("/").pop()}"`);
+  });
+});
