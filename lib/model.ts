@@ -22,11 +22,12 @@ import {
   word,
 } from "./model/classify.ts";
 import { responsesAdapter } from "./model/responses.ts";
-import type { Adapter, CallRequest } from "./model/steps.ts";
+import type { Adapter, CallRequest, OutputFormat } from "./model/steps.ts";
 import { tokenCounter, utf8Bytes } from "./tokens.ts";
 
 export type { OperatorFault } from "./model/classify.ts";
 export { retryAfterSeconds } from "./model/classify.ts";
+export type { OutputFormat } from "./model/steps.ts";
 
 /** The OpenAI API a model call goes through (`OPENAI_API`). */
 export type ModelApi = "responses" | "chat_completions";
@@ -106,15 +107,6 @@ export interface GenerateOptions {
    * Responses API's `text.format`, Chat Completions' `response_format`. Omitted = plain text.
    */
   format?: OutputFormat | undefined;
-}
-
-/** A strict Structured Outputs format: the schema must be inside OpenAI's strict subset. */
-export interface OutputFormat {
-  type: "json_schema";
-  /** a-z, A-Z, 0-9, `_` and `-`, at most 64 characters. */
-  name: string;
-  schema: Record<string, unknown>;
-  strict: true;
 }
 
 export interface Generation {

@@ -4,7 +4,15 @@
  * The port owns the loop around them (the deadline, the cancel race, the usage of an early end).
  */
 import type OpenAI from "openai";
-import type { OutputFormat } from "../model.ts";
+
+/** A strict Structured Outputs format: the schema must be inside OpenAI's strict subset. */
+export interface OutputFormat {
+  type: "json_schema";
+  /** a-z, A-Z, 0-9, `_` and `-`, at most 64 characters. */
+  name: string;
+  schema: Record<string, unknown>;
+  strict: true;
+}
 
 /** One model call as the port asks for it; every field but the prompt is ours. */
 export interface CallRequest {
