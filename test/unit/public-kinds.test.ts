@@ -173,7 +173,9 @@ describe("the API's refusals, next to the field they name", () => {
     ]);
     expect(
       fieldProblems({ code: "kind_not_in_plan", message: "Your plan offers: document." })?.kind,
-    ).toEqual(["Your plan does not include extractions. Your plan offers: document."]);
+    ).toEqual([
+      "Your plan does not include extractions (it may have changed since this page loaded).",
+    ]);
   });
 
   test("quota, rate limit and network refusals are for the whole form (the general sentences)", () => {
