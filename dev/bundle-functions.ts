@@ -9,9 +9,7 @@
  * Nothing else in the folder changes: the traced `node_modules` stay beside the handler, so
  * what stays outside the bundle resolves exactly as before. Outside: the tokenizer's encodings,
  * which the worker loads with `import()` only when it counts (bundled, their megabytes of
- * tables would be parsed at every cold start), and Ajv, which only an extraction loads (its
- * schema's check at enqueue, its output's validation in the worker): a document's function
- * start reads none of it.
+ * tables would be parsed at every cold start).
  *
  * The builder's own handler is kept in `.vercel/traced/` (outside the deployed output), so the
  * bench can time the unbundled function beside the bundled one in one run.
@@ -22,7 +20,7 @@ import { dirname, join, relative } from "node:path";
 import { buildSync } from "esbuild";
 
 /** Loaded only through `import()` when needed: bundling them would load them every time. */
-export const KEPT_OUTSIDE = ["gpt-tokenizer", "gpt-tokenizer/*", "ajv", "ajv/*", "ajv-formats"];
+export const KEPT_OUTSIDE = ["gpt-tokenizer", "gpt-tokenizer/*"];
 
 /** A CommonJS dependency calling `require` works inside an ES module bundle. */
 const REQUIRE_SHIM =

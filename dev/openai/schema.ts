@@ -257,18 +257,19 @@ function number(node: Schema, seed: number, integer: boolean): number {
 
 /**
  * `[fake:json_invalid]`: well-formed JSON that breaks the schema, as a provider that does not
- * enforce strict mode could send: the conforming object without its first property (the
- * schema requires every one), or with an extra one when it has none, or an array in place of
- * the object.
+ * enforce strict mode could send: the conforming object without a property the schema requires
+ * (strict mode requires every one), or with an extra one when it requires none and allows no
+ * other, or else the value wrapped in an array.
  */
 export function invalidFor(schema: Schema, valid: unknown): unknown {
   if (isSchema(valid)) {
-    const [first] = Object.keys(valid);
-    if (first !== undefined) {
-      const { [first]: _dropped, ...rest } = valid;
+    const required = Array.isArray(schema.required) ? schema.required : [];
+    const drop = Object.keys(valid).find((key) => required.includes(key));
+    if (drop !== undefined) {
+      const { [drop]: _dropped, ...rest } = valid;
       return rest;
     }
-    if (schema.additionalProperties === false) return { unexpected: true };
+    if (schema.additionalProperties === false) return { ...valid, unexpected: true };
   }
   return [valid];
 }

@@ -41,9 +41,13 @@
  *   attempt, and compiled by Ajv in the worker.
  * - `$ref` is only `"#"` or `"#/$defs/<name>"` to an existing definition, `$defs` only at the
  *   root, names of letters, digits, `_` and `-`: nothing is fetched, nothing needs decoding.
- * - Subschemas nest at most 32 deep (anyOf in anyOf included): bounds the recursion Ajv's
- *   compiler does on a user's schema.
- * - `enum` and `const` values are strings, numbers, booleans or null, of the schema's type.
+ * - Subschemas nest at most 32 deep (anyOf in anyOf included), checked without recursion before
+ *   Ajv sees the schema: Ajv recurses per level, and 16 KiB of nested anyOf overflows its stack.
+ *   Likewise an output nested over 1000 levels is refused before Ajv validates it.
+ * - `enum` and `const` values are strings, numbers, booleans or null, of the schema's type, and
+ *   an enum lists a value once. As in JSON Schema, `type` and `enum` both hold: OpenAI's own
+ *   `"type": ["string", "null"], "enum": ["F", "C"]` does not let null through; list null in
+ *   the enum for that.
  *
  * How: the subset's shape is data, a meta-schema Ajv checks the user's schema against (its error
  * paths are the user's paths for free, and a rule is one line of data, not a branch of code).
@@ -67,6 +71,12 @@ export const MAX_PROBLEMS = 20;
 export const MAX_SCHEMA_BYTES = 16 * 1024;
 export const MAX_NESTING = 10;
 export const MAX_SUBSCHEMA_DEPTH = 32;
+/**
+ * Nesting of objects and arrays an output may have. Ajv's validator recurses once per level of a
+ * recursive schema ($ref "#") and overflows the stack near 10,000; an output past this is
+ * refused before Ajv sees it.
+ */
+export const MAX_OUTPUT_NESTING = 1000;
 export const MAX_ENUM_VALUES = 1000;
 export const LARGE_ENUM_VALUES = 250;
 export const MAX_LARGE_ENUM_CHARS = 15_000;
@@ -165,10 +175,11 @@ const keywords = {
   }),
   description: say("description must be a string.", { type: "string" }),
   title: say("title must be a string.", { type: "string" }),
-  enum: say("enum must be a list of distinct values.", {
+  // No uniqueItems here: Ajv compares every pair of a list of arrays or objects (quadratic in
+  // a 16 KiB list); the walk finds repeats among the scalars it allows, with a Set.
+  enum: say("enum must be a list of values.", {
     type: "array",
     minItems: 1,
-    uniqueItems: true,
     items: say("An enum value must be a string, number, boolean or null.", { type: scalar }),
   }),
   const: say("const must be a string, number, boolean or null.", { type: scalar }),
@@ -207,6 +218,7 @@ const metaSchema = {
   $defs: {
     node: {
       type: "object",
+      "x-message": "A schema must be a JSON object.",
       properties: keywords,
       additionalProperties: false,
     },
@@ -260,6 +272,27 @@ function pointerSegments(pointer: string): string[] {
     .map((s) => s.replaceAll("~1", "/").replaceAll("~0", "~"));
 }
 
+/** Where `value` first nests objects and arrays more than `limit` deep, if it does (no recursion). */
+function firstTooDeep(value: unknown, limit: number): string[] | undefined {
+  type Step = { value: unknown; key: string; depth: number; parent: Step | undefined };
+  const stack: Step[] = [{ value, key: "", depth: 1, parent: undefined }];
+  for (let step = stack.pop(); step !== undefined; step = stack.pop()) {
+    if (step.depth > limit) {
+      const segments: string[] = [];
+      for (let at: Step | undefined = step; at?.parent !== undefined; at = at.parent) {
+        segments.unshift(at.key);
+      }
+      return segments;
+    }
+    for (const [key, child] of Object.entries(step.value as object)) {
+      if (child !== null && typeof child === "object") {
+        stack.push({ value: child, key, depth: step.depth + 1, parent: step });
+      }
+    }
+  }
+  return undefined;
+}
+
 // --- checkStrictSchema ------------------------------------------------------------------------
 
 /**
@@ -286,9 +319,22 @@ export function checkStrictSchema(schema: unknown, path = "input.schema"): Input
       { path, message: `The schema is ${bytes} bytes as JSON; at most ${MAX_SCHEMA_BYTES}.` },
     ];
   }
+  // Ajv's meta-schema check recurses per level and overflows the stack on a deep enough 16 KiB
+  // schema (1,300 nested anyOf): the nesting is bounded first, without recursion. A subschema
+  // adds at most two levels of JSON (properties, then the property; anyOf, then the branch).
+  const deep = firstTooDeep(schema, 2 * MAX_SUBSCHEMA_DEPTH + 1);
+  if (deep !== undefined) {
+    return [
+      {
+        path: joinPath(path, schema, deep),
+        message: `Subschemas nest more than ${MAX_SUBSCHEMA_DEPTH} deep here.`,
+      },
+    ];
+  }
   const problems: InputProblem[] = [];
   const seen = new Set<string>();
   const add = (segments: readonly string[], message: string) => {
+    if (problems.length >= MAX_PROBLEMS) return;
     const problem = { path: joinPath(path, schema, segments), message };
     const key = `${problem.path}\n${message}`;
     if (!seen.has(key)) {
@@ -307,12 +353,26 @@ export function checkStrictSchema(schema: unknown, path = "input.schema"): Input
   return problems.slice(0, MAX_PROBLEMS);
 }
 
-/** Ajv's errors less the noise: a failed anyOf stands for its branches, if for its then. */
+/**
+ * Ajv's errors less the noise: a failed anyOf stands for its inline branches' errors (which Ajv
+ * lists just before it), if for its then.
+ */
 function shapeErrors(errors: ErrorObject[]): ErrorObject[] {
-  const anyOfs = errors.filter((e) => e.keyword === "anyOf").map((e) => `${e.schemaPath}/`);
-  return errors.filter(
-    (e) => e.keyword !== "if" && !anyOfs.some((prefix) => e.schemaPath.startsWith(prefix)),
-  );
+  const kept: ErrorObject[] = [];
+  let branches: ErrorObject | undefined;
+  for (let i = errors.length - 1; i >= 0; i--) {
+    const error = errors[i] as ErrorObject;
+    if (
+      branches !== undefined &&
+      error.schemaPath.startsWith(`${branches.schemaPath}/`) &&
+      error.instancePath.startsWith(branches.instancePath)
+    ) {
+      continue;
+    }
+    branches = error.keyword === "anyOf" ? error : undefined;
+    if (error.keyword !== "if") kept.push(error);
+  }
+  return kept.reverse();
 }
 
 function explain(error: ErrorObject): [string[], string] {
@@ -424,15 +484,22 @@ function walk(root: Node, add: Add): void {
           `An enum of more than ${LARGE_ENUM_VALUES} values may hold at most ${MAX_LARGE_ENUM_CHARS} characters; this one holds ${chars}.`,
         );
       }
+      const listed = new Set<string>();
+      node.enum.forEach((value, i) => {
+        if (value !== null && typeof value === "object") return;
+        const key = `${typeof value}:${String(value)}`;
+        if (listed.has(key)) add([...at, "enum", String(i)], "This value is already in the enum.");
+        listed.add(key);
+      });
       if (types) {
         node.enum.forEach((value, i) => {
           if (!fitsType(value, types))
-            add([...at, "enum", String(i)], `This value is not a ${types.join(" or ")}.`);
+            add([...at, "enum", String(i)], `This value is not of type ${types.join(" or ")}.`);
         });
       }
     }
     if ("const" in node && types && !fitsType(node.const, types)) {
-      add([...at, "const"], `const is not a ${types.join(" or ")}.`);
+      add([...at, "const"], `const is not of type ${types.join(" or ")}.`);
     }
     const below = (low: string, high: string, what: string) => {
       const [a, b] = [node[low], node[high]];
@@ -545,6 +612,17 @@ export function validatorCacheSize(): number {
  */
 export function validateAgainst(schema: object, value: unknown): InputProblem[] {
   const validate = outputValidator(schema);
+  if (value !== null && typeof value === "object") {
+    const deep = firstTooDeep(value, MAX_OUTPUT_NESTING);
+    if (deep !== undefined) {
+      return [
+        {
+          path: joinPath("output", value, deep),
+          message: `nests more than ${MAX_OUTPUT_NESTING} levels deep`,
+        },
+      ];
+    }
+  }
   if (validate(value)) return [];
   return shapeErrors(validate.errors ?? [])
     .slice(0, MAX_PROBLEMS)

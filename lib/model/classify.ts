@@ -117,7 +117,30 @@ const OUR_PARAMS = new Set([
   "store",
   "service_tier",
   "safety_identifier",
+  "instructions",
+  "text.format.name",
+  "response_format.json_schema.name",
 ]);
+
+/*
+ * The output format is ours, its schema the user's (an extraction's). A 400 naming the format
+ * that is not about the schema ("Invalid parameter: 'response_format' of type 'json_schema' is
+ * not supported with this model.", param `response_format`) means OPENAI_MODEL takes no
+ * Structured Outputs: every extraction would fail the same way, so it pages. One about the
+ * schema ("Invalid schema for response_format '<name>': …", param `text.format.schema` with code
+ * `invalid_json_schema` on Responses, param `response_format` with no code on Chat Completions)
+ * is the user's schema: refused, like a prompt the provider will not take.
+ */
+const FORMAT_PARAMS = new Set([
+  "response_format",
+  "response_format.type",
+  "response_format.json_schema",
+  "text",
+  "text.format",
+  "text.format.type",
+]);
+const aboutSchema = (err: APIError, code: string | null) =>
+  code === "invalid_json_schema" || /Invalid schema for /.test(err.message);
 
 /** `code` or `param` of the error body (the SDK copies both from `body.error`), if a string. */
 export const word = (value: unknown): string | null => (typeof value === "string" ? value : null);
@@ -136,7 +159,9 @@ export function operatorFault(err: APIError, status: number): OperatorFault | nu
   if (status === 404 || code === "model_not_found") return "model";
   if (
     status === 400 &&
-    ((code !== null && REQUEST_CODES.has(code)) || (param !== null && OUR_PARAMS.has(param)))
+    ((code !== null && REQUEST_CODES.has(code)) ||
+      (param !== null && OUR_PARAMS.has(param)) ||
+      (param !== null && FORMAT_PARAMS.has(param) && !aboutSchema(err, code)))
   )
     return "request";
   return null;

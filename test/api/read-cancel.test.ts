@@ -329,6 +329,7 @@ describe("GET /api/usage", () => {
       active: 0,
       maxActive: 1,
       runningCancelRefunds: { used: 0, limit: 1 },
+      kinds: [{ kind: "document", units: 1 }],
     });
 
     const pro = await app.newUser("pro");

@@ -82,7 +82,9 @@ describe("job kinds", () => {
 
   test("an input that is not an object is invalid_input; another kind without a token bound is a caller's bug", async () => {
     const user = await db.user("pro");
-    expect(await extract(user, { p_input: ["a"] })).toEqual({ outcome: "invalid_input" });
+    expect(await extract(user, { p_input: JSON.stringify(["a"]) })).toEqual({
+      outcome: "invalid_input",
+    });
     await expect(extract(user, { p_prompt_tokens: null })).rejects.toThrow(
       /p_prompt_tokens is required/,
     );

@@ -1,3 +1,5 @@
+import { Ajv2020 } from "ajv/dist/2020.js";
+import addFormats from "ajv-formats";
 import OpenAI, {
   APIConnectionTimeoutError,
   APIError,
@@ -698,5 +700,321 @@ describe("fake OpenAI model, the Responses API streaming through the openai SDK"
       },
     });
     expect(JSON.parse(result.output_text)).toEqual({ label: "bug" });
+  });
+});
+
+/** A strict object schema around these properties (every one required, nothing else allowed). */
+const strictObject = (
+  properties: Record<string, unknown>,
+  extra: Record<string, unknown> = {},
+) => ({
+  type: "object",
+  properties,
+  required: Object.keys(properties),
+  additionalProperties: false,
+  ...extra,
+});
+
+/** Schemas inside the strict subset, each answered with a value that must conform. */
+const STRICT_SCHEMAS: Record<string, Record<string, unknown>> = {
+  scalars: strictObject({
+    s: { type: "string" },
+    n: { type: "number" },
+    i: { type: "integer" },
+    b: { type: "boolean" },
+    z: { type: "null" },
+  }),
+  "enums and const": strictObject({
+    e: { type: "string", enum: ["low", "high"] },
+    k: { type: "integer", enum: [3, 5] },
+    c: { const: "fixed" },
+  }),
+  bounds: strictObject({
+    short: { type: "string", minLength: 3, maxLength: 5 },
+    small: { type: "integer", minimum: 2, maximum: 4 },
+    open: { type: "number", exclusiveMinimum: 0, exclusiveMaximum: 1 },
+    step: { type: "integer", multipleOf: 7, minimum: 10 },
+    far: { type: "number", minimum: 5000 },
+  }),
+  formats: strictObject({
+    when: { type: "string", format: "date-time" },
+    day: { type: "string", format: "date" },
+    mail: { type: "string", format: "email" },
+    id: { type: "string", format: "uuid" },
+    host: { type: "string", format: "hostname" },
+    v4: { type: "string", format: "ipv4" },
+  }),
+  arrays: strictObject({
+    none: { type: "array", items: { type: "string" }, maxItems: 0 },
+    three: { type: "array", items: { type: "integer" }, minItems: 3, maxItems: 3 },
+    objects: { type: "array", items: strictObject({ a: { type: "string" } }), minItems: 1 },
+  }),
+  "anyOf and nullable types": strictObject({
+    either: { anyOf: [{ type: "string" }, { type: "integer" }] },
+    maybe: { anyOf: [{ type: "null" }, strictObject({ x: { type: "boolean" } })] },
+    typed: { type: ["string", "null"] },
+  }),
+  "recursion through $defs": strictObject(
+    { root: { $ref: "#/$defs/node" } },
+    {
+      $defs: {
+        node: strictObject({
+          name: { type: "string" },
+          next: { anyOf: [{ $ref: "#/$defs/node" }, { type: "null" }] },
+          children: { type: "array", items: { $ref: "#/$defs/node" } },
+        }),
+      },
+    },
+  ),
+  "recursion to the root (#) and definitions": strictObject(
+    {
+      label: { $ref: "#/definitions/label" },
+      parent: { anyOf: [{ $ref: "#" }, { type: "null" }] },
+    },
+    { definitions: { label: { type: "string", maxLength: 8 } } },
+  ),
+};
+
+describe("fake OpenAI model, Structured Outputs and instructions", () => {
+  const ajv = addFormats.default(new Ajv2020({ allErrors: true }));
+  const chatFormat = (schema: unknown, extra: Record<string, unknown> = {}) => ({
+    type: "json_schema" as const,
+    json_schema: {
+      name: "extraction",
+      schema: schema as Record<string, unknown>,
+      strict: true,
+      ...extra,
+    },
+  });
+  const textFormat = (schema: unknown, extra: Record<string, unknown> = {}) => ({
+    format: {
+      type: "json_schema" as const,
+      name: "extraction",
+      schema: schema as Record<string, unknown>,
+      strict: true,
+      ...extra,
+    },
+  });
+  /** The streamed text of a Chat Completions call with this format. */
+  const chatStreamed = async (content: string, schema: unknown, max?: number) => {
+    let text = "";
+    let refusal = "";
+    let finish: string | null = null;
+    for await (const chunk of await openai().chat.completions.create({
+      model: "gpt-4o-mini",
+      messages: [{ role: "user", content }],
+      stream: true,
+      response_format: chatFormat(schema),
+      ...(max ? { max_completion_tokens: max } : {}),
+    })) {
+      text += chunk.choices[0]?.delta.content ?? "";
+      refusal += chunk.choices[0]?.delta.refusal ?? "";
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    return { text, refusal, finish };
+  };
+  /** The streamed text and last event of a Responses call with this format. */
+  const responsesStreamed = async (input: string, schema: unknown, max?: number) => {
+    let text = "";
+    let refusal = "";
+    let last = "";
+    for await (const e of await respond(input, {
+      text: textFormat(schema),
+      ...(max ? { max_output_tokens: max } : {}),
+    })) {
+      if (e.type === "response.output_text.delta") text += e.delta;
+      if (e.type === "response.refusal.delta") refusal += e.delta;
+      last = e.type;
+    }
+    return { text, refusal, last };
+  };
+
+  test.each(Object.entries(STRICT_SCHEMAS))(
+    "%s: both APIs, streamed or not, answer the same JSON, and it conforms",
+    async (_, schema) => {
+      const conforms = ajv.compile(schema);
+      const input = "Ada Lovelace wrote the first program in 1843.";
+      const whole = await openai().chat.completions.create({
+        model: "gpt-4o-mini",
+        messages: [{ role: "user", content: input }],
+        response_format: chatFormat(schema),
+      });
+      const text = whole.choices[0]?.message.content ?? "";
+      expect(conforms(JSON.parse(text)), JSON.stringify(conforms.errors)).toBe(true);
+      expect((await chatStreamed(input, schema)).text).toBe(text);
+      expect((await responsesStreamed(input, schema)).text).toBe(text);
+    },
+  );
+
+  test("[fake:json_invalid]: well-formed JSON that the schema rejects, on both APIs", async () => {
+    for (const schema of [STRICT_SCHEMAS.scalars, strictObject({})]) {
+      const conforms = ajv.compile(schema as object);
+      const chat = await chatStreamed("[fake:json_invalid] Ada", schema);
+      const responses = await responsesStreamed("[fake:json_invalid] Ada", schema);
+      expect(chat.finish).toBe("stop");
+      expect(conforms(JSON.parse(chat.text))).toBe(false);
+      expect(conforms(JSON.parse(responses.text))).toBe(false);
+    }
+  });
+
+  test("[fake:refuse] with a format: a refusal, no JSON, on both APIs", async () => {
+    const chat = await chatStreamed("[fake:refuse] Ada", STRICT_SCHEMAS.scalars);
+    const responses = await responsesStreamed("[fake:refuse] Ada", STRICT_SCHEMAS.scalars);
+    expect(chat).toMatchObject({ text: "", refusal: expect.stringMatching(/can't help/) });
+    expect(responses).toMatchObject({ text: "", refusal: expect.stringMatching(/can't help/) });
+  });
+
+  test("[fake:tokens:N] past the bound: a JSON prefix, finish_reason length / response.incomplete", async () => {
+    const schema = STRICT_SCHEMAS.scalars;
+    const whole = await chatStreamed("[fake:tokens:200] Ada", schema);
+    expect(JSON.parse(whole.text)).toMatchObject({ s: expect.any(String) });
+    const chat = await chatStreamed("[fake:tokens:200] Ada", schema, 30);
+    const responses = await responsesStreamed("[fake:tokens:200] Ada", schema, 30);
+    expect(chat.finish).toBe("length");
+    expect(responses.last).toBe("response.incomplete");
+    for (const cut of [chat.text, responses.text]) {
+      expect(whole.text.startsWith(cut)).toBe(true);
+      expect(cut.length).toBeLessThan(whole.text.length);
+      expect(() => JSON.parse(cut)).toThrow(SyntaxError);
+    }
+  });
+
+  /** What OpenAI answers a strict schema outside its subset, through the SDK on each API. */
+  const refusalOf = async (schema: unknown) => {
+    const viaChat = await failureOf(
+      openai().chat.completions.create({
+        model: "gpt-4o-mini",
+        messages: [{ role: "user", content: "x" }],
+        response_format: chatFormat(schema),
+      }),
+    );
+    const viaResponses = await failureOf(
+      openai().responses.create({ model: "gpt-4o-mini", input: "x", text: textFormat(schema) }),
+    );
+    for (const err of [viaChat, viaResponses]) {
+      expect(err).toBeInstanceOf(BadRequestError);
+      expect(err).toMatchObject({ status: 400, type: "invalid_request_error" });
+    }
+    expect(viaChat).toMatchObject({ param: "response_format", code: null });
+    expect(viaResponses).toMatchObject({
+      param: "text.format.schema",
+      code: "invalid_json_schema",
+    });
+    const message = (viaChat as BadRequestError).error as { message: string };
+    expect((viaResponses as BadRequestError).error).toMatchObject({ message: message.message });
+    return message.message;
+  };
+
+  test("a strict schema outside the subset: OpenAI's 400 on both APIs, the first problem named", async () => {
+    const before = fake.stats().completionTokens;
+    expect(await refusalOf({ type: "array", items: { type: "string" } })).toBe(
+      "Invalid schema for response_format 'extraction': schema must be a JSON Schema of 'type: \"object\"', got 'type: \"array\"'.",
+    );
+    expect(await refusalOf({ anyOf: [strictObject({})] })).toBe(
+      "Invalid schema for response_format 'extraction': schema must be a JSON Schema of 'type: \"object\"', got 'type: \"None\"'.",
+    );
+    expect(
+      await refusalOf({ type: "object", properties: { a: { type: "string" } }, required: ["a"] }),
+    ).toBe(
+      "Invalid schema for response_format 'extraction': In context=(), 'additionalProperties' is required to be supplied and to be false.",
+    );
+    expect(
+      await refusalOf(
+        strictObject({
+          person: {
+            type: "object",
+            properties: { name: { type: "string" }, age: { type: "integer" } },
+            required: ["name"],
+            additionalProperties: false,
+          },
+        }),
+      ),
+    ).toBe(
+      "Invalid schema for response_format 'extraction': In context=('properties', 'person'), 'required' is required to be supplied and to be an array including every key in properties. Missing 'age'.",
+    );
+    expect(
+      await refusalOf(
+        strictObject({ list: { type: "array", items: { description: "anything" } } }),
+      ),
+    ).toBe(
+      "Invalid schema for response_format 'extraction': In context=('properties', 'list', 'items'), schema must have a 'type' key.",
+    );
+    expect(
+      await refusalOf(
+        strictObject(
+          { n: { $ref: "#/$defs/n" } },
+          { $defs: { n: { type: "object", properties: {} } } },
+        ),
+      ),
+    ).toBe(
+      "Invalid schema for response_format 'extraction': In context=('$defs', 'n'), 'additionalProperties' is required to be supplied and to be false.",
+    );
+    expect(fake.stats().completionTokens).toBe(before);
+  });
+
+  test("strict: false is not checked (OpenAI does not), and the answer still fills the schema", async () => {
+    const loose = { type: "object", properties: { a: { type: "string" } } };
+    const result = await openai().chat.completions.create({
+      model: "gpt-4o-mini",
+      messages: [{ role: "user", content: "Ada" }],
+      response_format: chatFormat(loose, { strict: false }),
+    });
+    expect(JSON.parse(result.choices[0]?.message.content ?? "")).toEqual({ a: "Ada" });
+  });
+
+  test("a format without a name is refused as OpenAI refuses a missing parameter", async () => {
+    const err = await failureOf(
+      openai().responses.create({
+        model: "gpt-4o-mini",
+        input: "x",
+        text: { format: { type: "json_schema", schema: strictObject({}) } as never },
+      }),
+    );
+    expect(err).toMatchObject({
+      status: 400,
+      param: "text.format.name",
+      code: "missing_required_parameter",
+    });
+  });
+
+  test("instructions: billed as a system message, echoed by the Responses API, seen in stats", async () => {
+    fake.reset();
+    const instructions =
+      "Extract the data the schema describes; use null where the text says nothing.";
+    const enc = get_encoding("o200k_base");
+    const asSystem =
+      3 + enc.encode_ordinary("system").length + enc.encode_ordinary(instructions).length;
+    const usageOf = async (extra: Record<string, unknown>) => {
+      let usage: { input_tokens: number } | undefined;
+      let echoed: unknown;
+      for await (const e of await respond("Ada Lovelace", extra))
+        if (e.type === "response.completed") {
+          usage = e.response.usage ?? undefined;
+          echoed = e.response.instructions;
+        }
+      return { input: usage?.input_tokens ?? 0, echoed };
+    };
+    const plain = await usageOf({});
+    const told = await usageOf({ instructions });
+    expect(plain.echoed).toBeNull();
+    expect(told.echoed).toBe(instructions);
+    expect(told.input - plain.input).toBe(asSystem);
+    let chatInput = 0;
+    for await (const chunk of await openai().chat.completions.create({
+      model: "gpt-4o-mini",
+      messages: [
+        { role: "system", content: instructions },
+        { role: "user", content: "Ada Lovelace" },
+      ],
+      stream: true,
+      stream_options: { include_usage: true },
+    }))
+      chatInput = chunk.usage?.prompt_tokens ?? chatInput;
+    expect(chatInput).toBe(told.input);
+    const deadline = Date.now() + 2_000;
+    while (fake.stats().requests.length < 3 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 10));
+    expect(fake.stats().requests.map((r) => r.instructions)).toEqual([false, true, true]);
+    enc.free();
   });
 });

@@ -217,7 +217,8 @@ export interface Api {
   /** The app's log lines of the current test (JSON strings). */
   logs: string[];
 
-  newUser(plan?: "free" | "pro" | "team"): Promise<TestUser>;
+  /** A user on `plan` (a seeded plan, or one the test made). */
+  newUser(plan?: string): Promise<TestUser>;
   /** Call one route in-process; `path` may carry a query string. */
   call(route: Route, path: string, init?: RequestInit, handlers?: Handlers): Promise<Response>;
   /** `POST /api/jobs` with a JSON `{prompt}` body. */

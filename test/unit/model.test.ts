@@ -6,7 +6,7 @@
  */
 import { Ajv2020 } from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
-import { PermissionDeniedError, RateLimitError } from "openai";
+import { BadRequestError, PermissionDeniedError, RateLimitError } from "openai";
 import { get_encoding } from "tiktoken";
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { type FakeOpenAI, startFakeOpenAI } from "../../dev/openai/index.ts";
@@ -513,6 +513,39 @@ describe("classifyModelError, the cases the fake does not answer", () => {
       headers,
     );
     expect(classifyModelError(err)).toMatchObject({ kind: "operator_fault", fault: "model" });
+  });
+
+  test("a 400 on the output format: a model without Structured Outputs is ours (operator_fault), a schema the user's (refused)", () => {
+    const badRequest = (error: Record<string, unknown>) =>
+      new BadRequestError(400, error, undefined, headers);
+    const unsupported = badRequest({
+      message:
+        "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.",
+      type: "invalid_request_error",
+      param: "response_format",
+      code: null,
+    });
+    expect(classifyModelError(unsupported)).toMatchObject({
+      kind: "operator_fault",
+      fault: "request",
+      status: 400,
+    });
+    const schemaOnChat = badRequest({
+      message:
+        "Invalid schema for response_format 'extraction': In context=(), 'additionalProperties' is required to be supplied and to be false.",
+      type: "invalid_request_error",
+      param: "response_format",
+      code: null,
+    });
+    const schemaOnResponses = badRequest({
+      message:
+        "Invalid schema for response_format 'extraction': In context=(), 'additionalProperties' is required to be supplied and to be false.",
+      type: "invalid_request_error",
+      param: "text.format.schema",
+      code: "invalid_json_schema",
+    });
+    expect(classifyModelError(schemaOnChat)).toMatchObject({ kind: "refused", status: 400 });
+    expect(classifyModelError(schemaOnResponses)).toMatchObject({ kind: "refused", status: 400 });
   });
 
   test("anything unknown is transient", () => {

@@ -1,0 +1,287 @@
+/**
+ * Job kinds through the API, in-process, on the real database and the fake model behind the real
+ * SDK (docs/DESIGN.md#job-kinds): every status and code of `POST /api/jobs` for the new body, the
+ * legacy body unchanged, and the worker reading an extraction's output through its kind.
+ */
+import { describe, expect, test } from "vitest";
+import { type TestUser, useApi } from "../support/api.ts";
+
+const app = useApi();
+
+const schema = {
+  type: "object",
+  properties: {
+    name: { type: "string", description: "the person's full name" },
+    born: { type: ["integer", "null"] },
+  },
+  required: ["name", "born"],
+  additionalProperties: false,
+};
+
+function post(user: TestUser, body: unknown, headers: Record<string, string> = {}) {
+  return app.call("jobs", "/api/jobs", {
+    method: "POST",
+    headers: { ...user.headers, "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
+}
+
+const extraction = (text: string, s: unknown = schema) => ({
+  kind: "extract",
+  input: { text, schema: s },
+});
+
+const jobsOf = async (userId: string) =>
+  (
+    await app.admin.query<{ n: number }>(
+      "select count(*)::int as n from public.generation_jobs where user_id = $1",
+      [userId],
+    )
+  ).rows[0]?.n;
+
+async function refusal(res: Response, status: number, code: string) {
+  expect(res.status).toBe(status);
+  const body = await res.json();
+  expect(body.error.code).toBe(code);
+  return body;
+}
+
+describe("POST /api/jobs with a kind", () => {
+  test("202: an extraction on pro holds its 2 units; the job shows its kind and input, the usage what the plan offers", async () => {
+    const user = await app.newUser("pro");
+    const res = await post(user, extraction("Ada Lovelace, born 1815."));
+    expect(res.status).toBe(202);
+    const body = await res.json();
+    expect(body.job).toMatchObject({
+      kind: "extract",
+      prompt: "Ada Lovelace, born 1815.",
+      input: { text: "Ada Lovelace, born 1815.", schema },
+      hold: 2,
+      output: null,
+    });
+    expect(body.usage).toMatchObject({
+      used: 2,
+      kinds: [
+        { kind: "document", units: 1 },
+        { kind: "extract", units: 2 },
+      ],
+    });
+    expect(await app.unitsUsed(user.id)).toBe(2);
+    expect(app.qstash.forJob(body.job.id)).toHaveLength(1);
+    const usage = await (await app.call("usage", "/api/usage", { headers: user.headers })).json();
+    expect(usage.kinds).toEqual(body.usage.kinds);
+  });
+
+  test('202: {"kind": "document"} is a document, as the legacy {"prompt"} body is', async () => {
+    const user = await app.newUser("pro");
+    const res = await post(user, { kind: "document", input: { prompt: "a haiku" } });
+    expect(res.status).toBe(202);
+    const body = await res.json();
+    expect(body.job).toMatchObject({ kind: "document", input: { prompt: "a haiku" }, hold: 1 });
+    const legacy = await (await app.enqueue(user, "another haiku")).json();
+    expect(legacy.job).toMatchObject({ kind: "document", input: { prompt: "another haiku" } });
+  });
+
+  test("400 unknown_kind: nothing reserved, nothing published", async () => {
+    const user = await app.newUser("pro");
+    for (const kind of ["translate", 7, null, "__proto__"]) {
+      const body = await refusal(await post(user, { kind, input: {} }), 400, "unknown_kind");
+      expect(body.error.message).toMatch(/document, extract/);
+    }
+    expect(await jobsOf(user.id)).toBe(0);
+    expect(await app.unitsUsed(user.id)).toBe(0);
+    expect(app.qstash.messages).toHaveLength(0);
+  });
+
+  test("400 invalid_input with every problem's path in details", async () => {
+    const user = await app.newUser("pro");
+    const looseSchema = {
+      type: "object",
+      properties: { name: { type: "string" } },
+      required: ["name"],
+    };
+    const body = await refusal(
+      await post(user, { kind: "extract", input: { text: "   ", schema: looseSchema, extra: 1 } }),
+      400,
+      "invalid_input",
+    );
+    const paths = (body.details as { path: string; message: string }[]).map((d) => d.path);
+    expect(paths).toContain("input.text");
+    expect(paths).toContain("input.extra");
+    expect(paths.some((p) => p.startsWith("input.schema"))).toBe(true);
+    for (const d of body.details) expect(d.message).toEqual(expect.any(String));
+
+    const noSchema = await refusal(
+      await post(user, { kind: "extract", input: { text: "a text" } }),
+      400,
+      "invalid_input",
+    );
+    expect(noSchema.details).toEqual([
+      { path: "input.schema", message: "Must be a JSON Schema object." },
+    ]);
+    const notObject = await refusal(
+      await post(user, { kind: "document", input: "a prompt" }),
+      400,
+      "invalid_input",
+    );
+    expect(notObject.details).toEqual([{ path: "input", message: "Must be an object." }]);
+    const emptyPrompt = await refusal(
+      await post(user, { kind: "document", input: { prompt: "" } }),
+      400,
+      "invalid_input",
+    );
+    expect(emptyPrompt.details).toEqual([
+      { path: "input.prompt", message: "The prompt is empty." },
+    ]);
+    const longText = await refusal(
+      await post(user, extraction("x".repeat(8001))),
+      400,
+      "invalid_input",
+    );
+    expect(longText.details[0].path).toBe("input.text");
+    expect(await jobsOf(user.id)).toBe(0);
+    expect(await app.unitsUsed(user.id)).toBe(0);
+  });
+
+  test("the legacy body's refusals stay invalid_prompt", async () => {
+    const user = await app.newUser("pro");
+    await refusal(await app.enqueue(user, ""), 400, "invalid_prompt");
+    await refusal(await post(user, { prompt: 5 }), 400, "invalid_prompt");
+    await refusal(await post(user, ["a"]), 400, "invalid_prompt");
+  });
+
+  test("403 kind_not_in_plan: free offers no extraction; the message and kinds say what it offers; nothing reserved", async () => {
+    const user = await app.newUser("free");
+    const body = await refusal(
+      await post(user, extraction("Ada Lovelace, born 1815.")),
+      403,
+      "kind_not_in_plan",
+    );
+    expect(body.kinds).toEqual([{ kind: "document", units: 1 }]);
+    expect(body.error.message).toMatch(/document \(1 unit\)/);
+    expect(await jobsOf(user.id)).toBe(0);
+    expect(await app.unitsUsed(user.id)).toBe(0);
+    expect(app.qstash.messages).toHaveLength(0);
+    // The day's document still fits.
+    expect((await app.enqueue(user, "a haiku")).status).toBe(202);
+  });
+
+  test("429 quota_exceeded names the extraction's cost and what is left", async () => {
+    await app.admin.query(
+      `insert into public.plans (id, name, period, units_per_period, max_active_jobs)
+       values ('kinds_small', 'Small', 'month', 4, 3) on conflict (id) do nothing`,
+    );
+    await app.admin.query(
+      `insert into public.plan_kinds (plan_id, kind, units) values ('kinds_small', 'extract', 2)
+       on conflict do nothing`,
+    );
+    const user = await app.newUser("kinds_small");
+    expect((await app.enqueue(user, "a haiku")).status).toBe(202);
+    expect((await post(user, extraction("Ada, 1815"))).status).toBe(202);
+    const res = await post(user, extraction("Grace Hopper, born 1906"));
+    const body = await refusal(res, 429, "quota_exceeded");
+    expect(body.error.message).toMatch(
+      /^An extraction costs 2 units; 1 of your 4 is left this period\./,
+    );
+    expect(res.headers.get("retry-after")).toMatch(/^\d+$/);
+    expect(await app.unitsUsed(user.id)).toBe(3);
+  });
+
+  test("422 idempotency_key_reused: the same key with another kind or input", async () => {
+    const user = await app.newUser("pro");
+    const key = { "idempotency-key": "kinds-api-key" };
+    expect((await post(user, extraction("Ada, 1815"), key)).status).toBe(202);
+    expect((await post(user, extraction("Ada, 1815"), key)).status).toBe(200);
+    await refusal(await post(user, extraction("Ada, 1816"), key), 422, "idempotency_key_reused");
+    await refusal(await app.enqueue(user, "Ada, 1815", key), 422, "idempotency_key_reused");
+    expect(await app.unitsUsed(user.id)).toBe(2);
+  });
+});
+
+describe("the worker reads an extraction through its kind", () => {
+  async function run(user: TestUser, text: string) {
+    const res = await post(user, extraction(text));
+    expect(res.status).toBe(202);
+    const id = (await res.json()).job.id as string;
+    const delivered = await app.deliver(app.qstash.latestFor(id));
+    expect(delivered.status).toBe(200);
+    const job = (await (await app.call("job", `/api/jobs/${id}`, { headers: user.headers })).json())
+      .job;
+    return { id, job, outcome: ((await delivered.json()) as { outcome: string }).outcome };
+  }
+
+  test("success: the JSON is stored, and the job shows the parsed value that fits the schema", async () => {
+    const user = await app.newUser("pro");
+    const { id, job, outcome } = await run(user, "Ada Lovelace, born 1815.");
+    expect(outcome).toBe("completed");
+    expect(job).toMatchObject({ status: "succeeded", kind: "extract", captured: 2 });
+    expect(job.output).toEqual({ name: expect.any(String), born: expect.anything() });
+    expect(JSON.parse((await app.jobRow(id)).output ?? "")).toEqual(job.output);
+    expect(await app.unitsUsed(user.id)).toBe(2);
+  });
+
+  test("output that breaks the schema: failed output_invalid, refunded by the rule (pro, under its bound), usage recorded, no retry", async () => {
+    const user = await app.newUser("pro");
+    const { id, job, outcome } = await run(user, "Ada Lovelace [fake:json_invalid]");
+    expect(outcome).toBe("failed");
+    expect(job).toMatchObject({
+      status: "failed",
+      failureReason: "output_invalid",
+      quotaRefunded: true,
+    });
+    expect(await app.unitsUsed(user.id)).toBe(0);
+    const failed = (await app.events(id)).find((e) => e.event === "failed");
+    expect(failed?.detail).toMatchObject({
+      reason: "output_invalid",
+      counted: true,
+      usage: { source: "provider" },
+    });
+    expect(app.qstash.forJob(id)).toHaveLength(1);
+    // The output never reaches a log line.
+    expect(app.logs.join("\n")).not.toContain("Ada Lovelace");
+  });
+
+  test("output cut at the plan's bound: failed output_truncated", async () => {
+    const user = await app.newUser("free");
+    await app.admin.query(
+      "insert into public.user_plans (user_id, plan_id) values ($1, 'pro') on conflict (user_id) do update set plan_id = 'pro'",
+      [user.id],
+    );
+    const { job, outcome } = await run(user, "Ada Lovelace [fake:tokens:9000]");
+    expect(outcome).toBe("failed");
+    expect(job).toMatchObject({ status: "failed", failureReason: "output_truncated" });
+  });
+
+  test("a refusal is model_refused, refunded", async () => {
+    const user = await app.newUser("pro");
+    const { job, outcome } = await run(user, "Ada Lovelace [fake:refuse]");
+    expect(outcome).toBe("failed");
+    expect(job).toMatchObject({
+      status: "failed",
+      failureReason: "model_refused",
+      quotaRefunded: true,
+    });
+    expect(await app.unitsUsed(user.id)).toBe(0);
+  });
+
+  test("a token plan's extraction holds its input bound + 2,048 and captures what the provider reported", async () => {
+    const user = await app.newUser("team");
+    const res = await post(user, extraction("Ada Lovelace, born 1815."));
+    const enqueued = (await res.json()).job;
+    expect(enqueued.meter).toBe("tokens");
+    expect(enqueued.hold).toBeGreaterThan(2048 + 2 * JSON.stringify(schema).length);
+    await app.deliver(app.qstash.latestFor(enqueued.id));
+    const job = (
+      await (await app.call("job", `/api/jobs/${enqueued.id}`, { headers: user.headers })).json()
+    ).job;
+    expect(job.status).toBe("succeeded");
+    const completed = (await app.events(enqueued.id)).find((e) => e.event === "completed");
+    expect(completed).toBeDefined();
+    const { usage } = (completed?.detail ?? {}) as {
+      usage: { prompt_tokens: number; completion_tokens: number };
+    };
+    expect(job.captured).toBe(usage.prompt_tokens + usage.completion_tokens);
+    expect(job.captured).toBeLessThan(enqueued.hold);
+    expect(await app.unitsUsed(user.id)).toBe(job.captured);
+  });
+});
