@@ -193,4 +193,31 @@ describe("kinds of job in a browser", () => {
     expect(await job.locator(".output-actions").isHidden()).toBe(true);
     await h.screenshot(page, "extract-05-output-invalid");
   });
+
+  test("while an extraction runs, its JSON streams in as plain text; once done, it is shown indented", async () => {
+    const { page, errors } = await h.open();
+    await devSignIn(page, "pro");
+    await extractRadio(page).check();
+    await page.getByRole("button", { name: "Event" }).click();
+    const text = page.getByLabel("Text to extract from");
+    await text.fill(`[fake:chunk_ms:30] ${await text.inputValue()}`);
+    await page.getByRole("button", { name: "Extract", exact: true }).click();
+    const job = card(page);
+    await job.and(page.locator('[data-phase="running"]')).waitFor();
+    const output = job.locator(".job-output");
+    await until("the first streamed JSON", async () =>
+      ((await output.textContent()) ?? "").startsWith("{"),
+    );
+    // what the model has sent so far, as sent: not parsed, not indented, no copy yet
+    expect(await output.getAttribute("class")).toContain("partial");
+    expect(await output.locator("pre").count()).toBe(0);
+    expect(await job.locator(".output-actions").isHidden()).toBe(true);
+    await h.screenshot(page, "extract-06-streaming");
+    // the fake fills each string with the whole text: a few hundred tokens, 30 ms apart
+    await job.and(page.locator('[data-phase="succeeded"]')).waitFor({ timeout: 45_000 });
+    expect(JSON.parse((await output.locator("pre.json").textContent()) ?? "")).toMatchObject({
+      title: expect.any(String),
+    });
+    expect(errors).toEqual([]);
+  });
 });
