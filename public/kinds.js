@@ -181,8 +181,9 @@ export function fieldProblems(problem) {
       out.kind.push("This service does not know this kind of job. Reload the page and try again.");
       return out;
     case "kind_not_in_plan":
+      // The server's message names the kinds in its own terms ("extract jobs"): say it in ours.
       out.kind.push(
-        `Your plan does not include extractions.${problem.message ? ` ${problem.message}` : ""}`,
+        "Your plan does not include extractions (it may have changed since this page loaded).",
       );
       return out;
     case "invalid_input": {

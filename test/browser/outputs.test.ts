@@ -9,6 +9,7 @@ import { readFile } from "node:fs/promises";
 import type { Page } from "playwright-core";
 import { describe, expect, test } from "vitest";
 import { card, devSignIn, until, useBrowserStack } from "../support/browser.ts";
+import { accessibilityProblems } from "./a11y.ts";
 
 const h = useBrowserStack();
 
@@ -73,6 +74,8 @@ describe("a document's output in a browser", () => {
   test("markdown is rendered as headings, lists, a table, code and a safe link; copy and download give back the source", async () => {
     const { page, context, errors } = await h.open();
     await context.grantPermissions(["clipboard-read", "clipboard-write"]);
+    // the clipboard answers the focused page only (a file's earlier tests opened others)
+    await page.bringToFront();
     await devSignIn(page, "pro");
     const job = await generate(page, say(RELEASE_NOTES, "Release notes, please"));
     const output = job.getByRole("region", { name: /^Output of the job from \d\d:\d\d$/ });
@@ -93,12 +96,13 @@ describe("a document's output in a browser", () => {
     expect(await link.getAttribute("target")).toBe("_blank");
     // no markdown syntax left over as text
     expect(await output.textContent()).not.toMatch(/\*\*|```|^#/m);
+    expect(await accessibilityProblems(page)).toEqual([]);
     await h.screenshot(page, "outputs-01-markdown");
 
     await job.getByRole("button", { name: /^Copy markdown of the job from \d\d:\d\d$/ }).click();
-    await until("the copied notice", async () =>
-      (await job.getByRole("status").textContent())?.includes("Copied."),
-    );
+    const notice = job.locator(".output-actions [role=status]");
+    await until("the copy notice", async () => (await notice.textContent()) !== "");
+    expect(await notice.textContent()).toBe("Copied.");
     expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(RELEASE_NOTES);
 
     const [download] = await Promise.all([
@@ -116,6 +120,14 @@ describe("a document's output in a browser", () => {
   test("an answer carrying script, javascript: links, <img onerror> and event attributes renders inert", async () => {
     const { page, dialogs, errors } = await h.open({ viewport: { width: 390, height: 844 } });
     await devSignIn(page, "pro");
+    // The payload has teeth: marked alone passes its event attributes and URLs through.
+    // (a string expression: vitest would rewrite an import() written in the test's own code)
+    const unsanitized = await page.evaluate<string>(
+      `import("/vendor/marked.esm.js").then((m) => new m.Marked().parse(${JSON.stringify(HOSTILE)}))`,
+    );
+    for (const live of ["<script>", "onerror=", "onclick=", "javascript:", "ontoggle=", "<form"])
+      expect(unsanitized).toContain(live);
+
     const job = await generate(page, say(HOSTILE, "notes"));
     const output = job.locator(".job-output");
     await output.locator("h4").waitFor();
