@@ -31,7 +31,8 @@ on conflict (id) do update set
 -- Every plan offers a document at 1 unit. An extraction (a text and a JSON Schema in, a JSON value
 -- out) costs 2 on pro and economy: its model input carries the schema as well as the text, and it
 -- is the kind a client scripts in bulk; team offers it too (a token plan holds tokens whatever the
--- kind, so its units are not read). Free does not offer extractions.
+-- kind, so its units are not read). Free does not offer extractions. A summary (a text in, at
+-- most N words out) costs 1 on pro and is offered on team.
 insert into public.plan_kinds (plan_id, kind, units) values
   ('free', 'document', 1),
   ('pro', 'document', 1),
@@ -39,5 +40,7 @@ insert into public.plan_kinds (plan_id, kind, units) values
   ('economy', 'document', 1),
   ('pro', 'extract', 2),
   ('team', 'extract', 2),
-  ('economy', 'extract', 2)
+  ('economy', 'extract', 2),
+  ('pro', 'summary', 1),
+  ('team', 'summary', 1)
 on conflict (plan_id, kind) do update set units = excluded.units;

@@ -10,6 +10,7 @@ import type { Kind } from "./kind.ts";
 const KINDS = {
   document: async (): Promise<Kind> => document as Kind,
   extract: async (): Promise<Kind> => (await import("./extract.ts")).extract as Kind,
+  summary: async (): Promise<Kind> => (await import("./summary.ts")).summary as Kind,
 } as const;
 
 export type KindId = keyof typeof KINDS;

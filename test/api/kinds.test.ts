@@ -64,6 +64,7 @@ describe("POST /api/jobs with a kind", () => {
       kinds: [
         { kind: "document", units: 1 },
         { kind: "extract", units: 2 },
+        { kind: "summary", units: 1 },
       ],
     });
     expect(await app.unitsUsed(user.id)).toBe(2);

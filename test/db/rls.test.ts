@@ -70,11 +70,12 @@ describe("row level security", () => {
         )
       ).rows,
     }));
-    expect(seen.kinds.map((k) => k.id)).toEqual(["document", "extract"]);
+    expect(seen.kinds.map((k) => k.id)).toEqual(["document", "extract", "summary"]);
     expect(seen.offers).toEqual([
       { plan_id: "free", kind: "document", units: 1 },
       { plan_id: "pro", kind: "document", units: 1 },
       { plan_id: "pro", kind: "extract", units: 2 },
+      { plan_id: "pro", kind: "summary", units: 1 },
     ]);
   });
 

@@ -34,8 +34,8 @@ const texts = [
 ];
 
 describe("job kinds", () => {
-  test("the registry is document and extract", async () => {
-    expect(KIND_IDS).toEqual(["document", "extract"]);
+  test("the registry is document, extract and summary", async () => {
+    expect(KIND_IDS).toEqual(["document", "extract", "summary"]);
     for (const id of KIND_IDS) expect((await loadKind(id)).id).toBe(id);
     await expect(loadKind("translate")).rejects.toThrow(/unknown job kind/);
   });
@@ -46,6 +46,7 @@ describe("job kinds", () => {
       for (const [id, input] of [
         ["document", { prompt: text }],
         ["extract", { text, schema }],
+        ["summary", { text, words: 50 }],
       ] as const) {
         const kind = await loadKind(id);
         const parsed = await kind.parse(input);

@@ -1,0 +1,116 @@
+/**
+ * docs/ADD-A-KIND.md cannot rot: every block it shows is the repository's own code (the kind's
+ * file whole, the other blocks inside the files they name), and the kind it walks through,
+ * `summary`, runs through the API and the worker on the real database with the fake model.
+ */
+import { readFileSync } from "node:fs";
+import { describe, expect, test } from "vitest";
+import { type TestUser, useApi } from "../support/api.ts";
+
+const doc = readFileSync("docs/ADD-A-KIND.md", "utf8");
+const blocks = [...doc.matchAll(/<!-- (file|in): (\S+) -->\n```\w*\n([\s\S]*?)```/g)].map(
+  ([, how, path, code]) => ({ how, path: path as string, code: code as string }),
+);
+
+describe("docs/ADD-A-KIND.md shows the repository's code", () => {
+  test("it names the four places: the kind's file, its registration, its rows, its test", () => {
+    expect(blocks.map((b) => b.path)).toEqual([
+      "lib/kinds/summary.ts",
+      "lib/kinds/index.ts",
+      "supabase/migrations/20261203010000_summary_kind.sql",
+      "supabase/seed.sql",
+    ]);
+    expect(doc).toContain("test/api/add-a-kind.test.ts");
+  });
+
+  test.each(blocks)("$how $path", ({ how, path, code }) => {
+    const file = readFileSync(path, "utf8");
+    if (how === "file") expect(code).toBe(file);
+    else expect(file).toContain(code);
+  });
+});
+
+const app = useApi();
+
+function summarize(user: TestUser, input: unknown) {
+  return app.call("jobs", "/api/jobs", {
+    method: "POST",
+    headers: { ...user.headers, "content-type": "application/json" },
+    body: JSON.stringify({ kind: "summary", input }),
+  });
+}
+
+async function run(user: TestUser, input: unknown) {
+  const res = await summarize(user, input);
+  expect(res.status).toBe(202);
+  const id = (await res.json()).job.id as string;
+  const delivered = await app.deliver(app.qstash.latestFor(id));
+  expect(delivered.status).toBe(200);
+  return (await (await app.call("job", `/api/jobs/${id}`, { headers: user.headers })).json()).job;
+}
+
+describe("the summary kind, added as the walkthrough says", () => {
+  test("a summary succeeds: its text is the output, it held and kept its 1 unit", async () => {
+    const user = await app.newUser("pro");
+    const said = "Queues decouple the request from the work, so a slow model never blocks a page.";
+    const job = await run(user, {
+      text: `A long text about queues. [fake:say:${JSON.stringify(said)}]`,
+      words: 20,
+    });
+    expect(job).toMatchObject({
+      status: "succeeded",
+      kind: "summary",
+      input: { words: 20 },
+      hold: 1,
+      output: said,
+    });
+    expect(await app.unitsUsed(user.id)).toBe(1);
+    const usage = await (await app.call("usage", "/api/usage", { headers: user.headers })).json();
+    expect(usage.kinds).toContainEqual({ kind: "summary", units: 1 });
+  });
+
+  test("the words default to 100 and are stored with the input", async () => {
+    const user = await app.newUser("pro");
+    const res = await summarize(user, { text: "A text." });
+    expect(res.status).toBe(202);
+    expect((await res.json()).job.input).toEqual({ text: "A text.", words: 100 });
+  });
+
+  test("an answer longer than the bound: failed output_invalid, refunded once", async () => {
+    const user = await app.newUser("pro");
+    const said = "one two three four five six seven eight nine ten eleven twelve";
+    const job = await run(user, {
+      text: `Some text. [fake:say:${JSON.stringify(said)}]`,
+      words: 10,
+    });
+    expect(job).toMatchObject({
+      status: "failed",
+      failureReason: "output_invalid",
+      quotaRefunded: true,
+    });
+    expect(await app.unitsUsed(user.id)).toBe(0);
+    const refunds = (await app.events(job.id)).filter((e) => e.event === "failed");
+    expect(refunds).toHaveLength(1);
+  });
+
+  test("a plan that does not offer it: 403 kind_not_in_plan, nothing held", async () => {
+    const user = await app.newUser("free");
+    const res = await summarize(user, { text: "A text.", words: 20 });
+    expect(res.status).toBe(403);
+    expect((await res.json()).error.code).toBe("kind_not_in_plan");
+    expect(await app.unitsUsed(user.id)).toBe(0);
+    expect(app.qstash.messages).toHaveLength(0);
+  });
+
+  test("a bound out of range: 400 invalid_input at input.words, nothing held", async () => {
+    const user = await app.newUser("pro");
+    for (const words of [9, 501, 12.5, "20"]) {
+      const res = await summarize(user, { text: "A text.", words });
+      expect(res.status).toBe(400);
+      const body = await res.json();
+      expect(body.error.code).toBe("invalid_input");
+      expect(body.details).toEqual([{ path: "input.words", message: expect.any(String) }]);
+    }
+    expect(await app.unitsUsed(user.id)).toBe(0);
+  });
+});
