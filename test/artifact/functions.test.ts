@@ -210,6 +210,30 @@ describe("the built functions (.vercel/output)", () => {
     expect(ran).toEqual(expect.arrayContaining(["@supabase/postgrest-js", "jose", "zod"]));
     // ...and none of what only a request past the auth check needs.
     expect(ran.filter((p) => p.startsWith("@upstash/"))).toEqual([]);
+    // An extraction's schema check (Ajv) runs on the first extraction, never at a cold start.
+    expect(ran.filter((p) => p.startsWith("ajv"))).toEqual([]);
+  });
+
+  test("the enqueue function checks an extraction's schema with Ajv from its own files (a chunk beside the handler), then answers 503 with every service unreachable", async () => {
+    const token = await mintUserToken({
+      secret: UNREACHABLE_ENV.SUPABASE_JWT_SECRET,
+      userId: randomUUID(),
+      issuer: `${UNREACHABLE_ENV.SUPABASE_URL}/auth/v1`,
+    });
+    const schema = {
+      type: "object",
+      properties: { name: { type: "string" } },
+      required: ["name"],
+      additionalProperties: false,
+    };
+    const { ran, status } = evaluatedIn("api/jobs/index.func", {
+      method: "POST",
+      path: "/api/jobs",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ kind: "extract", input: { text: "Ada Lovelace", schema } }),
+    });
+    expect(status).toBe(503);
+    expect(ran).toEqual(expect.arrayContaining(["ajv"]));
   });
 
   test("the enqueue function, past the auth check with every service unreachable, loads the rate limiter from its own files and answers 503 (never a crash)", async () => {
