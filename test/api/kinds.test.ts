@@ -63,8 +63,8 @@ describe("POST /api/jobs with a kind", () => {
       used: 2,
       kinds: [
         { kind: "document", units: 1 },
-        { kind: "extract", units: 2 },
         { kind: "summary", units: 1 },
+        { kind: "extract", units: 2 },
       ],
     });
     expect(await app.unitsUsed(user.id)).toBe(2);

@@ -105,6 +105,7 @@ describe("job kinds", () => {
       used: 2,
       kinds: [
         { kind: "document", units: 1 },
+        { kind: "summary", units: 1 },
         { kind: "extract", units: 2 },
       ],
     });
