@@ -10,7 +10,7 @@
  * here lazily: this module is itself loaded only for an extraction (lib/kinds/index.ts).
  */
 import { CHAT_FRAMING_TOKENS, utf8Bytes } from "../tokens.ts";
-import { isObject, type Kind, parseFields, textField } from "./kind.ts";
+import { cutAtBound, isObject, type Kind, parseFields, textField } from "./kind.ts";
 
 export interface ExtractInput {
   text: string;
@@ -66,12 +66,7 @@ export const extract: Kind<ExtractInput> = {
     SCHEMA_FACTOR * count(JSON.stringify(request.format?.schema ?? {})) +
     FRAMING,
   async readOutput(text, finishReason, input) {
-    if (finishReason === "length")
-      return {
-        ok: false,
-        reason: "output_truncated",
-        problem: "the output was cut at the plan's output bound",
-      };
+    if (finishReason === "length") return cutAtBound("output");
     let value: unknown;
     try {
       value = JSON.parse(text);

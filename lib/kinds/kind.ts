@@ -124,3 +124,10 @@ export function textField(
   if (problem) problems.push({ path: `input.${key}`, message: problem });
   return value;
 }
+
+/** A generation cut at the plan's output bound (`what`: "output", "summary"): no answer of the kind. */
+export const cutAtBound = (what: string): OutputRead => ({
+  ok: false,
+  reason: "output_truncated",
+  problem: `the ${what} was cut at the plan's output bound`,
+});

@@ -6,7 +6,7 @@
  * docs/ADD-A-KIND.md walks through how this kind was added.
  */
 import { CHAT_FRAMING_TOKENS, utf8Bytes } from "../tokens.ts";
-import { type Kind, parseFields, textField } from "./kind.ts";
+import { cutAtBound, type Kind, parseFields, textField } from "./kind.ts";
 
 export interface SummaryInput {
   text: string;
@@ -50,12 +50,7 @@ export const summary: Kind<SummaryInput> = {
   countedPromptTokens: (request, count) =>
     count(request.prompt) + count(request.instructions ?? "") + 2 * CHAT_FRAMING_TOKENS,
   async readOutput(text, finishReason, input) {
-    if (finishReason === "length")
-      return {
-        ok: false,
-        reason: "output_truncated",
-        problem: "the summary was cut at the plan's output bound",
-      };
+    if (finishReason === "length") return cutAtBound("summary");
     const words = wordCount(text);
     if (words > input.words)
       return {

@@ -45,3 +45,9 @@ export const viewUsage = (over: object = {}): Usage =>
     maxActive: 3,
     ...over,
   }) as Usage;
+
+/** A usage's `kinds` on a plan that offers documents and extractions. */
+export const BOTH_KINDS = [
+  { kind: "document", units: 1 },
+  { kind: "extract", units: 2 },
+];

@@ -10,7 +10,7 @@ import {
   phaseSentence,
   usageSentence,
 } from "../../public/status.js";
-import { viewJob, viewUsage } from "../support/page-fixtures.ts";
+import { BOTH_KINDS, viewJob, viewUsage } from "../support/page-fixtures.ts";
 
 const tokyo = { locale: "en-GB", timeZone: "Asia/Tokyo" };
 const now = new Date("2026-11-30T05:00:00Z"); // 14:00 in Tokyo
@@ -33,10 +33,7 @@ const freeUsage = viewUsage({
 const proUsage = viewUsage({
   used: 100,
   active: 3,
-  kinds: [
-    { kind: "document", units: 1 },
-    { kind: "extract", units: 2 },
-  ],
+  kinds: BOTH_KINDS,
 });
 
 describe("phase → sentence: only what the API knows, no progress estimate", () => {
@@ -231,10 +228,7 @@ describe("a token plan shows the cost honestly", () => {
     used: 6710,
     limit: 2_000_000,
     active: 2,
-    kinds: [
-      { kind: "document", units: 1 },
-      { kind: "extract", units: 2 },
-    ],
+    kinds: BOTH_KINDS,
   });
 
   test("a token plan's refusal says how many tokens are left, not generations", () => {
