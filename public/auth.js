@@ -81,6 +81,19 @@ export function authErrorSentence(code) {
 }
 
 /**
+ * GoTrue's `error_code`s that have a sentence of their own, as this page's codes.
+ * @type {Readonly<Record<string, AuthErrorCode>>}
+ */
+const AUTH_API_CODES = {
+  invalid_credentials: "invalid_credentials",
+  email_not_confirmed: "email_not_confirmed",
+  user_already_exists: "already_registered",
+  same_password: "same_password",
+  otp_expired: "link_expired",
+  validation_failed: "invalid_email",
+};
+
+/**
  * What GoTrue's answer means for the person, from auth-js's error (its `code` is GoTrue's
  * `error_code`).
  * @param {unknown} error
@@ -92,20 +105,11 @@ export function fromAuthJs(error) {
   if (isAuthRetryableFetchError(error) && error.status === 0) return new AuthError("network");
   if (isAuthApiError(error)) {
     if (error.status === 429) return new AuthError("rate_limited");
-    switch (error.code) {
-      case "invalid_credentials":
-        return new AuthError("invalid_credentials");
-      case "email_not_confirmed":
-        return new AuthError("email_not_confirmed");
-      case "user_already_exists":
-        return new AuthError("already_registered");
-      case "same_password":
-        return new AuthError("same_password");
-      case "otp_expired":
-        return new AuthError("link_expired");
-      case "validation_failed":
-        return new AuthError("invalid_email");
-    }
+    const code =
+      error.code && Object.hasOwn(AUTH_API_CODES, error.code)
+        ? AUTH_API_CODES[error.code]
+        : undefined;
+    if (code) return new AuthError(code);
   }
   return new AuthError("unavailable");
 }

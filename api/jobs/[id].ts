@@ -11,22 +11,26 @@ import { toJob } from "../../lib/view.ts";
 
 const notFound = () => new HttpError(404, "not_found", "No such job.");
 
+/** Who asks (401 for no one), and the job id the URL names (404 for none). */
+async function callerAndJob(d: Deps, req: Request) {
+  const { userId } = await d.auth.userFromRequest(req);
+  const id = jobIdFrom(new URL(req.url));
+  if (!id) throw notFound();
+  return { userId, id };
+}
+
 export function createHandler(deps: () => Deps) {
   return handle({
     async GET(req) {
       const d = deps();
-      const { userId } = await d.auth.userFromRequest(req);
-      const id = jobIdFrom(new URL(req.url));
-      if (!id) throw notFound();
+      const { userId, id } = await callerAndJob(d, req);
       const r = await d.jobs.get(id, userId);
       if (r.outcome === "not_found") throw notFound();
       return json(200, { job: toJob(r.job, d.now()) }, { "cache-control": "no-store" });
     },
     async DELETE(req) {
       const d = deps();
-      const { userId } = await d.auth.userFromRequest(req);
-      const id = jobIdFrom(new URL(req.url));
-      if (!id) throw notFound();
+      const { userId, id } = await callerAndJob(d, req);
       const r = await d.jobs.cancel(id, userId);
       switch (r.outcome) {
         case "not_found":

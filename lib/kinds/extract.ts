@@ -10,7 +10,7 @@
  * here lazily: this module is itself loaded only for an extraction (lib/kinds/index.ts).
  */
 import { CHAT_FRAMING_TOKENS, utf8Bytes } from "../tokens.ts";
-import { type InputProblem, isObject, type Kind, textProblem, unknownKeys } from "./kind.ts";
+import { cutAtBound, isObject, type Kind, parseFields, textField } from "./kind.ts";
 
 export interface ExtractInput {
   text: string;
@@ -38,25 +38,17 @@ const FRAMING = 2 * CHAT_FRAMING_TOKENS;
 export const extract: Kind<ExtractInput> = {
   id: "extract",
   noun: "An extraction",
-  async parse(input) {
-    if (!isObject(input))
-      return { ok: false, problems: [{ path: "input", message: "Must be an object." }] };
-    const problems: InputProblem[] = [];
-    const { text, schema } = input;
-    if (typeof text !== "string")
-      problems.push({ path: "input.text", message: "Must be a string." });
-    else {
-      const problem = textProblem(text, "The text");
-      if (problem) problems.push({ path: "input.text", message: problem });
-    }
-    if (!isObject(schema))
-      problems.push({ path: "input.schema", message: "Must be a JSON Schema object." });
-    else problems.push(...(await jsonSchema()).checkStrictSchema(schema, "input.schema"));
-    problems.push(...unknownKeys(input, ["text", "schema"]));
-    if (problems.length > 0 || typeof text !== "string" || !isObject(schema))
-      return { ok: false, problems };
-    return { ok: true, input: { text, schema } };
-  },
+  parse: (input) =>
+    parseFields(input, ["text", "schema"], async (input, problems) => {
+      const text = textField(input, "text", "The text", problems);
+      const { schema } = input;
+      if (!isObject(schema)) {
+        problems.push({ path: "input.schema", message: "Must be a JSON Schema object." });
+        return null;
+      }
+      problems.push(...(await jsonSchema()).checkStrictSchema(schema, "input.schema"));
+      return text === null ? null : { text, schema };
+    }),
   text: (input) => input.text,
   request: (input) => ({
     prompt: input.text,
@@ -74,12 +66,7 @@ export const extract: Kind<ExtractInput> = {
     SCHEMA_FACTOR * count(JSON.stringify(request.format?.schema ?? {})) +
     FRAMING,
   async readOutput(text, finishReason, input) {
-    if (finishReason === "length")
-      return {
-        ok: false,
-        reason: "output_truncated",
-        problem: "the output was cut at the plan's output bound",
-      };
+    if (finishReason === "length") return cutAtBound("output");
     let value: unknown;
     try {
       value = JSON.parse(text);

@@ -84,3 +84,50 @@ export function unknownKeys(input: Record<string, unknown>, known: string[]): In
     .filter((k) => !known.includes(k))
     .map((k) => ({ path: `input.${k}`, message: "Unknown field." }));
 }
+
+/**
+ * A kind's `parse`: the input must be an object; `check` pushes a problem for each of its fields
+ * that is wrong and returns the input as stored (null where a field is not even of its type); a
+ * key not in `known` is a problem too. Every problem is answered, fields' first.
+ */
+export async function parseFields<I>(
+  input: unknown,
+  known: string[],
+  check: (input: Record<string, unknown>, problems: InputProblem[]) => I | null | Promise<I | null>,
+): Promise<Parsed<I>> {
+  if (!isObject(input))
+    return { ok: false, problems: [{ path: "input", message: "Must be an object." }] };
+  const problems: InputProblem[] = [];
+  const checked = await check(input, problems);
+  problems.push(...unknownKeys(input, known));
+  return problems.length > 0 || checked === null
+    ? { ok: false, problems }
+    : { ok: true, input: checked };
+}
+
+/**
+ * The string at `input[key]` (`what`: "The prompt", "The text"), with a problem pushed where it
+ * is no string (then null) or where {@link textProblem} finds one.
+ */
+export function textField(
+  input: Record<string, unknown>,
+  key: string,
+  what: string,
+  problems: InputProblem[],
+): string | null {
+  const value = input[key];
+  if (typeof value !== "string") {
+    problems.push({ path: `input.${key}`, message: "Must be a string." });
+    return null;
+  }
+  const problem = textProblem(value, what);
+  if (problem) problems.push({ path: `input.${key}`, message: problem });
+  return value;
+}
+
+/** A generation cut at the plan's output bound (`what`: "output", "summary"): no answer of the kind. */
+export const cutAtBound = (what: string): OutputRead => ({
+  ok: false,
+  reason: "output_truncated",
+  problem: `the ${what} was cut at the plan's output bound`,
+});

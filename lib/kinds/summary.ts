@@ -6,7 +6,7 @@
  * docs/ADD-A-KIND.md walks through how this kind was added.
  */
 import { CHAT_FRAMING_TOKENS, utf8Bytes } from "../tokens.ts";
-import { type InputProblem, isObject, type Kind, textProblem, unknownKeys } from "./kind.ts";
+import { cutAtBound, type Kind, parseFields, textField } from "./kind.ts";
 
 export interface SummaryInput {
   text: string;
@@ -24,32 +24,24 @@ const wordCount = (text: string) => text.split(/\s+/).filter(Boolean).length;
 export const summary: Kind<SummaryInput> = {
   id: "summary",
   noun: "A summary",
-  async parse(input) {
-    if (!isObject(input))
-      return { ok: false, problems: [{ path: "input", message: "Must be an object." }] };
-    const problems: InputProblem[] = [];
-    const { text, words = SUMMARY_WORDS.default } = input;
-    if (typeof text !== "string")
-      problems.push({ path: "input.text", message: "Must be a string." });
-    else {
-      const problem = textProblem(text, "The text");
-      if (problem) problems.push({ path: "input.text", message: problem });
-    }
-    if (
-      typeof words !== "number" ||
-      !Number.isInteger(words) ||
-      words < SUMMARY_WORDS.min ||
-      words > SUMMARY_WORDS.max
-    )
-      problems.push({
-        path: "input.words",
-        message: `Must be a whole number from ${SUMMARY_WORDS.min} to ${SUMMARY_WORDS.max}.`,
-      });
-    problems.push(...unknownKeys(input, ["text", "words"]));
-    if (problems.length > 0 || typeof text !== "string" || typeof words !== "number")
-      return { ok: false, problems };
-    return { ok: true, input: { text, words } };
-  },
+  parse: (input) =>
+    parseFields(input, ["text", "words"], (input, problems) => {
+      const text = textField(input, "text", "The text", problems);
+      const { words = SUMMARY_WORDS.default } = input;
+      if (
+        typeof words !== "number" ||
+        !Number.isInteger(words) ||
+        words < SUMMARY_WORDS.min ||
+        words > SUMMARY_WORDS.max
+      ) {
+        problems.push({
+          path: "input.words",
+          message: `Must be a whole number from ${SUMMARY_WORDS.min} to ${SUMMARY_WORDS.max}.`,
+        });
+        return null;
+      }
+      return text === null ? null : { text, words };
+    }),
   text: (input) => input.text,
   request: (input) => ({ prompt: input.text, instructions: instructions(input.words) }),
   // Bytes bound a byte-level BPE's tokens (lib/tokens.ts); two messages' framing.
@@ -58,12 +50,7 @@ export const summary: Kind<SummaryInput> = {
   countedPromptTokens: (request, count) =>
     count(request.prompt) + count(request.instructions ?? "") + 2 * CHAT_FRAMING_TOKENS,
   async readOutput(text, finishReason, input) {
-    if (finishReason === "length")
-      return {
-        ok: false,
-        reason: "output_truncated",
-        problem: "the summary was cut at the plan's output bound",
-      };
+    if (finishReason === "length") return cutAtBound("summary");
     const words = wordCount(text);
     if (words > input.words)
       return {

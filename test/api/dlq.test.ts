@@ -37,6 +37,18 @@ function withAlertClock() {
 }
 const summaries = () => app.webhook.ofKind("user_failures");
 
+/** The job failed once, its unit went back, and the window's summary counts one delivery failure. */
+async function expectFailedOnce(
+  userId: string,
+  id: string,
+  clock: ReturnType<typeof withAlertClock>,
+) {
+  expect(await app.unitsUsed(userId)).toBe(0);
+  expect((await app.events(id)).filter((e) => e.to_status === "failed")).toHaveLength(1);
+  await clock.closeWindow();
+  expect(summaries().map((p) => p.text.includes("delivery_failed 1"))).toEqual([true]);
+}
+
 async function queuedJob() {
   const user = await app.newUser();
   const id = await app.enqueueOk(user);
@@ -100,10 +112,7 @@ describe("POST /api/dlq", () => {
     expect(first.status).toBe(200);
     expect(second.status).toBe(200);
     expect(await second.json()).toEqual({ outcome: "already_final" });
-    expect(await app.unitsUsed(user.id)).toBe(0);
-    expect((await app.events(id)).filter((e) => e.to_status === "failed")).toHaveLength(1);
-    await clock.closeWindow();
-    expect(summaries().map((p) => p.text.includes("delivery_failed 1"))).toEqual([true]);
+    await expectFailedOnce(user.id, id, clock);
   });
 
   test("two callbacks at once for one job: exactly one refund and one count", async () => {
@@ -116,10 +125,7 @@ describe("POST /api/dlq", () => {
     expect(results.map((r) => r.status)).toEqual([200, 200]);
     const outcomes = (await Promise.all(results.map((r) => r.json()))).map((b) => b.outcome).sort();
     expect(outcomes).toEqual(["already_final", "failed"]);
-    expect(await app.unitsUsed(user.id)).toBe(0);
-    expect((await app.events(id)).filter((e) => e.to_status === "failed")).toHaveLength(1);
-    await clock.closeWindow();
-    expect(summaries().map((p) => p.text.includes("delivery_failed 1"))).toEqual([true]);
+    await expectFailedOnce(user.id, id, clock);
   });
 
   test("a cancel racing the failure callback: one of them wins, one refund", async () => {

@@ -383,16 +383,7 @@ describe("POST /api/jobs", () => {
     expect(await app.unitsUsed(user.id)).toBe(2);
     // Another user is not limited by this one.
     const other = await app.newUser();
-    const otherRes = await app.call(
-      "jobs",
-      "/api/jobs",
-      {
-        method: "POST",
-        headers: { ...other.headers, "content-type": "application/json" },
-        body: JSON.stringify({ prompt: "mine" }),
-      },
-      limited,
-    );
+    const otherRes = await app.enqueue(other, "mine", {}, limited);
     expect(otherRes.status).toBe(202);
   });
 
@@ -443,17 +434,7 @@ describe("POST /api/jobs", () => {
   test("Redis down: jobs still start (the rate limit fails open; quota is enforced in Postgres)", async () => {
     const noRedis = app.handlersFor((await app.redisDown()).deps);
     const user = await app.newUser();
-    const post = (prompt: string) =>
-      app.call(
-        "jobs",
-        "/api/jobs",
-        {
-          method: "POST",
-          headers: { ...user.headers, "content-type": "application/json" },
-          body: JSON.stringify({ prompt }),
-        },
-        noRedis,
-      );
+    const post = (prompt: string) => app.enqueue(user, prompt, {}, noRedis);
     expect((await post("first")).status).toBe(202);
     expect((await post("second")).status).toBe(429); // the free plan's one unit a day still holds
     expect(await app.unitsUsed(user.id)).toBe(1);
@@ -462,16 +443,7 @@ describe("POST /api/jobs", () => {
   test("503 unavailable (never a success) when the database is down, nothing published", async () => {
     const down = app.handlersFor((await app.databaseDown()).deps);
     const user = await app.newUser();
-    const res = await app.call(
-      "jobs",
-      "/api/jobs",
-      {
-        method: "POST",
-        headers: { ...user.headers, "content-type": "application/json" },
-        body: JSON.stringify({ prompt: "hello" }),
-      },
-      down,
-    );
+    const res = await app.enqueue(user, "hello", {}, down);
     expect(res.status).toBe(503);
     expect(res.headers.get("retry-after")).toBeTruthy();
     expect((await errorOf(res)).code).toBe("unavailable");

@@ -32,22 +32,31 @@ function streamedBody(totalBytes: number) {
   return { stream, pulled: () => sent };
 }
 
+/** A JSON POST to `route` whose body is `body`'s stream, with `headers` besides its type. */
+function postStreamed(
+  route: (typeof ROUTES)[number][0],
+  url: string,
+  body: { stream: ReadableStream<Uint8Array> },
+  headers: Record<string, string>,
+) {
+  return app.handlers[route](
+    new Request(url, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: body.stream,
+      duplex: "half",
+    } as RequestInit),
+  );
+}
+
 describe("QStash routes read a capped body", () => {
   test.each(ROUTES)(
     "%s: a 32 MiB streamed body under a signature header is refused (413) after reading about the cap, not the whole",
     async (route, url) => {
       const body = streamedBody(32 * 1024 * 1024);
-      const res = await app.handlers[route](
-        new Request(url, {
-          method: "POST",
-          headers: {
-            "content-type": "application/json",
-            "upstash-signature": await signAsQStash(url, "{}"),
-          },
-          body: body.stream,
-          duplex: "half",
-        } as RequestInit),
-      );
+      const res = await postStreamed(route, url, body, {
+        "upstash-signature": await signAsQStash(url, "{}"),
+      });
       expect(res.status).toBe(413);
       expect((await res.json()).error.code).toBe("payload_too_large");
       expect(body.pulled()).toBeLessThanOrEqual(QSTASH_MAX_BODY_BYTES + 2 * 1024 * 1024);
@@ -58,18 +67,10 @@ describe("QStash routes read a capped body", () => {
     "%s: a declared Content-Length over the cap is refused before reading",
     async (route, url) => {
       const body = streamedBody(4 * 1024 * 1024);
-      const res = await app.handlers[route](
-        new Request(url, {
-          method: "POST",
-          headers: {
-            "content-type": "application/json",
-            "content-length": String(4 * 1024 * 1024),
-            "upstash-signature": await signAsQStash(url, "{}"),
-          },
-          body: body.stream,
-          duplex: "half",
-        } as RequestInit),
-      );
+      const res = await postStreamed(route, url, body, {
+        "content-length": String(4 * 1024 * 1024),
+        "upstash-signature": await signAsQStash(url, "{}"),
+      });
       expect(res.status).toBe(413);
       expect(body.pulled()).toBeLessThanOrEqual(1024 * 1024);
     },
@@ -77,14 +78,7 @@ describe("QStash routes read a capped body", () => {
 
   test.each(ROUTES)("%s: without a signature nothing is read: 401", async (route, url) => {
     const body = streamedBody(32 * 1024 * 1024);
-    const res = await app.handlers[route](
-      new Request(url, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: body.stream,
-        duplex: "half",
-      } as RequestInit),
-    );
+    const res = await postStreamed(route, url, body, {});
     expect(res.status).toBe(401);
     expect(body.pulled()).toBeLessThanOrEqual(1024 * 1024);
   });

@@ -269,16 +269,7 @@ describe("counting cannot be beaten by the text", () => {
     const handlers = app.handlersFor(deps, workerDeps);
     const user = await app.newUser("team");
     const prompt = `${"தமிழ் மொழி இலக்கியம் ".repeat(40)}${randomUUID()}`;
-    const res = await app.call(
-      "jobs",
-      "/api/jobs",
-      {
-        method: "POST",
-        headers: { ...user.headers, "content-type": "application/json" },
-        body: JSON.stringify({ prompt }),
-      },
-      handlers,
-    );
+    const res = await app.enqueue(user, prompt, {}, handlers);
     expect(res.status).toBe(202);
     const { job } = await res.json();
     expect(await outcomeOf(await app.deliver(app.qstash.latestFor(job.id), { handlers }))).toBe(

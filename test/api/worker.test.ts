@@ -194,15 +194,9 @@ describe("POST /api/worker: model failures", () => {
   });
 
   test("transient after the job was canceled meanwhile: 200 (a retry cannot help), the cancel stands", async () => {
-    const { user, id, message } = await queuedJob();
-    app.model.failNext("slow", 1, { delayMs: 10_000 });
     // A worker that records no progress within the test: it learns of the cancel only from the
     // release its timeout leads to (test/api/streaming.test.ts covers the worker that does).
-    const { handlers } = slowProgress();
-    const delivery = app.deliver(message, { handlers });
-    await eventually(() => app.model.calls() === 1, { what: "the model call to start" });
-    const cancel = await app.cancel(user, id);
-    expect(cancel.status).toBe(200);
+    const { user, id, delivery } = await canceledWhileSlow(10_000);
     const res = await delivery; // the model call times out after MODEL_TIMEOUT_MS
     expect(res.status).toBe(200);
     expect(await outcomeOf(res)).toBe("not_running");
@@ -510,14 +504,7 @@ describe("POST /api/worker: model failures", () => {
   });
 
   test("a completion racing a cancel: canceled wins, refunded once, the late output dropped", async () => {
-    const { user, id, message } = await queuedJob();
-    app.model.failNext("slow", 1, { delayMs: 800 });
-    const { handlers } = slowProgress();
-    const delivery = app.deliver(message, { handlers });
-    await eventually(() => app.model.calls() === 1, { what: "the model call to start" });
-
-    const cancel = await app.cancel(user, id);
-    expect(cancel.status).toBe(200);
+    const { user, id, cancel, delivery } = await canceledWhileSlow(800);
     expect((await cancel.json()).quotaRefunded).toBe(true);
 
     const res = await delivery;
@@ -538,6 +525,21 @@ describe("POST /api/worker: model failures", () => {
 function slowProgress() {
   const { deps, workerDeps } = app.makeDeps({ PROGRESS_INTERVAL_MS: "60000" });
   return { handlers: app.handlersFor(deps, workerDeps) };
+}
+
+/**
+ * A job whose model call takes `delayMs`, delivered to a {@link slowProgress} worker and canceled
+ * (200) once the call has started; `delivery` is the worker's answer still to come.
+ */
+async function canceledWhileSlow(delayMs: number) {
+  const { user, id, message } = await queuedJob();
+  app.model.failNext("slow", 1, { delayMs });
+  const { handlers } = slowProgress();
+  const delivery = app.deliver(message, { handlers });
+  await eventually(() => app.model.calls() === 1, { what: "the model call to start" });
+  const cancel = await app.cancel(user, id);
+  expect(cancel.status).toBe(200);
+  return { user, id, cancel, delivery };
 }
 
 test("Redis down: the worker still runs the job (the gate reads open) and pages by log line", async () => {

@@ -32,21 +32,51 @@ async function timedOut(jobId: string, now: Date, usage: { prompt: number; compl
   return r.job;
 }
 
+/** complete_job on `attempt`, with the usage the provider reported. */
+const completed = (
+  jobId: string,
+  attempt: number,
+  now: Date,
+  usage: { prompt: number; completion: number },
+) =>
+  rpc(svc, "complete_job", {
+    p_job_id: jobId,
+    p_attempt: attempt,
+    p_output: "done",
+    p_now: now,
+    p_usage: {
+      prompt_tokens: usage.prompt,
+      completion_tokens: usage.completion,
+      source: "provider",
+    },
+  });
+
+/** A queued cancel at T0 of a new job of `user`'s whose one attempt timed out with `usage`. */
+async function canceledAfterTimeout(user: string, usage: { prompt: number; completion: number }) {
+  const job = await enqueued(user);
+  await timedOut(job.id, T0, usage);
+  return rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: T0 });
+}
+
+/** A team user's job whose first attempt timed out with `usage`, its second started at T0 + 5 s. */
+async function inSecondAttempt(usage: { prompt: number; completion: number }) {
+  const user = await db.user("team");
+  const job = await enqueued(user);
+  await timedOut(job.id, T0, usage);
+  const s = await db.started(job.id, { now: addSeconds(T0, 5) });
+  return { user, job, s };
+}
+
 describe("a token plan's ending captures what the job's released attempts consumed", () => {
   test("a queued cancel after a released attempt of 1,422 tokens captures 1,422", async () => {
     const user = await db.user("team");
-    const job = await enqueued(user);
-    await timedOut(job.id, T0, { prompt: 100, completion: 1322 });
-    const r = await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: T0 });
+    const r = await canceledAfterTimeout(user, { prompt: 100, completion: 1322 });
     expect(r.job).toMatchObject({ status: "canceled", consumed: 1422, captured: 1422 });
     expect((await counter(user, "tokens")).units_used).toBe(1422);
   });
 
   test("a running cancel after a released attempt captures it plus the running attempt's prompt and progress", async () => {
-    const user = await db.user("team");
-    const job = await enqueued(user);
-    await timedOut(job.id, T0, { prompt: 100, completion: 1322 });
-    const s = await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 5) });
+    const { user, job, s } = await inSecondAttempt({ prompt: 100, completion: 1322 });
     await rpc(svc, "record_progress", {
       p_job_id: job.id,
       p_attempt: s.job.attempts,
@@ -80,36 +110,24 @@ describe("a token plan's ending captures what the job's released attempts consum
   });
 
   test("a success after a released attempt captures both, up to the hold", async () => {
-    const user = await db.user("team");
-    const job = await enqueued(user);
-    await timedOut(job.id, T0, { prompt: 100, completion: 500 });
-    const s = await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 5) });
-    const r = await rpc(svc, "complete_job", {
-      p_job_id: job.id,
-      p_attempt: s.job.attempts,
-      p_output: "done",
-      p_now: addSeconds(T0, 6),
-      p_usage: { prompt_tokens: 100, completion_tokens: 400, source: "provider" },
+    const { user, job, s } = await inSecondAttempt({ prompt: 100, completion: 500 });
+    const r = await completed(job.id, s.job.attempts, addSeconds(T0, 6), {
+      prompt: 100,
+      completion: 400,
     });
     expect(r.job.captured).toBe(600 + 500);
     const big = await enqueued(user, addSeconds(T0, 7));
     await timedOut(big.id, addSeconds(T0, 7), { prompt: 100, completion: 2000 });
     const s2 = await rpc(svc, "start_job", { p_job_id: big.id, p_now: addSeconds(T0, 9) });
-    const r2 = await rpc(svc, "complete_job", {
-      p_job_id: big.id,
-      p_attempt: s2.job.attempts,
-      p_output: "done",
-      p_now: addSeconds(T0, 9),
-      p_usage: { prompt_tokens: 100, completion_tokens: 2000, source: "provider" },
+    const r2 = await completed(big.id, s2.job.attempts, addSeconds(T0, 9), {
+      prompt: 100,
+      completion: 2000,
     });
     expect(r2.job.captured).toBe(100 + OUTPUT);
   });
 
   test("provider_misconfigured (the operator's fault) captures nothing, whatever was consumed", async () => {
-    const user = await db.user("team");
-    const job = await enqueued(user);
-    await timedOut(job.id, T0, { prompt: 100, completion: 900 });
-    const s = await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 5) });
+    const { user, job, s } = await inSecondAttempt({ prompt: 100, completion: 900 });
     const r = await rpc(svc, "fail_job", {
       p_job_id: job.id,
       p_reason: "provider_misconfigured",
@@ -126,9 +144,7 @@ describe("a job plan's refunds after provider spend share the running-cancel bou
   // free: 1 job a day, 1 refund after spend a day.
   test("a timed-out attempt then a queued cancel: refunded once a day and counted; the next such round keeps its unit", async () => {
     const user = await db.user("free");
-    const first = await enqueued(user);
-    await timedOut(first.id, T0, { prompt: 20, completion: 300 });
-    const r1 = await rpc(svc, "cancel_job", { p_job_id: first.id, p_user_id: user, p_now: T0 });
+    const r1 = await canceledAfterTimeout(user, { prompt: 20, completion: 300 });
     expect(r1).toMatchObject({ outcome: "canceled", refunded: true });
     expect(await counter(user)).toEqual({ units_used: 0, refunded_running_cancels: 1 });
 

@@ -120,56 +120,31 @@ describe("record_progress", () => {
 
 describe("each attempt's usage is in the event history", () => {
   test("complete, release, requeue and fail put it in their own event", async () => {
-    const a = await runningJob();
-    await rpc(svc, "complete_job", {
-      p_job_id: a.id,
-      p_attempt: a.attempt,
-      p_output: "done",
-      p_now: T0,
-      p_usage: USAGE,
-    });
-    expect((await events(a.id)).at(-1)).toMatchObject({
-      event: "completed",
-      detail: { attempt: 1, usage: USAGE },
-    });
-
-    const b = await runningJob();
-    await rpc(svc, "release_job", {
-      p_job_id: b.id,
-      p_attempt: b.attempt,
-      p_now: T0,
-      p_usage: USAGE,
-    });
-    expect((await events(b.id)).at(-1)).toMatchObject({
-      event: "released",
-      detail: { usage: USAGE },
-    });
-
-    const c = await runningJob();
-    await rpc(svc, "requeue_job", {
-      p_job_id: c.id,
-      p_attempt: c.attempt,
-      p_resume_at: addSeconds(T0, 30),
-      p_now: T0,
-      p_usage: USAGE,
-    });
-    expect((await events(c.id)).at(-1)).toMatchObject({
-      event: "requeued",
-      detail: { usage: USAGE },
-    });
-
-    const d = await runningJob();
-    await rpc(svc, "fail_job", {
-      p_job_id: d.id,
-      p_reason: "model_refused",
-      p_attempt: d.attempt,
-      p_now: T0,
-      p_usage: USAGE,
-    });
-    expect((await events(d.id)).at(-1)).toMatchObject({
-      event: "failed",
-      detail: { attempt: 1, reason: "model_refused", usage: USAGE },
-    });
+    const endings = [
+      ["complete_job", { p_output: "done" }, "completed", { attempt: 1 }],
+      ["release_job", {}, "released", {}],
+      ["requeue_job", { p_resume_at: addSeconds(T0, 30) }, "requeued", {}],
+      [
+        "fail_job",
+        { p_reason: "model_refused" },
+        "failed",
+        { attempt: 1, reason: "model_refused" },
+      ],
+    ] as const;
+    for (const [fn, params, event, detail] of endings) {
+      const job = await runningJob();
+      await rpc(svc, fn, {
+        p_job_id: job.id,
+        p_attempt: job.attempt,
+        p_now: T0,
+        p_usage: USAGE,
+        ...params,
+      });
+      expect((await events(job.id)).at(-1)).toMatchObject({
+        event,
+        detail: { ...detail, usage: USAGE },
+      });
+    }
   });
 
   test("without usage the event detail has no usage, only the capture", async () => {

@@ -90,12 +90,7 @@ describe("sweep_jobs", () => {
     const j = await enqueue(T);
     await rpc(svc, "start_job", { p_job_id: j.id, p_now: T });
     const resumeAt = addSeconds(T, 1800);
-    await rpc(svc, "requeue_job", {
-      p_job_id: j.id,
-      p_attempt: 1,
-      p_resume_at: resumeAt,
-      p_now: T,
-    });
+    await db.requeued(j.id, { resumeAt, now: T });
     const [report] = await sweepAll(addSeconds(resumeAt, 899));
     expect(report.republish).toEqual([]);
     expect(report.failed).toEqual([]);

@@ -73,12 +73,7 @@ describe("start_job", () => {
   test("respects resume_at: not_ready before it, started at it", async () => {
     const job = await runningJob();
     const resumeAt = addSeconds(T0, 120);
-    await rpc(svc, "requeue_job", {
-      p_job_id: job.id,
-      p_attempt: 1,
-      p_resume_at: resumeAt,
-      p_now: T0,
-    });
+    await db.requeued(job.id, { resumeAt, now: T0 });
     expect(
       (await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 119) })).outcome,
     ).toBe("not_ready");

@@ -221,8 +221,13 @@ export interface Api {
   newUser(plan?: string): Promise<TestUser>;
   /** Call one route in-process; `path` may carry a query string. */
   call(route: Route, path: string, init?: RequestInit, handlers?: Handlers): Promise<Response>;
-  /** `POST /api/jobs` with a JSON `{prompt}` body. */
-  enqueue(user: TestUser, prompt: string, headers?: Record<string, string>): Promise<Response>;
+  /** `POST /api/jobs` with a JSON `{prompt}` body, through `handlers` (the app's own if none). */
+  enqueue(
+    user: TestUser,
+    prompt: string,
+    headers?: Record<string, string>,
+    handlers?: Handlers,
+  ): Promise<Response>;
   /** `DELETE /api/jobs/:id` as `user`: cancel the job. */
   cancel(user: TestUser, jobId: string): Promise<Response>;
   /** Enqueue and return the new job's id (asserts the 202). */
@@ -430,12 +435,17 @@ export function useApi(options: ApiOptions = {}): Api {
   api.call = (route, path, init = {}, handlers = api.handlers) =>
     handlers[route](new Request(`${APP_URL}${path}`, init));
 
-  api.enqueue = (user, prompt, headers = {}) =>
-    api.call("jobs", "/api/jobs", {
-      method: "POST",
-      headers: { ...user.headers, "content-type": "application/json", ...headers },
-      body: JSON.stringify({ prompt }),
-    });
+  api.enqueue = (user, prompt, headers = {}, handlers) =>
+    api.call(
+      "jobs",
+      "/api/jobs",
+      {
+        method: "POST",
+        headers: { ...user.headers, "content-type": "application/json", ...headers },
+        body: JSON.stringify({ prompt }),
+      },
+      handlers,
+    );
 
   api.cancel = (user, jobId) =>
     api.call("job", `/api/jobs/${jobId}`, { method: "DELETE", headers: user.headers });

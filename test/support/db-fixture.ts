@@ -52,6 +52,8 @@ export interface DbFixture {
   enqueued(user: string, options?: EnqueueOptions): Promise<Json>;
   /** start_job on a queued job, which must answer "started"; the whole answer. */
   started(jobId: string, options?: { now?: Date; leaseSeconds?: number }): Promise<Json>;
+  /** requeue_job on a running job's `attempt` (1 unless given), which must answer "requeued". */
+  requeued(jobId: string, options: { resumeAt: Date; now?: Date; attempt?: number }): Promise<Json>;
   /** The user's counter row (for `meter`, else its only one), zeros when there is none. */
   usage(
     user: string,
@@ -92,6 +94,16 @@ export function dbFixture(options: DbFixtureOptions = {}): DbFixture {
       });
       expect(s.outcome).toBe("started");
       return s;
+    },
+    async requeued(jobId, { resumeAt, now, attempt = 1 }) {
+      const r = await rpc(svc, "requeue_job", {
+        p_job_id: jobId,
+        p_attempt: attempt,
+        p_resume_at: resumeAt,
+        p_now: clock(now),
+      });
+      expect(r.outcome).toBe("requeued");
+      return r;
     },
     async usage(user, meter) {
       const r = await admin.query(

@@ -84,6 +84,16 @@ const conforms = ajv.compile(SCHEMA);
 const o200k = get_encoding("o200k_base");
 const tokens = (text: string) => o200k.encode_ordinary(text).length;
 
+/** A refusal: the user's fault, with the usage the provider reported (it billed the call). */
+function expectRefusedBilled(err: unknown) {
+  expect(classifyModelError(err)).toEqual({
+    kind: "refused",
+    status: 200,
+    message: "the model refused the request",
+  });
+  expect(usageOfFailure(err)).toMatchObject({ source: "provider" });
+}
+
 describe.each(APIS)("the model port on %s", (api) => {
   const model = (o: { timeoutMs?: number; baseURL?: string; apiKey?: string } = {}) =>
     createModel({
@@ -164,12 +174,7 @@ describe.each(APIS)("the model port on %s", (api) => {
   test("a refusal is a ModelOutputError, refused, with the usage the provider billed", async () => {
     const err = await failure("[fake:refuse] do something bad");
     expect((err as ModelCallError).cause).toBeInstanceOf(ModelOutputError);
-    expect(classifyModelError(err)).toEqual({
-      kind: "refused",
-      status: 200,
-      message: "the model refused the request",
-    });
-    expect(usageOfFailure(err)).toMatchObject({ source: "provider" });
+    expectRefusedBilled(err);
   });
 
   test("a server that holds the connection open after the last event: the call ends at that event", async () => {
@@ -260,12 +265,7 @@ describe.each(APIS)("the model port on %s", (api) => {
 
     test("a refusal with a format is refused, billed as the provider reports", async () => {
       const err = await failure("[fake:refuse] Ada Lovelace", { format: FORMAT });
-      expect(classifyModelError(err)).toEqual({
-        kind: "refused",
-        status: 200,
-        message: "the model refused the request",
-      });
-      expect(usageOfFailure(err)).toMatchObject({ source: "provider" });
+      expectRefusedBilled(err);
     });
 
     test("the output bound cuts the JSON: finish reason length, a prefix that does not parse", async () => {

@@ -9,22 +9,13 @@ import {
   shortOfUnitsSentence,
   unitsOf,
 } from "../../public/kinds.js";
+import { viewUsage } from "../support/page-fixtures.ts";
 
 const tokyo = { locale: "en-GB", timeZone: "Asia/Tokyo" };
 const now = new Date("2026-11-30T05:00:00Z");
 
 const usage = (over: Partial<Usage> & { kinds?: { kind: string; units: number }[] }): Usage =>
-  ({
-    plan: "pro",
-    meter: "jobs",
-    used: 0,
-    limit: 100,
-    periodStart: "2026-11-01T00:00:00Z",
-    resetsAt: "2026-12-01T00:00:00Z",
-    active: 0,
-    maxActive: 3,
-    ...over,
-  }) as Usage;
+  viewUsage(over);
 
 describe("which kinds the plan offers", () => {
   test("a plan that offers both: each with its cost in units", () => {

@@ -1,33 +1,18 @@
 import { describe, expect, test } from "vitest";
 import type { Job } from "../../lib/view.ts";
 import { fileName, formatJson, kindOf, outputFile } from "../../public/outputs.js";
+import { viewJob } from "../support/page-fixtures.ts";
 
 const job = (over: Omit<Partial<Job>, "output"> & { kind?: string; output?: unknown }): Job =>
-  ({
-    id: "7b0c2f0e-1d7e-4a55-9d2a-0c7d1f1f0a01",
-    prompt: "a prompt",
+  viewJob({
     status: "succeeded",
     phase: "succeeded",
     createdAt: "2026-11-30T23:59:00Z",
-    startedAt: null,
-    finishedAt: null,
     attempts: 1,
-    providerQuotaHits: 0,
-    resumeAt: null,
-    failureReason: null,
-    quotaRefunded: false,
-    refundWithheld: null,
     cancelRefunds: false,
-    output: null,
-    partialOutput: null,
-    partialTokens: 0,
-    thinking: false,
-    reasoningTokens: null,
-    meter: "jobs",
-    hold: 1,
     captured: 1,
     ...over,
-  }) as Job;
+  });
 
 describe("a finished output as a file", () => {
   test("a document is its markdown source, as .md", () => {

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
 import { FAILURE_REASONS } from "../../lib/jobs.ts";
-import type { Job, Usage } from "../../lib/view.ts";
+import type { Job } from "../../lib/view.ts";
 import {
   costSentence,
   errorSentence,
@@ -10,67 +10,31 @@ import {
   phaseSentence,
   usageSentence,
 } from "../../public/status.js";
+import { BOTH_KINDS, viewJob, viewUsage } from "../support/page-fixtures.ts";
 
 const tokyo = { locale: "en-GB", timeZone: "Asia/Tokyo" };
 const now = new Date("2026-11-30T05:00:00Z"); // 14:00 in Tokyo
 
-const job = (over: Partial<Job>): Job => ({
-  id: "7b0c2f0e-1d7e-4a55-9d2a-0c7d1f1f0a01",
-  kind: "document",
-  prompt: "a prompt",
-  input: { prompt: "a prompt" },
-  status: "queued",
-  phase: "queued",
-  createdAt: "2026-11-30T04:59:00Z",
-  startedAt: null,
-  finishedAt: null,
-  attempts: 0,
-  providerQuotaHits: 0,
-  resumeAt: null,
-  failureReason: null,
-  quotaRefunded: false,
-  refundWithheld: null,
-  cancelRefunds: true,
-  output: null,
-  partialOutput: null,
-  partialTokens: 0,
-  thinking: false,
-  reasoningTokens: null,
-  meter: "jobs",
-  hold: 1,
-  captured: null,
-  ...over,
-});
+const job = (over: Partial<Job>): Job =>
+  viewJob({ kind: "document", input: { prompt: "a prompt" }, ...over });
 
 /** A job that has reached `phase` (its status too), with `over` on top. */
 const jobIn = (phase: "running" | "succeeded" | "failed" | "canceled", over: Partial<Job> = {}) =>
   job({ status: phase, phase, ...over });
 
-const freeUsage: Usage = {
+const freeUsage = viewUsage({
   plan: "free",
-  meter: "jobs",
   used: 1,
   limit: 1,
   periodStart: "2026-11-30T00:00:00Z",
-  resetsAt: "2026-12-01T00:00:00Z",
-  active: 0,
   maxActive: 1,
   kinds: [{ kind: "document", units: 1 }],
-};
-const proUsage: Usage = {
-  plan: "pro",
-  meter: "jobs",
+});
+const proUsage = viewUsage({
   used: 100,
-  limit: 100,
-  periodStart: "2026-11-01T00:00:00Z",
-  resetsAt: "2026-12-01T00:00:00Z",
   active: 3,
-  maxActive: 3,
-  kinds: [
-    { kind: "document", units: 1 },
-    { kind: "extract", units: 2 },
-  ],
-};
+  kinds: BOTH_KINDS,
+});
 
 describe("phase → sentence: only what the API knows, no progress estimate", () => {
   test("queued", () => {
@@ -257,21 +221,15 @@ describe("error code → sentence", () => {
 });
 
 describe("a token plan shows the cost honestly", () => {
-  const team: Usage = {
+  const team = viewUsage({
     plan: "team",
     meter: "tokens",
     held: 4400,
     used: 6710,
     limit: 2_000_000,
-    periodStart: "2026-11-01T00:00:00Z",
-    resetsAt: "2026-12-01T00:00:00Z",
     active: 2,
-    maxActive: 3,
-    kinds: [
-      { kind: "document", units: 1 },
-      { kind: "extract", units: 2 },
-    ],
-  };
+    kinds: BOTH_KINDS,
+  });
 
   test("a token plan's refusal says how many tokens are left, not generations", () => {
     const problem = { code: "quota_exceeded", usage: { ...team, used: 1_999_000 } };
