@@ -93,6 +93,18 @@ const TRACES: Record<string, string[]> = {
   ],
 };
 
+// An extraction makes the same calls as a document (its kind is read in-process, Ajv included);
+// an output that breaks its schema fails like a refusal: fail_job, counted for the summary.
+TRACES["extraction: enqueue"] = TRACES.enqueue as string[];
+TRACES["extraction: delivery, model answers"] = TRACES["delivery, model answers"] as string[];
+TRACES["extraction: delivery, output breaks the schema"] = [
+  "rpc:start_job",
+  "redis:get",
+  "model",
+  "rpc:record_progress",
+  ...FAILED_AND_COUNTED,
+];
+
 // A token plan's flows make the same calls as a job plan's: metering lives in the SQL functions.
 for (const name of [
   "delivery, model answers",

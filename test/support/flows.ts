@@ -10,7 +10,7 @@ export interface Flow {
   act: Cmd;
 }
 
-const enqueue: Cmd = { t: "enqueue", user: 0, key: null };
+const enqueue = { t: "enqueue", user: 0, key: null } as const satisfies Cmd;
 type Deliver = Extract<Cmd, { t: "deliver" }>;
 const deliver = (model: Deliver["model"]): Deliver => ({
   t: "deliver",
@@ -19,6 +19,12 @@ const deliver = (model: Deliver["model"]): Deliver => ({
   duplicate: false,
   early: false,
 });
+
+/** One queued extraction of a `pro` user: a 2-unit hold, its output read through its kind. */
+async function oneQueuedExtraction(sim: Sim) {
+  await sim.addUsers(["pro"]);
+  await sim.command({ ...enqueue, kind: "extract" });
+}
 
 async function oneQueuedJob(sim: Sim) {
   await sim.addUsers(["pro"]);
@@ -84,6 +90,18 @@ export const FLOWS: Flow[] = [
     name: "delivery, worker mid-stream (a progress write)",
     setup: midStream("pro"),
     act: deliver("stream"),
+  },
+  // An extraction: the same flows, its output read and validated through its kind.
+  {
+    name: "extraction: enqueue",
+    setup: (sim) => sim.addUsers(["pro"]),
+    act: { ...enqueue, kind: "extract" },
+  },
+  { name: "extraction: delivery, model answers", setup: oneQueuedExtraction, act: deliver("ok") },
+  {
+    name: "extraction: delivery, output breaks the schema",
+    setup: oneQueuedExtraction,
+    act: deliver("json_invalid"),
   },
   // The same on a token plan: every ending captures what was used and releases the rest.
   { name: "team: delivery, model answers", setup: oneQueuedTokenJob, act: deliver("ok") },

@@ -38,11 +38,19 @@ import type { PublishInput } from "../../lib/queue.ts";
 import { createRateLimiter } from "../../lib/rate-limit.ts";
 import { createRedis } from "../../lib/redis.ts";
 import { sweepStaleJobs } from "../../lib/sweeper.ts";
-import { documentRequest } from "../../lib/validate.ts";
+import { documentRequest, parseJobRequest } from "../../lib/validate.ts";
 import { runJob, type WorkerDeps, type WorkerResult } from "../../lib/worker.ts";
 import { signAsQStash } from "./api.ts";
 import { type Fault, Faults, type Outcome } from "./faults.ts";
 import { pgRpc, withClock } from "./pg-rpc.ts";
+
+/** The schema of a simulated extraction: strict, small, one field the fake fills from the text. */
+export const SIM_SCHEMA = {
+  type: "object",
+  properties: { title: { type: "string" } },
+  required: ["title"],
+  additionalProperties: false,
+};
 
 export type ModelOutcome =
   | "ok"
@@ -53,6 +61,8 @@ export type ModelOutcome =
   | "bad_request"
   | "refusal"
   | "unreachable"
+  /** An extraction's answer that breaks its schema (the fake's `[fake:json_invalid]`). */
+  | "json_invalid"
   /**
    * The model streams some text, then holds its answer until the worker's first progress write
    * (`rpc:record_progress`) has been made and has settled: the worker is mid-stream at that
@@ -139,7 +149,14 @@ function holdFirstProgress(faults: Faults, inner: Rpc): Rpc {
 /** `edge: true`: the command goes through its HTTP route instead of calling lib/ directly. */
 type Edge = { edge?: boolean | undefined };
 export type Cmd =
-  | ({ t: "enqueue"; user: number; key: number | null; fault?: Fault | undefined } & Edge)
+  | ({
+      t: "enqueue";
+      user: number;
+      key: number | null;
+      /** An extraction (of the prompt, by {@link SIM_SCHEMA}) instead of a document. */
+      kind?: "extract" | undefined;
+      fault?: Fault | undefined;
+    } & Edge)
   | ({
       t: "deliver";
       msg: number;
@@ -386,6 +403,8 @@ export class Sim {
             throw new ModelOutputError("the model refused the request");
           case "unreachable":
             return dead.generate(prompt, o);
+          case "json_invalid":
+            return real.generate(`${prompt} [fake:json_invalid]`, o);
           case "stream": {
             const scope = f.scope();
             const s = scope.data.midStream as MidStream;
@@ -556,7 +575,17 @@ export class Sim {
         }
         const r = await this.invoke(
           `enqueue u${u} key=${c.key}`,
-          () => enqueueJob(this.deps, { userId, ...documentRequest(prompt), idempotencyKey: key }),
+          async () =>
+            enqueueJob(this.deps, {
+              userId,
+              ...(c.kind === "extract"
+                ? await parseJobRequest({
+                    kind: "extract",
+                    input: { text: prompt, schema: SIM_SCHEMA },
+                  })
+                : documentRequest(prompt)),
+              idempotencyKey: key,
+            }),
           c.fault,
         );
         if (r.kind === "returned" && "job" in r.value) {
