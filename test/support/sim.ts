@@ -1016,7 +1016,9 @@ export async function checkInvariants(
     // docs/DESIGN.md#metering-hold-and-capture: the ending attempt's own tokens are its worker's
     // usage, else (someone else ended a running attempt) at least its prompt.
     const before = consumed.get(e.job_id) ?? 0;
-    const own = e.usage_tokens ?? (e.from_status === "running" ? 1 : 0);
+    // A give-up is requeue_job's, which only the claim's own worker calls: without usage it
+    // consumed nothing (the shared gate was closed: no model call), as end_with_refund reads it.
+    const own = e.usage_tokens ?? (e.from_status === "running" && e.event !== "gave_up" ? 1 : 0);
     const operator = e.to_status === "failed" && e.failure_reason === "provider_misconfigured";
     if (e.meter === "tokens") {
       // No bound: the ending pays what was consumed, up to the hold.
