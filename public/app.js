@@ -544,6 +544,14 @@ async function main() {
       clearExtractErrors();
     });
 
+  /** An accepted job (new, or an Idempotency-Key replay's) on top, announced only when new. */
+  function showAccepted(job, usage) {
+    renderUsage(usage);
+    const known = cards.has(job.id);
+    upsert(job, { atTop: true });
+    if (!known) announce(announcement(job));
+  }
+
   ui.extractForm.addEventListener("submit", async (e) => {
     e.preventDefault();
     if (busy) return;
@@ -569,10 +577,7 @@ async function main() {
       );
       extraction.succeeded();
       ui.extractText.value = "";
-      renderUsage(usage);
-      const known = cards.has(job.id);
-      upsert(job, { atTop: true });
-      if (!known) announce(announcement(job));
+      showAccepted(job, usage);
     } catch (e) {
       if (handleAuthFailure(e)) return;
       const problem = e instanceof ApiError ? e.problem : { code: "network" };
@@ -624,10 +629,7 @@ async function main() {
       const { job, usage } = await api.submit(prompt, submission.keyFor(prompt));
       submission.succeeded();
       ui.prompt.value = "";
-      renderUsage(usage);
-      const known = cards.has(job.id);
-      upsert(job, { atTop: true });
-      if (!known) announce(announcement(job));
+      showAccepted(job, usage);
     } catch (e) {
       if (handleAuthFailure(e)) return;
       const problem = e instanceof ApiError ? e.problem : { code: "network" };
