@@ -425,7 +425,10 @@ export function createJobs(rpc: Rpc) {
       call<UsageResult>("get_usage", { p_user_id: userId, ...at(now) }),
     /** Retention, one batch: erases the text of at most `limit` jobs finished before `before`. */
     retentionBatch: (before: Date, limit: number) =>
-      call<number>("retention_batch", { p_before: before.toISOString(), p_limit: limit }),
+      call<{ outcome: "erased"; erased: number }>("retention_run", {
+        p_before: before.toISOString(),
+        p_limit: limit,
+      }),
     /** A user's erasure: active jobs canceled, every row about them and their account gone. */
     erase: (userId: string, now?: Date) =>
       call<EraseResult>("erase_user", { p_user_id: userId, ...at(now) }),

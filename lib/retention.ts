@@ -35,7 +35,7 @@ export async function runRetention(
   const deadline = Date.now() + (options.deadlineMs ?? 20_000);
   const report: RetentionReport = { erased: 0, batches: 0, more: false };
   for (;;) {
-    const n = await deps.jobs.retentionBatch(before, batchSize);
+    const { erased: n } = await deps.jobs.retentionBatch(before, batchSize);
     report.batches++;
     report.erased += n;
     report.more = n >= batchSize;

@@ -1404,6 +1404,15 @@ end
 $function$;
 comment on function public.retention_batch(p_before timestamp with time zone, p_limit integer) is 'Retention, one batch: erases the text (prompt, input, output, partial output, error, idempotency key, prompt hash) of at most p_limit (≤ 10000) jobs finished before p_before, oldest first, on the generation_jobs_finished_unerased index; rows another batch holds are skipped. Accounting columns and job_events (which hold no text) stay. Returns how many jobs it erased; fewer than p_limit means none is left. Security definer: the final-job trigger lets only the owner do this (private.erasing).';
 
+CREATE OR REPLACE FUNCTION public.retention_run(p_before timestamp with time zone, p_limit integer)
+ RETURNS jsonb
+ LANGUAGE sql
+ SET search_path TO ''
+AS $function$
+  select jsonb_build_object('outcome', 'erased', 'erased', public.retention_batch(p_before, p_limit))
+$function$;
+comment on function public.retention_run(p_before timestamp with time zone, p_limit integer) is 'public.retention_batch as {"outcome": "erased", "erased": n}, for the cron (lib/retention.ts).';
+
 CREATE OR REPLACE FUNCTION public.start_job(p_job_id uuid, p_lease_seconds integer DEFAULT 90, p_now timestamp with time zone DEFAULT now())
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -1628,6 +1637,7 @@ grant execute on function public.record_progress(p_job_id uuid, p_attempt intege
 grant execute on function public.release_job(p_job_id uuid, p_attempt integer, p_error text, p_now timestamp with time zone, p_usage jsonb) to service_role;
 grant execute on function public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text, p_max_hits integer, p_max_age_seconds integer, p_now timestamp with time zone, p_count_hit boolean, p_usage jsonb, p_capacity boolean) to service_role;
 grant execute on function public.retention_batch(p_before timestamp with time zone, p_limit integer) to service_role;
+grant execute on function public.retention_run(p_before timestamp with time zone, p_limit integer) to service_role;
 grant execute on function public.start_job(p_job_id uuid, p_lease_seconds integer, p_now timestamp with time zone) to service_role;
 grant execute on function public.sweep_jobs(p_now timestamp with time zone, p_batch_size integer, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer, p_max_republish integer) to service_role;
 grant select on table public.generation_jobs to authenticated;

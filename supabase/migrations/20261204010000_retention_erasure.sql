@@ -169,6 +169,17 @@ comment on function public.retention_batch(p_before timestamptz, p_limit integer
   'it erased; fewer than p_limit means none is left. Security definer: the final-job trigger '
   'lets only the owner do this (private.erasing).';
 
+-- The API's database port reads an `outcome` from every function (lib/db.ts): the cron calls
+-- this wrapper; retention_batch keeps its plain integer for SQL callers (benchmarks, on-call).
+create function public.retention_run(p_before timestamptz, p_limit integer) returns jsonb
+language sql
+set search_path = ''
+as $$
+  select jsonb_build_object('outcome', 'erased', 'erased', public.retention_batch(p_before, p_limit))
+$$;
+comment on function public.retention_run(p_before timestamptz, p_limit integer) is
+  'public.retention_batch as {"outcome": "erased", "erased": n}, for the cron (lib/retention.ts).';
+
 -- erasure -------------------------------------------------------------------------------------------
 
 create function private.erase_user_data(p_user_id uuid, p_now timestamptz) returns jsonb
@@ -372,6 +383,7 @@ revoke all on table public.erased_usage from public, anon, authenticated;
 grant select, insert, update, delete on table public.erased_usage to service_role;
 revoke all on function private.erasing(regclass),
   public.retention_batch(timestamptz, integer),
+  public.retention_run(timestamptz, integer),
   private.erase_user_data(uuid, timestamptz),
   public.erase_user(uuid, timestamptz),
   private.erase_deleted_user(),
@@ -379,6 +391,7 @@ revoke all on function private.erasing(regclass),
   from public, anon, authenticated;
 grant execute on function private.erasing(regclass),
   public.retention_batch(timestamptz, integer),
+  public.retention_run(timestamptz, integer),
   private.erase_user_data(uuid, timestamptz),
   public.erase_user(uuid, timestamptz),
   private.erase_deleted_user(),

@@ -7,7 +7,7 @@ import { describe, expect, test } from "vitest";
 import { createHandler as exportHandler } from "../../api/me/export.ts";
 import { createHandler as meHandler } from "../../api/me/index.ts";
 import { exportUser } from "../../lib/erasure.ts";
-import { type TestUser, useApi } from "../support/api.ts";
+import { CRON_SECRET, type TestUser, useApi } from "../support/api.ts";
 
 const app = useApi();
 const me = (init: RequestInit = {}) =>
@@ -159,5 +159,40 @@ describe("DELETE /api/me", () => {
       expect(res.status).toBe(405);
       expect(res.headers.get("allow")).toBe("DELETE");
     }
+  });
+});
+
+describe("retention on the cron tick", () => {
+  test("a job finished more than RETENTION_DAYS ago loses its text, a recent one keeps it; the report counts them", async () => {
+    const user = await app.newUser("pro");
+    const old = await pastJob(user, "old text, to be erased");
+    const recent = await pastJob(user, "recent text, kept");
+    // Ended 31 days ago (the default retention is 30): backdated as the stale-row tests do.
+    await app.admin.query(
+      "alter table public.generation_jobs disable trigger generation_jobs_final_is_final",
+    );
+    try {
+      await app.admin.query(
+        "update public.generation_jobs set finished_at = now() - interval '31 days' where id = $1",
+        [old],
+      );
+    } finally {
+      await app.admin.query(
+        "alter table public.generation_jobs enable trigger generation_jobs_final_is_final",
+      );
+    }
+
+    const res = await app.call("sweep", "/api/cron/sweep", {
+      headers: { authorization: `Bearer ${CRON_SECRET}` },
+    });
+
+    expect(res.status).toBe(200);
+    expect((await res.json()).retention).toEqual({ erased: 1, batches: 1, more: false });
+    expect(await app.jobRow(old)).toMatchObject({ prompt: "", input: {}, status: "canceled" });
+    expect(await app.jobRow(recent)).toMatchObject({ prompt: "recent text, kept" });
+    const page = await (
+      await app.call("job", `/api/jobs/${old}`, { headers: user.headers })
+    ).json();
+    expect(page.job).toMatchObject({ status: "canceled", prompt: "" });
   });
 });
