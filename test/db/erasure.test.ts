@@ -200,6 +200,32 @@ describe("erase_user", () => {
   });
 });
 
+describe("enqueue against an erasure in flight", () => {
+  test("an enqueue that starts while an erasure holds the user is refused user_not_found once it commits, never a job for a user that is gone", async () => {
+    const user = await userOnRoomyPlan();
+    const eraser = await svc.connect();
+    try {
+      await eraser.query("begin");
+      await eraser.query("select public.erase_user(p_user_id => $1)", [user]);
+      // Asked while the erasure is uncommitted: the user still exists in that snapshot.
+      const enqueue = rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "in flight" });
+      // The enqueue is waiting on the user's lock (polled, not slept for).
+      for (let i = 0; i < 200; i++) {
+        const { rows } = await admin.query(
+          "select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted",
+        );
+        if (rows[0].n > 0) break;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await eraser.query("commit");
+      expect((await enqueue).outcome).toBe("user_not_found");
+    } finally {
+      eraser.release();
+    }
+    expect(await rowsAbout(user)).toEqual({ jobs: 0, events: 0, usage: 0, plans: 0, account: 0 });
+  });
+});
+
 describe("the append-only exception is the erasure's only", () => {
   test("the service role deleting events is refused, even with the erasure flag set", async () => {
     const user = await userOnRoomyPlan();
