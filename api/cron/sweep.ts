@@ -1,7 +1,12 @@
-/** `GET /api/cron/sweep`: Vercel cron (or a QStash schedule) ends stale jobs with refunds. */
+/**
+ * `GET /api/cron/sweep`: Vercel cron (or a QStash schedule) ends stale jobs with refunds, then
+ * erases the text of jobs past their retention (lib/retention.ts).
+ */
 import { type Deps, getDeps } from "../../lib/deps.ts";
 import { HttpError } from "../../lib/errors.ts";
 import { bearerMatches, handle, json } from "../../lib/http.ts";
+import { log } from "../../lib/log.ts";
+import { type RetentionReport, runRetention } from "../../lib/retention.ts";
 import { sweepStaleJobs } from "../../lib/sweeper.ts";
 
 export function createHandler(deps: () => Deps) {
@@ -14,7 +19,15 @@ export function createHandler(deps: () => Deps) {
         });
       }
       const report = await sweepStaleJobs(d);
-      return json(200, report);
+      // The sweep's work is committed whatever retention does: a failure here is logged and
+      // reported as null, and the next tick erases what this one could not.
+      let retention: RetentionReport | null = null;
+      try {
+        retention = await runRetention(d);
+      } catch (error) {
+        log.error("retention_failed", { error });
+      }
+      return json(200, { ...report, retention });
     },
   });
 }

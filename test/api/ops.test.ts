@@ -59,6 +59,7 @@ describe("GET /api/cron/sweep", () => {
       republished: 0,
       republishFailed: 0,
       more: false,
+      retention: { erased: 0, batches: 1, more: false },
     });
     expect(app.webhook.payloads).toHaveLength(0);
   });
