@@ -155,21 +155,10 @@ export async function traceRequest<T extends Response>(
   }
 }
 
-/** Runs a background invocation (the sweeper) as a traced request without an HTTP status. */
-export async function traceTask<T>(config: TraceConfig, name: string, run: () => Promise<T>) {
-  const b = await backendFor(config);
-  if (b === null) return run();
-  const scope: Scope = { backend: b, name, start: Date.now(), attrs: {}, root: null, pending: [] };
-  const root = open(scope, {});
-  try {
-    return await als.run({ scope, span: root }, run);
-  } catch (error) {
-    root.fail(reasonOf(error));
-    throw error;
-  } finally {
-    root.end();
-    await b.flush(FLUSH_TIMEOUT_MS).catch(() => undefined);
-  }
+/** Opens the invocation's root span in a trace of its own (the sweeper's tick): a no-op if open. */
+export function startTrace(): void {
+  const c = als.getStore();
+  if (c) open(c.scope, {});
 }
 
 /**

@@ -3,18 +3,23 @@ import { type Deps, getDeps } from "../../lib/deps.ts";
 import { HttpError } from "../../lib/errors.ts";
 import { bearerMatches, handle, json } from "../../lib/http.ts";
 import { sweepStaleJobs } from "../../lib/sweeper.ts";
+import { startTrace, traceRequest } from "../../lib/trace.ts";
 
 export function createHandler(deps: () => Deps) {
   return handle({
     async GET(req) {
       const d = deps();
-      if (!bearerMatches(req, d.config.cronSecret)) {
-        throw new HttpError(401, "unauthorized", "Missing or wrong cron secret.", {
-          "www-authenticate": "Bearer",
-        });
-      }
-      const report = await sweepStaleJobs(d);
-      return json(200, report);
+      return traceRequest(d.config, "GET /api/cron/sweep", async () => {
+        if (!bearerMatches(req, d.config.cronSecret)) {
+          throw new HttpError(401, "unauthorized", "Missing or wrong cron secret.", {
+            "www-authenticate": "Bearer",
+          });
+        }
+        // A tick is a trace of its own; each job it republishes gets a span in the job's trace.
+        startTrace();
+        const report = await sweepStaleJobs(d);
+        return json(200, report);
+      });
     },
   });
 }
