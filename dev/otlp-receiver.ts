@@ -52,7 +52,7 @@ type AnyValue = {
 };
 type KeyValue = { key: string; value?: AnyValue };
 
-function valueOf(v: AnyValue | undefined): string | number | boolean | undefined {
+function plainValue(v: AnyValue | undefined): string | number | boolean | undefined {
   if (!v) return undefined;
   if (v.stringValue !== undefined) return v.stringValue;
   if (v.intValue !== undefined) return Number(v.intValue);
@@ -64,7 +64,7 @@ function valueOf(v: AnyValue | undefined): string | number | boolean | undefined
 function flat(kvs: KeyValue[] | undefined): Record<string, string | number | boolean> {
   const out: Record<string, string | number | boolean> = {};
   for (const kv of kvs ?? []) {
-    const v = valueOf(kv.value);
+    const v = plainValue(kv.value);
     if (v !== undefined) out[kv.key] = v;
   }
   return out;
