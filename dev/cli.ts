@@ -23,7 +23,7 @@ import { type Stack, StackStartError, startStack } from "./stack.ts";
 
 const SWEEP_EVERY_SECONDS = 60;
 
-const SECRET = /KEY|TOKEN|SECRET/;
+const SECRET = /KEY|TOKEN|SECRET|HEADERS/;
 
 /**
  * Variables taken from this process's environment, as lib/config.ts declares them: tunables

@@ -4,8 +4,11 @@
  * under the publish that sent it, and nothing of the prompt or the output in any attribute.
  */
 import { randomBytes } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { expect, test } from "vitest";
 import type { ReceivedSpan } from "../../dev/otlp-receiver.ts";
+import { root } from "../../dev/postgres/migrate.ts";
 import { newUserJob, until, useStack } from "../support/stack.ts";
 
 const fixture = useStack({ traces: true });
@@ -162,4 +165,39 @@ test("a cancel is a span of the job's trace; another user's cancel of it stays o
     "job.outcome": "canceled",
     "job.refunded": true,
   });
+});
+
+/** The files a bundled handler loads at import: itself and its static imports, transitively. */
+function eagerFiles(entry: string): string[] {
+  const seen = new Set<string>();
+  const visit = (file: string) => {
+    if (seen.has(file)) return;
+    seen.add(file);
+    const code = readFileSync(file, "utf8");
+    for (const m of code.matchAll(/(?:^|[;\n])\s*(?:import|export)\s[^;]*?from\s*"(\.[^"]+)"/g))
+      if (m[1]) visit(join(dirname(file), m[1]));
+    for (const m of code.matchAll(/(?:^|[;\n])\s*import\s*"(\.[^"]+)"/g))
+      if (m[1]) visit(join(dirname(file), m[1]));
+  };
+  visit(entry);
+  return [...seen];
+}
+
+test("the built functions load the OpenTelemetry SDK only through import(): not at a cold start", () => {
+  for (const fn of ["api/jobs/index", "api/worker", "api/dlq"]) {
+    const dir = join(root, ".vercel/output/functions", `${fn}.func`);
+    const vc = JSON.parse(readFileSync(join(dir, ".vc-config.json"), "utf8")) as {
+      handler: string;
+    };
+    const entry = join(dir, vc.handler);
+    expect(existsSync(entry)).toBe(true);
+    const eager = eagerFiles(entry);
+    const withSdk = eager.filter((f) =>
+      /OTLPTraceExporter|BatchSpanProcessor/.test(readFileSync(f, "utf8")),
+    );
+    expect(withSdk, fn).toEqual([]);
+    // ... and the SDK is in the function, in a chunk reached by import().
+    const all = readFileSync(entry, "utf8") + eager.map((f) => readFileSync(f, "utf8")).join("");
+    expect(all, fn).toMatch(/import\("\.\/chunk-[A-Z0-9]+\.js"\)/);
+  }
 });
