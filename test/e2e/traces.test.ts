@@ -143,6 +143,9 @@ test("a provider 429: the requeue's publish carries the trace, the later success
   const model = childrenOf(spans, second).find((s) => s.name === "model generate");
   expect(model?.attributes["gen_ai.usage.output_tokens"]).toBeGreaterThan(0);
   expect(model?.attributes["gen_ai.usage.input_tokens"]).toBeGreaterThan(0);
+  // The first text's progress write: an event on the model call, not a span of its own.
+  expect(model?.events.map((e) => e.name)).toContain("progress");
+  expect(named(spans, "db progress")).toEqual([]);
   expect(childrenOf(spans, second).find((s) => s.name === "db complete")?.attributes.outcome).toBe(
     "completed",
   );
