@@ -9,6 +9,7 @@
 import { handle, json } from "../lib/http.ts";
 import { decodeDelivery } from "../lib/message.ts";
 import { verifyDelivery } from "../lib/queue.ts";
+import { annotate, joinJob, traced, traceRequest } from "../lib/trace.ts";
 import { runJob, type WorkerDeps } from "../lib/worker.ts";
 import { getWorkerDeps } from "../lib/worker-deps.ts";
 
@@ -16,15 +17,23 @@ export function createHandler(deps: () => WorkerDeps) {
   return handle({
     async POST(req) {
       const d = deps();
-      const { body, deliveryId } = await verifyDelivery(req, d.config, "/api/worker");
-      const jobId = decodeDelivery(body);
-      const r = await runJob(d, jobId, { deliveryId });
-      // Only the edge speaks HTTP: a retry is QStash's 503 (it redelivers), anything else 200.
-      return json(
-        r.retry ? 503 : 200,
-        { outcome: r.outcome },
-        r.retry ? { "retry-after": "10" } : {},
-      );
+      return traceRequest(d.config, "POST /api/worker", async () => {
+        const { body, deliveryId } = await traced("qstash verify", {}, () =>
+          verifyDelivery(req, d.config, "/api/worker"),
+        );
+        const jobId = decodeDelivery(body);
+        // Signed by QStash: this delivery continues the trace of the publish that sent it.
+        joinJob(jobId, req.headers.get("traceparent"));
+        annotate({ "qstash.retried": Number(req.headers.get("upstash-retried")) || 0 });
+        const r = await runJob(d, jobId, { deliveryId });
+        annotate({ "job.outcome": r.outcome });
+        // Only the edge speaks HTTP: a retry is QStash's 503 (it redelivers), anything else 200.
+        return json(
+          r.retry ? 503 : 200,
+          { outcome: r.outcome },
+          r.retry ? { "retry-after": "10" } : {},
+        );
+      });
     },
   });
 }

@@ -23,7 +23,7 @@ import { type Stack, StackStartError, startStack } from "./stack.ts";
 
 const SWEEP_EVERY_SECONDS = 60;
 
-const SECRET = /KEY|TOKEN|SECRET/;
+const SECRET = /KEY|TOKEN|SECRET|HEADERS/;
 
 /**
  * Variables taken from this process's environment, as lib/config.ts declares them: tunables
@@ -84,6 +84,7 @@ quota-jobs: the whole system is up in ${(stack.startupMs / 1000).toFixed(1)} s${
   Upstash Redis REST     ${where(stack.standIns.redis, u.redisRest)}
   OpenAI (model)         ${where(stack.standIns.openai, u.openai)}
   alert webhook          ${where(stack.standIns.alerts, u.alerts)}
+  traces (OTLP/HTTP)     ${stack.standIns.traces ? `${u.traces}/v1/traces    spans print here as [trace] lines` : `${u.traces}  (REAL collector)`}
   sweeper                GET ${u.app}/api/cron/sweep every ${SWEEP_EVERY_SECONDS} s
 
   The app's environment:
@@ -134,6 +135,7 @@ async function main(): Promise<void> {
       ...(process.env.DEV_DATA_DIR ? { dataDir: process.env.DEV_DATA_DIR } : {}),
       env: envOverrides(process.env),
       sweepEverySeconds: SWEEP_EVERY_SECONDS,
+      traces: true,
       log: print,
     });
   } catch (error) {

@@ -10,6 +10,7 @@ export type StackPart =
   | "redisServer"
   | "openai"
   | "alerts"
+  | "traces"
   | "mail";
 
 /** The design's ports (docs/DESIGN.md#local-stack); redis-server and the alert receiver are ours to pick. */
@@ -22,6 +23,8 @@ export const DEFAULT_PORTS: Record<StackPart, number> = {
   redisServer: 6390,
   openai: 8787,
   alerts: 8790,
+  // OTLP/HTTP's registered port: the app's spans (dev/otlp-receiver.ts).
+  traces: 4318,
   mail: 54324,
 };
 
@@ -35,6 +38,7 @@ export const ANY_FREE_PORTS: Record<StackPart, number> = {
   redisServer: 0,
   openai: 0,
   alerts: 0,
+  traces: 0,
   mail: 0,
 };
 

@@ -24,6 +24,7 @@ import {
 import { ensureBuild } from "./build.ts";
 import { type DevSession, signInDevUser } from "./dev-users.ts";
 import type { FailKind, FailOptions, FakeStats } from "./openai/index.ts";
+import type { ReceivedSpan } from "./otlp-receiver.ts";
 import type { StackPart } from "./ports.ts";
 import type { QStashStandIn } from "./qstash/index.ts";
 import { type AppProcess, startAppProcess } from "./stack/app-process.ts";
@@ -58,6 +59,11 @@ export interface StackOptions {
   shape?: ProjectShape;
   /** App env overrides: tunables, or a real service's variables. */
   env?: Record<string, string>;
+  /**
+   * Start the OTLP/HTTP trace receiver (dev/otlp-receiver.ts) and point the app's
+   * OTEL_EXPORTER_OTLP_ENDPOINT at it, unless `env` names a collector. @default false
+   */
+  traces?: boolean;
   /** Call GET /api/cron/sweep this often, as Vercel cron would (dev only). @default off */
   sweepEverySeconds?: number;
   log?: (line: string) => void;
@@ -71,6 +77,8 @@ export interface Stack {
     redisRest: string;
     openai: string;
     alerts: string;
+    /** The trace receiver's base URL, or the collector `env` named ("" when tracing is off). */
+    traces: string;
     postgres: string;
     /** Supabase Auth (GoTrue stand-in) on the project's origin; the page reaches it at the app's `/auth/v1`. */
     auth: string;
@@ -90,6 +98,8 @@ export interface Stack {
   };
   qstash: QStashStandIn;
   alerts: { received(): unknown[]; clear(): void };
+  /** The spans the trace receiver got (none unless the stack was started with `traces`). */
+  traces: { spans(): ReceivedSpan[]; clear(): void };
   /** The local project's Auth stand-in: its shape and keys, and user tokens it would issue. */
   auth: { project: ProjectFile; mint(input: AccessTokenInput): Promise<string> };
   signIn(opts?: {
@@ -99,7 +109,7 @@ export interface Stack {
   /** Admin pool on the stack's database. */
   sql: pg.Pool;
   /** Which parts are stand-ins (false: the real service from `env`). */
-  standIns: { openai: boolean; qstash: boolean; redis: boolean; alerts: boolean };
+  standIns: StandIns;
   /** Migrations applied by this start, and those the kept database already had. */
   migrations: { applied: string[]; skipped: string[] };
   /** Whether this start had to run Vercel's builder, and how long that took. */
@@ -129,7 +139,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const log = options.log ?? (() => {});
   const userEnv = options.env ?? {};
   // Programs and ports first, so a problem is one line before anything started.
-  const standIns = whichStandIns(userEnv);
+  const standIns = whichStandIns(userEnv, options.traces);
   checkPrograms(standIns);
   // The app is the build's output: make it if the sources changed since the last build.
   const buildStarted = Date.now();
@@ -197,7 +207,7 @@ function stackHandle(s: {
   app: AppProcess;
   sweep: Sweep;
 }): Omit<Stack, "build" | "stop" | "startupMs" | "dataDir"> {
-  const { postgres, postgrest, redisRest, openai, alerts, qstash, auth } = s.services;
+  const { postgres, postgrest, redisRest, openai, alerts, traces, qstash, auth } = s.services;
   const { env } = s;
   const notStandIn = (what: string) => () => {
     throw new Error(`${what} is the real service here (set by env), not the stand-in`);
@@ -219,6 +229,11 @@ function stackHandle(s: {
       redisRest: redisRest?.url ?? env.UPSTASH_REDIS_REST_URL ?? "",
       openai: openai?.url ?? env.OPENAI_BASE_URL ?? "https://api.openai.com/v1",
       alerts: alerts?.url ?? env.ALERT_WEBHOOK_URL ?? "",
+      traces:
+        traces?.url ??
+        env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ??
+        env.OTEL_EXPORTER_OTLP_ENDPOINT ??
+        "",
       postgres: postgres.url,
       auth: `${postgrest.url}/auth/v1`,
       mail: auth.mailUrl,
@@ -249,6 +264,9 @@ function stackHandle(s: {
     alerts: alerts
       ? { received: alerts.received, clear: alerts.clear }
       : { received: () => [], clear: () => {} },
+    traces: traces
+      ? { spans: traces.spans, clear: traces.clear }
+      : { spans: () => [], clear: () => {} },
     async signIn(opts = {}) {
       const session: DevSession = await signInDevUser(s.sql, {
         ...(opts.userId ? { userId: opts.userId } : {}),

@@ -266,6 +266,50 @@ export const VARIABLES = {
     shownDefault: "log line",
     dev: { with: "ALERT_WEBHOOK_URL" },
   }),
+  OTEL_EXPORTER_OTLP_ENDPOINT: variable({
+    group: "app",
+    schema: httpUrl.transform(stripSlash).optional(),
+    about:
+      "OpenTelemetry collector base URL (OTLP/HTTP, JSON): traces go to `$OTEL_EXPORTER_OTLP_ENDPOINT/v1/traces` (docs/DESIGN.md#traces); unset with the next one: no tracing and no SDK loaded",
+    shownDefault: "tracing off",
+    dev: { with: "OTEL_EXPORTER_OTLP_ENDPOINT" },
+  }),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: variable({
+    group: "app",
+    schema: httpUrl.optional(),
+    about: "the full traces URL, used as given; wins over `OTEL_EXPORTER_OTLP_ENDPOINT`",
+    shownDefault: "tracing off",
+    dev: { with: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" },
+  }),
+  OTEL_EXPORTER_OTLP_HEADERS: variable({
+    group: "app",
+    schema: z
+      .string()
+      .optional()
+      .transform((raw, ctx) => {
+        if (raw === undefined) return undefined;
+        const out: Record<string, string> = {};
+        for (const pair of raw.split(",")) {
+          if (pair.trim() === "") continue;
+          const at = pair.indexOf("=");
+          const key = at > 0 ? pair.slice(0, at).trim() : "";
+          if (!/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(key)) {
+            ctx.addIssue({ code: "custom", message: "must be key=value pairs, comma-separated" });
+            return z.NEVER;
+          }
+          try {
+            out[key] = decodeURIComponent(pair.slice(at + 1).trim());
+          } catch {
+            ctx.addIssue({ code: "custom", message: "has a value that is not URL-encoded" });
+            return z.NEVER;
+          }
+        }
+        return out;
+      }),
+    about:
+      "headers of each export, `key=value` pairs comma-separated, values URL-encoded (the collector's API key)",
+    dev: { with: "OTEL_EXPORTER_OTLP_HEADERS" },
+  }),
   QSTASH_RETRIES: tunable(1, 0, "QStash redeliveries after the first attempt"),
   PROVIDER_QUOTA_MAX_HITS: tunable(
     3,

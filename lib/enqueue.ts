@@ -8,6 +8,7 @@ import type { JobRow, PlanKind, UsageRow } from "./jobs.ts";
 import { log } from "./log.ts";
 import { messageOf } from "./message.ts";
 import type { Deps } from "./ports.ts";
+import { annotate, joinJob, traced } from "./trace.ts";
 import type { JobRequest } from "./validate.ts";
 
 export type EnqueueOutcome =
@@ -32,20 +33,27 @@ export async function enqueueJob(
   /** The job's kind, input, text and hold bound as the edge checked them (lib/validate.ts). */
   input: JobRequest & { userId: string; idempotencyKey: string | null },
 ): Promise<EnqueueOutcome> {
-  const limit = await deps.rateLimiter.check(input.userId);
+  const limit = await traced("rate_limit", {}, () => deps.rateLimiter.check(input.userId));
   if (!limit.ok) return { outcome: "rate_limited", retryAfterSeconds: limit.retryAfterSeconds };
 
-  const r = await deps.jobs.enqueue({
-    userId: input.userId,
-    prompt: input.text,
-    kind: input.kind,
-    input: input.input,
-    idempotencyKey: input.idempotencyKey,
-    // The kind's bound of its model input (bytes + framing: an upper bound on its tokens with no
-    // tokenizer loaded, lib/tokens.ts); passed for every plan (the plan is known inside the SQL
-    // call): a job plan ignores it.
-    promptTokens: input.holdTokens,
-  });
+  const r = await traced("db enqueue_job", { "db.system.name": "postgresql" }, () =>
+    deps.jobs.enqueue({
+      userId: input.userId,
+      prompt: input.text,
+      kind: input.kind,
+      input: input.input,
+      idempotencyKey: input.idempotencyKey,
+      // The kind's bound of its model input (bytes + framing: an upper bound on its tokens with no
+      // tokenizer loaded, lib/tokens.ts); passed for every plan (the plan is known inside the SQL
+      // call): a job plan ignores it.
+      promptTokens: input.holdTokens,
+    }),
+  );
+  // From here on the request is the first span of the job's trace (lib/trace.ts).
+  if (r.outcome === "enqueued" || r.outcome === "replayed") {
+    joinJob(r.job.id);
+    annotate({ "job.kind": r.job.kind, "job.plan": r.job.plan_id, "job.status": r.job.status });
+  }
   switch (r.outcome) {
     case "quota_exceeded":
       return {
@@ -70,7 +78,7 @@ export async function enqueueJob(
       // The first request may have died between commit and publish: publishing again under the
       // same deduplication id is free when the first publish did happen, and heals it when not.
       if (r.job.status === "queued" && r.job.resume_at === null) {
-        await deps.queue.publishJob(messageOf(r.job)).catch((error) => {
+        await publish(deps, r.job).catch((error) => {
           log.warn("replay_republish_failed", { jobId: r.job.id, error });
         });
       }
@@ -80,7 +88,7 @@ export async function enqueueJob(
   }
 
   try {
-    await deps.queue.publishJob(messageOf(r.job));
+    await publish(deps, r.job);
     log.info("job_enqueued", { jobId: r.job.id, userId: input.userId });
     return r;
   } catch (error) {
@@ -99,3 +107,8 @@ export async function enqueueJob(
     }
   }
 }
+
+const publish = (deps: Pick<Deps, "queue">, job: JobRow) =>
+  traced("qstash publish", { "job.id": job.id, "job.publish_seq": job.publish_seq }, () =>
+    deps.queue.publishJob(messageOf(job)),
+  );

@@ -21,6 +21,7 @@
 import { log } from "./log.ts";
 import type { Deps } from "./ports.ts";
 import type { FailureCallback } from "./queue.ts";
+import { tracedPort } from "./trace.ts";
 
 export async function handleDeliveryFailure(
   deps: Pick<Deps, "jobs" | "alerts">,
@@ -28,7 +29,7 @@ export async function handleDeliveryFailure(
 ): Promise<{
   outcome: "failed" | "already_final" | "not_running" | "superseded" | "not_found";
 }> {
-  const r = await deps.jobs.fail(callback.jobId, {
+  const r = await tracedPort("db", deps.jobs).fail(callback.jobId, {
     reason: "delivery_failed",
     error: `delivery failed: last status ${callback.status} after ${callback.retried} retries`,
     seq: callback.seq,

@@ -8,6 +8,7 @@ import { HttpError, UpstreamError } from "./errors.ts";
 import { readBody } from "./http.ts";
 import { log } from "./log.ts";
 import { decodeSourceBody, encodeMessage, type JobMessage } from "./message.ts";
+import { traceHeaders } from "./trace.ts";
 
 const DEFAULT_QSTASH_URL = "https://qstash.upstash.io";
 
@@ -82,6 +83,9 @@ export function createQueue(options: QueueOptions): {
           // guarded transition), so let it ride out a short database outage.
           headers: {
             "Upstash-Failure-Callback-Retries": String(options.failureCallbackRetries ?? 3),
+            // The trace this publish is part of, for the delivery and the failure callback
+            // (lib/trace.ts): nothing when tracing is off.
+            ...traceHeaders(),
           },
         });
         return { messageId: res.messageId, deduplicated: res.deduplicated === true };

@@ -7,6 +7,7 @@ import { createHash } from "node:crypto";
 import { log } from "./log.ts";
 import { messageOf } from "./message.ts";
 import type { Deps } from "./ports.ts";
+import { annotateSpan, inJobTrace, traced } from "./trace.ts";
 
 export interface SweepReport {
   batches: number;
@@ -31,12 +32,15 @@ export async function sweepStaleJobs(
   };
   const failedJobs: string[] = [];
   for (;;) {
-    const r = await deps.jobs.sweep({
-      batchSize: c.sweepBatchSize,
-      leaseGraceSeconds: c.sweepLeaseGraceSeconds,
-      undeliveredAfterSeconds: c.sweepUndeliveredAfterSeconds,
-      maxAgeSeconds: c.jobMaxAgeSeconds,
-    });
+    const r = await traced("db sweep_jobs", { "db.system.name": "postgresql" }, () =>
+      deps.jobs.sweep({
+        batchSize: c.sweepBatchSize,
+        leaseGraceSeconds: c.sweepLeaseGraceSeconds,
+        undeliveredAfterSeconds: c.sweepUndeliveredAfterSeconds,
+        maxAgeSeconds: c.jobMaxAgeSeconds,
+      }),
+    );
+    annotateSpan({ "sweep.failed": r.failed.length, "sweep.republish": r.republish.length });
     report.batches++;
     for (const f of r.failed) {
       report.failed[f.reason] = (report.failed[f.reason] ?? 0) + 1;
@@ -45,7 +49,13 @@ export async function sweepStaleJobs(
     }
     for (const job of r.republish) {
       try {
-        await deps.queue.publishJob(messageOf(job));
+        // In the job's trace, linked to this tick: the delivery it causes nests under it.
+        await inJobTrace(
+          job.id,
+          "sweeper republish",
+          { "job.publish_seq": job.publish_seq, "job.republish_count": job.republish_count },
+          () => deps.queue.publishJob(messageOf(job)),
+        );
         report.republished++;
       } catch (error) {
         // Left queued: the next sweep fails it (republished once already) and refunds it.

@@ -22,6 +22,7 @@ import {
 import type { WorkerDeps } from "./ports.ts";
 import { safetyIdentifier } from "./safety-identifier.ts";
 import { countBytes, tokenCounter, utf8Bytes } from "./tokens.ts";
+import { annotate, annotateSpan, traced, tracedPort, traceEvent } from "./trace.ts";
 
 export type { WorkerDeps } from "./ports.ts";
 
@@ -39,10 +40,17 @@ export interface WorkerResult {
  *   publish.
  */
 export async function runJob(
-  deps: WorkerDeps,
+  untraced: WorkerDeps,
   jobId: string,
   delivery: { deliveryId: string | null } = { deliveryId: null },
 ): Promise<WorkerResult> {
+  // Each database call and publish is a span of the delivery (lib/trace.ts); the progress writes
+  // are events on the model call's span instead (one a second of streaming would be a flood).
+  const deps: WorkerDeps = {
+    ...untraced,
+    jobs: tracedPort("db", untraced.jobs, ["progress"]),
+    queue: tracedPort("qstash", untraced.queue),
+  };
   const claim = await deps.jobs.start(jobId, { leaseSeconds: deps.config.jobLeaseSeconds });
   if (claim.outcome === "not_ready") {
     // Delivered before its resume time: the requeue's own publish failed (this is QStash's
@@ -72,6 +80,7 @@ export async function runJob(
   }
   const job = claim.job;
   const attempt = job.attempts;
+  annotate({ "job.attempt": attempt, "job.kind": job.kind, "job.plan": job.plan_id });
 
   const gateUntil = await deps.gate.resumeAt(deps.now());
   if (gateUntil) {
@@ -89,14 +98,16 @@ export async function runJob(
   const kind = await loadKind(job.kind ?? "document");
   const request = kind.request(job.input ?? { prompt: job.prompt });
   const tier = attemptTier(claim);
-  const call = await streamModel(
-    deps,
-    job,
-    attempt,
-    outputBound(claim.max_output_tokens, jobId),
-    tier.serviceTier,
-    kind,
-    request,
+  const maxOutputTokens = outputBound(claim.max_output_tokens, jobId);
+  const call = await traced(
+    "model generate",
+    {
+      "gen_ai.request.model": deps.config.openaiModel,
+      "gen_ai.request.max_tokens": maxOutputTokens,
+      "openai.request.service_tier": tier.serviceTier,
+      "job.attempt": attempt,
+    },
+    () => streamModel(deps, job, attempt, maxOutputTokens, tier.serviceTier, kind, request),
   );
   if (!call.ok) {
     if (call.stoppedBy !== null) {
@@ -304,6 +315,10 @@ async function streamModel(
         thinking: thinking && streamed === "",
         reasoningTokens: reasoned,
       });
+      traceEvent("progress", {
+        "gen_ai.usage.output_tokens": completionTokens,
+        outcome: r.outcome,
+      });
       if (r.outcome !== "recorded" && stoppedBy === null) {
         stoppedBy = r.outcome === "not_running" ? r.status : "gone";
         controller.abort();
@@ -345,9 +360,24 @@ async function streamModel(
       serviceTier,
       safetyIdentifier: safetyIdentifier(job.user_id, deps.config.openaiSafetyIdentifierKey),
     });
+    annotateSpan({
+      "gen_ai.usage.input_tokens": result.usage.promptTokens,
+      "gen_ai.usage.output_tokens": result.usage.completionTokens,
+      "gen_ai.usage.source": result.usage.source,
+      "gen_ai.response.finish_reasons": result.finishReason,
+    });
     return { ok: true, result };
   } catch (error) {
     const usage = usageOfFailure(error);
+    const failure = classifyModelError(error, deps.now());
+    annotateSpan({
+      "error.type": failure.kind,
+      "http.response.status_code": "status" in failure ? failure.status : 429,
+      "openai.error.reason": failure.kind === "provider_quota" ? failure.reason : null,
+      "gen_ai.usage.input_tokens": usage?.promptTokens,
+      "gen_ai.usage.output_tokens": usage?.completionTokens,
+      "job.stopped_by": stoppedBy,
+    });
     return { ok: false, error, usage: usage && toAttemptUsage(usage), stoppedBy };
   } finally {
     clearInterval(timer);

@@ -8,26 +8,31 @@ import { bearerMatches, handle, json } from "../../lib/http.ts";
 import { log } from "../../lib/log.ts";
 import { type RetentionReport, runRetention } from "../../lib/retention.ts";
 import { sweepStaleJobs } from "../../lib/sweeper.ts";
+import { startTrace, traceRequest } from "../../lib/trace.ts";
 
 export function createHandler(deps: () => Deps) {
   return handle({
     async GET(req) {
       const d = deps();
-      if (!bearerMatches(req, d.config.cronSecret)) {
-        throw new HttpError(401, "unauthorized", "Missing or wrong cron secret.", {
-          "www-authenticate": "Bearer",
-        });
-      }
-      const report = await sweepStaleJobs(d);
-      // The sweep's work is committed whatever retention does: a failure here is logged and
-      // reported as null, and the next tick erases what this one could not.
-      let retention: RetentionReport | null = null;
-      try {
-        retention = await runRetention(d);
-      } catch (error) {
-        log.error("retention_failed", { error });
-      }
-      return json(200, { ...report, retention });
+      return traceRequest(d.config, "GET /api/cron/sweep", async () => {
+        if (!bearerMatches(req, d.config.cronSecret)) {
+          throw new HttpError(401, "unauthorized", "Missing or wrong cron secret.", {
+            "www-authenticate": "Bearer",
+          });
+        }
+        // A tick is a trace of its own; each job it republishes gets a span in the job's trace.
+        startTrace();
+        const report = await sweepStaleJobs(d);
+        // The sweep's work is committed whatever retention does: a failure here is logged and
+        // reported as null, and the next tick erases what this one could not.
+        let retention: RetentionReport | null = null;
+        try {
+          retention = await runRetention(d);
+        } catch (error) {
+          log.error("retention_failed", { error });
+        }
+        return json(200, { ...report, retention });
+      });
     },
   });
 }

@@ -6,6 +6,7 @@ import { type Deps, getDeps } from "../../lib/deps.ts";
 import { HttpError } from "../../lib/errors.ts";
 import { handle, json } from "../../lib/http.ts";
 import { log } from "../../lib/log.ts";
+import { annotate, joinJob, traced, traceRequest } from "../../lib/trace.ts";
 import { jobIdFrom } from "../../lib/validate.ts";
 import { toJob } from "../../lib/view.ts";
 
@@ -30,27 +31,39 @@ export function createHandler(deps: () => Deps) {
     },
     async DELETE(req) {
       const d = deps();
-      const { userId, id } = await callerAndJob(d, req);
-      const r = await d.jobs.cancel(id, userId);
-      switch (r.outcome) {
-        case "not_found":
-          throw notFound();
-        case "already_finished":
-          throw new HttpError(
-            409,
-            "already_finished",
-            `The job already ended (${r.job.status}).`,
-            {},
-            {
-              job: toJob(r.job, d.now()),
-            },
-          );
-        case "canceled":
-          log.info("job_canceled", { jobId: id, userId, refunded: r.refunded });
-          return json(200, { job: toJob(r.job, d.now()), quotaRefunded: r.refunded });
-      }
+      return traceRequest(d.config, "DELETE /api/jobs/:id", () => cancel(d, req));
     },
   });
+}
+
+async function cancel(d: Deps, req: Request): Promise<Response> {
+  const { userId, id } = await traced("auth", {}, () => callerAndJob(d, req));
+  const r = await traced("db cancel_job", { "db.system.name": "postgresql" }, () =>
+    d.jobs.cancel(id, userId),
+  );
+  // A job's cancel is a span of its trace; a job that is not the caller's stays out of it.
+  if (r.outcome !== "not_found") {
+    joinJob(id);
+    annotate({ "job.outcome": r.outcome, "job.status": r.job.status });
+  }
+  switch (r.outcome) {
+    case "not_found":
+      throw notFound();
+    case "already_finished":
+      throw new HttpError(
+        409,
+        "already_finished",
+        `The job already ended (${r.job.status}).`,
+        {},
+        {
+          job: toJob(r.job, d.now()),
+        },
+      );
+    case "canceled":
+      log.info("job_canceled", { jobId: id, userId, refunded: r.refunded });
+      annotate({ "job.refunded": r.refunded });
+      return json(200, { job: toJob(r.job, d.now()), quotaRefunded: r.refunded });
+  }
 }
 
 export default { fetch: createHandler(getDeps) };

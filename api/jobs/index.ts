@@ -4,6 +4,7 @@ import { enqueueJob } from "../../lib/enqueue.ts";
 import { HttpError } from "../../lib/errors.ts";
 import { handle, json, readJson } from "../../lib/http.ts";
 import type { PlanKind, UsageRow } from "../../lib/jobs.ts";
+import { annotate, traced, traceRequest } from "../../lib/trace.ts";
 import {
   encodeCursor,
   MAX_BODY_BYTES,
@@ -49,109 +50,7 @@ export function createHandler(deps: () => Deps) {
   return handle({
     async POST(req) {
       const d = deps();
-      const { userId } = await d.auth.userFromRequest(req);
-      const idempotencyKey = parseIdempotencyKey(req);
-      const request = await parseJobRequest(await readJson(req, { maxBytes: MAX_BODY_BYTES }));
-      const r = await enqueueJob(d, { userId, ...request, idempotencyKey });
-      const now = d.now();
-      switch (r.outcome) {
-        case "enqueued":
-          return json(202, { job: toJob(r.job, now), usage: toUsage(r.usage) });
-        case "replayed":
-          return json(200, { job: toJob(r.job, now), usage: toUsage(r.usage) });
-        case "rate_limited":
-          throw new HttpError(
-            429,
-            "rate_limited",
-            `Too many requests. Try again in ${r.retryAfterSeconds} s.`,
-            {
-              "retry-after": String(r.retryAfterSeconds),
-            },
-          );
-        case "quota_exceeded":
-          // A plan with no units at all is no plan (an anonymous sign-in without a plan for
-          // anonymous users): waiting for the period to reset would not help.
-          if (r.usage.limit === 0) {
-            throw new HttpError(
-              403,
-              "no_plan",
-              "This account has no plan that includes generations. Sign up with an email address to get one.",
-              {},
-              { usage: toUsage(r.usage) },
-            );
-          }
-          throw new HttpError(
-            429,
-            "quota_exceeded",
-            quotaMessage(request.kind, r.hold, r.usage, r.resetsAt),
-            { "retry-after": secondsUntil(r.resetsAt, now) },
-            { usage: toUsage(r.usage) },
-          );
-        case "too_many_active_jobs":
-          throw new HttpError(
-            409,
-            "too_many_active_jobs",
-            `Your plan runs ${r.usage.max_active} job(s) at a time. Wait for one to finish or cancel it.`,
-            {},
-            { usage: toUsage(r.usage) },
-          );
-        case "idempotency_key_reused":
-          throw new HttpError(
-            422,
-            "idempotency_key_reused",
-            "This Idempotency-Key was used with another prompt.",
-          );
-        case "invalid_prompt":
-          throw new HttpError(
-            400,
-            "invalid_prompt",
-            `The prompt must be 1 to ${MAX_PROMPT_CHARS.toLocaleString("en-US")} characters of text.`,
-          );
-        case "invalid_input":
-          throw new HttpError(
-            400,
-            "invalid_input",
-            "The input must be a JSON object.",
-            {},
-            {
-              details: [{ path: "input", message: "Must be an object." }],
-            },
-          );
-        case "unknown_kind":
-          throw new HttpError(400, "unknown_kind", `There is no job kind "${request.kind}".`);
-        case "kind_not_in_plan":
-          throw new HttpError(
-            403,
-            "kind_not_in_plan",
-            `Your plan does not offer ${request.kind} jobs. It offers: ${offered(r.kinds)}.`,
-            {},
-            { kinds: r.kinds },
-          );
-        case "invalid_idempotency_key":
-          throw new HttpError(
-            400,
-            "invalid_idempotency_key",
-            "Idempotency-Key must be 1 to 255 characters.",
-          );
-        case "user_not_found":
-          // A valid signature for an account that no longer exists (deleted) or never did. 403,
-          // not 401: the token is authentic and signing in again cannot help. Supabase Auth
-          // answers the same token the same way (403 user_not_found).
-          throw new HttpError(
-            403,
-            "user_not_found",
-            "This account does not exist (it may have been deleted). Sign in with an existing account.",
-          );
-        case "unavailable":
-          throw new HttpError(
-            503,
-            "unavailable",
-            r.refunded
-              ? "The queue is unavailable; nothing was charged. Please retry shortly."
-              : "The queue is unavailable. Please retry shortly.",
-            { "retry-after": "5" },
-          );
-      }
+      return traceRequest(d.config, "POST /api/jobs", () => enqueue(d, req));
     },
     async GET(req) {
       const d = deps();
@@ -166,6 +65,113 @@ export function createHandler(deps: () => Deps) {
       });
     },
   });
+}
+
+async function enqueue(d: Deps, req: Request): Promise<Response> {
+  const { userId } = await traced("auth", {}, () => d.auth.userFromRequest(req));
+  const idempotencyKey = parseIdempotencyKey(req);
+  const request = await parseJobRequest(await readJson(req, { maxBytes: MAX_BODY_BYTES }));
+  const r = await enqueueJob(d, { userId, ...request, idempotencyKey });
+  annotate({ "job.outcome": r.outcome });
+  const now = d.now();
+  switch (r.outcome) {
+    case "enqueued":
+      return json(202, { job: toJob(r.job, now), usage: toUsage(r.usage) });
+    case "replayed":
+      return json(200, { job: toJob(r.job, now), usage: toUsage(r.usage) });
+    case "rate_limited":
+      throw new HttpError(
+        429,
+        "rate_limited",
+        `Too many requests. Try again in ${r.retryAfterSeconds} s.`,
+        {
+          "retry-after": String(r.retryAfterSeconds),
+        },
+      );
+    case "quota_exceeded":
+      // A plan with no units at all is no plan (an anonymous sign-in without a plan for
+      // anonymous users): waiting for the period to reset would not help.
+      if (r.usage.limit === 0) {
+        throw new HttpError(
+          403,
+          "no_plan",
+          "This account has no plan that includes generations. Sign up with an email address to get one.",
+          {},
+          { usage: toUsage(r.usage) },
+        );
+      }
+      throw new HttpError(
+        429,
+        "quota_exceeded",
+        quotaMessage(request.kind, r.hold, r.usage, r.resetsAt),
+        { "retry-after": secondsUntil(r.resetsAt, now) },
+        { usage: toUsage(r.usage) },
+      );
+    case "too_many_active_jobs":
+      throw new HttpError(
+        409,
+        "too_many_active_jobs",
+        `Your plan runs ${r.usage.max_active} job(s) at a time. Wait for one to finish or cancel it.`,
+        {},
+        { usage: toUsage(r.usage) },
+      );
+    case "idempotency_key_reused":
+      throw new HttpError(
+        422,
+        "idempotency_key_reused",
+        "This Idempotency-Key was used with another prompt.",
+      );
+    case "invalid_prompt":
+      throw new HttpError(
+        400,
+        "invalid_prompt",
+        `The prompt must be 1 to ${MAX_PROMPT_CHARS.toLocaleString("en-US")} characters of text.`,
+      );
+    case "invalid_input":
+      throw new HttpError(
+        400,
+        "invalid_input",
+        "The input must be a JSON object.",
+        {},
+        {
+          details: [{ path: "input", message: "Must be an object." }],
+        },
+      );
+    case "unknown_kind":
+      throw new HttpError(400, "unknown_kind", `There is no job kind "${request.kind}".`);
+    case "kind_not_in_plan":
+      throw new HttpError(
+        403,
+        "kind_not_in_plan",
+        `Your plan does not offer ${request.kind} jobs. It offers: ${offered(r.kinds)}.`,
+        {},
+        { kinds: r.kinds },
+      );
+    case "invalid_idempotency_key":
+      throw new HttpError(
+        400,
+        "invalid_idempotency_key",
+        "Idempotency-Key must be 1 to 255 characters.",
+      );
+    case "user_not_found":
+      // A valid signature for an account that no longer exists (deleted) or never did. 403,
+      // not 401: the token is authentic and signing in again cannot help. Supabase Auth
+      // answers the same token the same way (403 user_not_found).
+      throw new HttpError(
+        403,
+        "user_not_found",
+        "This account does not exist (it may have been deleted). Sign in with an existing account.",
+      );
+    case "unavailable":
+      throw new HttpError(
+        503,
+        "unavailable",
+        r.refunded
+          ? "The queue is unavailable; nothing was charged. Please retry shortly."
+          : "The queue is unavailable. Please retry shortly.",
+        { "retry-after": "5" },
+      );
+  }
 }
 
 export default { fetch: createHandler(getDeps) };

@@ -37,7 +37,7 @@ export function callbackSpec(
 ): MessageSpec {
   return {
     url: config.url,
-    headers: [["content-type", "application/json"]],
+    headers: [["content-type", "application/json"], ...(config.headers ?? [])],
     body: new TextEncoder().encode(JSON.stringify(payload)),
     maxRetries: config.retries ?? source.maxRetries,
     notBefore: now,

@@ -5,6 +5,8 @@ import type { HeaderList } from "./headers.ts";
 export interface FailureCallback {
   url: string;
   retries?: number;
+  /** Upstash-Failure-Callback-Forward-* headers, prefix stripped: delivered with the callback. */
+  headers?: HeaderList;
 }
 
 /** Everything a publish asks for, after the headers are parsed and validated. */

@@ -36,7 +36,12 @@ const SERVED = new Set([
   "upstash-failure-callback",
   "upstash-failure-callback-retries",
 ]);
-const servedPrefixes = ["upstash-forward-", "upstash-telemetry-"];
+const servedPrefixes = [
+  "upstash-forward-",
+  "upstash-telemetry-",
+  // Sent to the failure callback with the prefix stripped (the trace context travels this way).
+  "upstash-failure-callback-forward-",
+];
 
 class Invalid extends Error {}
 
@@ -117,6 +122,8 @@ export function parsePublish(input: PublishInput): ParsedPublish {
       spec.failureCallback = { url: checkUrl(failureCallback, "callback url") };
       const r = retries(headers, "Upstash-Failure-Callback-Retries");
       if (r !== undefined) spec.failureCallback.retries = r;
+      const forward = stripPrefixed(headers, "Upstash-Failure-Callback-Forward-");
+      if (forward.length > 0) spec.failureCallback.headers = forward;
     }
 
     const dedupId = headers.get("Upstash-Deduplication-Id");

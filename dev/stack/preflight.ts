@@ -13,7 +13,14 @@ export class StackStartError extends Error {
   override readonly name = "StackStartError";
 }
 
-export type StandIns = { openai: boolean; qstash: boolean; redis: boolean; alerts: boolean };
+export type StandIns = {
+  openai: boolean;
+  qstash: boolean;
+  redis: boolean;
+  alerts: boolean;
+  /** The trace receiver: asked for, and no collector named by OTEL_EXPORTER_OTLP_*. */
+  traces: boolean;
+};
 export type Ports = Record<StackPart, number>;
 
 const PART_NAMES: Record<StackPart, string> = {
@@ -25,6 +32,7 @@ const PART_NAMES: Record<StackPart, string> = {
   redisServer: "redis-server",
   openai: "the fake OpenAI model",
   alerts: "the alert receiver",
+  traces: "the trace receiver",
   mail: "the local mailbox",
 };
 
@@ -36,8 +44,10 @@ const REAL = {
   alerts: "ALERT_WEBHOOK_URL",
 } as const;
 
-export function whichStandIns(userEnv: Record<string, string>): StandIns {
+export function whichStandIns(userEnv: Record<string, string>, traces = false): StandIns {
   return {
+    traces:
+      traces && !userEnv.OTEL_EXPORTER_OTLP_ENDPOINT && !userEnv.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
     openai: !userEnv[REAL.openai],
     qstash: !userEnv[REAL.qstash],
     redis: !userEnv[REAL.redis],
@@ -69,6 +79,7 @@ export async function assignPorts(
     ...(standIns.redis ? (["redisRest", "redisServer"] as const) : []),
     ...(standIns.openai ? (["openai"] as const) : []),
     ...(standIns.alerts ? (["alerts"] as const) : []),
+    ...(standIns.traces ? (["traces"] as const) : []),
   ];
   const ports = {} as Ports;
   for (const part of wanted) {

@@ -9,6 +9,7 @@ import { type AlertReceiver, startAlertReceiver } from "../alert-receiver.ts";
 import { type StackAuth, startStackAuth } from "../auth/gotrue-stack.ts";
 import { createAuthStandIn, type ProjectFile } from "../auth/index.ts";
 import { type FakeOpenAI, startFakeOpenAI } from "../openai/index.ts";
+import { type OtlpReceiver, startOtlpReceiver } from "../otlp-receiver.ts";
 import { type RunningPostgres, startPostgres } from "../postgres/index.ts";
 import { type RunningPostgrest, startPostgrest } from "../postgrest/index.ts";
 import { DEV_SIGNING_KEYS, DEV_TOKEN, type QStashStandIn, startQStash } from "../qstash/index.ts";
@@ -38,6 +39,8 @@ export interface Services {
   redisRest: RunningUpstashRedis | undefined;
   openai: FakeOpenAI | undefined;
   alerts: AlertReceiver | undefined;
+  /** The OTLP/HTTP receiver the app's spans go to, when the stack was asked for traces. */
+  traces: OtlpReceiver | undefined;
   qstash: QStashSwitch;
   /** The local project (dev/auth/): its shape, keys and signing key. */
   project: ProjectFile;
@@ -59,7 +62,7 @@ export async function startServices(o: {
   const launchQStash = () =>
     startQStash({ port: ports.qstash, timeScale: o.timeScale, scaleNotBefore: false, log: o.log });
   const { project } = o;
-  const [postgres, redisServer, openai, alerts, firstQStash] = await Promise.all([
+  const [postgres, redisServer, openai, alerts, traces, firstQStash] = await Promise.all([
     teardown.track(
       startPostgres({
         dataDir: join(o.dataDir, "postgres"),
@@ -79,6 +82,9 @@ export async function startServices(o: {
       : undefined,
     standIns.alerts
       ? teardown.track(startAlertReceiver({ port: ports.alerts, log: o.log }), (a) => a.close())
+      : undefined,
+    standIns.traces
+      ? teardown.track(startOtlpReceiver({ port: ports.traces, log: o.log }), (t) => t.close())
       : undefined,
     standIns.qstash ? launchQStash() : undefined,
   ]);
@@ -120,7 +126,7 @@ export async function startServices(o: {
         )
       : undefined,
   ]);
-  return { postgres, postgrest, redisRest, openai, alerts, qstash, project, auth };
+  return { postgres, postgrest, redisRest, openai, alerts, traces, qstash, project, auth };
 }
 
 function qstashSwitch(
@@ -195,6 +201,7 @@ export function appEnv(
     DEV_AUTH_URL: s.postgrest.url,
     CRON_SECRET: LOCAL_VALUES.cronSecret,
     ...(s.alerts ? { ALERT_WEBHOOK_URL: s.alerts.url } : {}),
+    ...(s.traces ? { OTEL_EXPORTER_OTLP_ENDPOINT: s.traces.url } : {}),
     ...o.userEnv,
   };
 }

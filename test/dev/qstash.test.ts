@@ -234,6 +234,27 @@ test("retries exhausted: 1 + retries attempts, then the DLQ and a signed failure
   });
 });
 
+test("Upstash-Failure-Callback-Forward-* reaches the failure callback with the prefix stripped, and not the destination", async () => {
+  const { qstash, client } = await startStandIn();
+  const receiver = await startReceiver((d) => (d.path === "/always-fails" ? { status: 500 } : {}));
+  const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  await client.publishJSON({
+    url: `${receiver.base}/always-fails`,
+    body: {},
+    retries: 0,
+    failureCallback: `${receiver.base}/on-failure`,
+    headers: { traceparent: tp, "Upstash-Failure-Callback-Forward-traceparent": tp },
+  });
+  await idle(qstash);
+  const [delivery] = receiver.to("/always-fails");
+  expect(delivery?.headers.traceparent).toBe(tp);
+  expect(Object.keys(delivery?.headers ?? {}).filter((h) => h.includes("callback"))).toEqual([]);
+  const [callback] = receiver.to("/on-failure");
+  expect(callback?.verified).toBe(true);
+  expect(callback?.headers.traceparent).toBe(tp);
+  expect(JSON.parse(callback?.body ?? "{}").sourceHeader).toMatchObject({ Traceparent: [tp] });
+});
+
 test("a failing failure callback retries like its source unless Upstash-Failure-Callback-Retries says otherwise", async () => {
   const { qstash, client } = await startStandIn();
   const receiver = await startReceiver(() => ({ status: 500 }));
@@ -489,7 +510,6 @@ test("QStash features the app does not use answer 501 through the SDK, and nothi
       Method: "PUT",
       "Retry-Delay": "1000",
       Delay: "1s",
-      "Forward-X-Tag": "t",
     }).map(([option, value]): [string, () => Promise<unknown>] => [
       `Upstash-Failure-Callback-${option}`,
       () =>

@@ -39,7 +39,7 @@ export interface StackFixture {
  * test (for files that leave slow failure-callback retries behind on purpose).
  */
 export function useStack(
-  options: Pick<StackOptions, "timeScale" | "shape"> & {
+  options: Pick<StackOptions, "timeScale" | "shape" | "traces"> & {
     env?: Record<string, string>;
     waitIdle?: boolean;
   } = {},
@@ -55,6 +55,7 @@ export function useStack(
       reset: true,
       timeScale: options.timeScale ?? 0.01,
       ...(options.shape ? { shape: options.shape } : {}),
+      ...(options.traces ? { traces: true } : {}),
       env: { ...E2E_ENV, ...options.env },
       log: (line) => {
         logs.push(line);
