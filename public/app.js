@@ -544,7 +544,11 @@ async function main() {
       clearExtractErrors();
     });
 
-  /** An accepted job (new, or an Idempotency-Key replay's) on top, announced only when new. */
+  /**
+   * An accepted job (new, or an Idempotency-Key replay's) on top, announced only when new.
+   * @param {Job} job
+   * @param {Usage} usage
+   */
   function showAccepted(job, usage) {
     renderUsage(usage);
     const known = cards.has(job.id);
