@@ -44,8 +44,13 @@ export interface CapacityOptions {
   preload: number;
   /** The PRNG's seed: the same seed draws the same users, kinds and mix. @default 1 */
   seed?: number;
-  /** How long the drain may take after the last enqueue before a job counts as stuck. @default 120 s */
+  /** How long the drain may take after the last enqueue before a job counts as stuck. @default 300 s */
   drainSeconds?: number;
+  /**
+   * The share of jobs whose page stays open and polls until the job ends (the others' pages
+   * were closed after the enqueue); jobs canceled while running are always followed. @default 0.3
+   */
+  pollShare?: number;
   /** Wait before each statistics snapshot, so every backend has flushed its counters
    * (PostgreSQL flushes an idle backend's within 10 s). @default 11 s */
   settleMs?: number;
@@ -92,6 +97,7 @@ interface Planned {
   kind: "document" | "extract";
   scenario: Scenario;
   inject429: boolean;
+  follow: boolean;
   tokens: number;
 }
 
@@ -108,7 +114,9 @@ function prng(seed: number): () => number {
 }
 
 /** The arrivals and the mix: plans 30/55/15 % free/pro/team, a quarter of paid jobs extractions. */
-export function plan(o: Pick<CapacityOptions, "seconds" | "rate" | "seed">): Planned[] {
+export function plan(
+  o: Pick<CapacityOptions, "seconds" | "rate" | "seed" | "pollShare">,
+): Planned[] {
   const rnd = prng(o.seed ?? 1);
   const jobs: Planned[] = [];
   let t = 0;
@@ -135,7 +143,8 @@ export function plan(o: Pick<CapacityOptions, "seconds" | "rate" | "seed">): Pla
       kind,
       scenario,
       inject429: rnd() < 0.03,
-      tokens: 40 + Math.floor(rnd() * 120),
+      follow: scenario === "cancel_running" || rnd() < (o.pollShare ?? 0.3),
+      tokens: 30 + Math.floor(rnd() * 60),
     });
   }
   return jobs;
@@ -144,7 +153,7 @@ export function plan(o: Pick<CapacityOptions, "seconds" | "rate" | "seed">): Pla
 function body(j: Planned, i: number): unknown {
   const markers = [
     `[fake:tokens:${j.kind === "extract" ? 20 : j.tokens}]`,
-    "[fake:chunk_ms:25]",
+    "[fake:chunk_ms:40]",
     j.scenario === "server_error" ? "[fake:server_error]" : "",
     j.scenario === "bad_request" ? "[fake:bad_request]" : "",
   ].join(" ");
@@ -278,8 +287,14 @@ async function preload(sql: pg.Pool, count: number): Promise<{ seconds: number; 
       statusSql: status,
       createdSql: created,
     });
-  const { rowCount } = await sql.query(
-    `insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
+  // The events reference jobs just inserted: their foreign-key checks (3 M lookups) are skipped
+  // for this one statement (session_replication_role), as a bulk restore would.
+  const client = await sql.connect();
+  let rowCount: number | null;
+  try {
+    await client.query("set session_replication_role = replica");
+    ({ rowCount } = await client.query(
+      `insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
      select j.id, j.user_id, j.created_at + e.o * interval '10 s',
        case e.o when 0 then 'enqueued' when 1 then 'started'
          else case j.status when 'succeeded' then 'completed' else j.status end end,
@@ -288,7 +303,11 @@ async function preload(sql: pg.Pool, count: number): Promise<{ seconds: number; 
        case e.o when 2 then jsonb_build_object('usage',
          jsonb_build_object('input_tokens', 40, 'output_tokens', 300)) else '{}'::jsonb end
      from public.generation_jobs j cross join generate_series(0, 2) e(o)`,
-  );
+    ));
+  } finally {
+    await client.query("reset session_replication_role").catch(() => undefined);
+    client.release();
+  }
   await sql.query("vacuum analyze public.generation_jobs, public.job_events, public.quota_usage");
   return { seconds: round((performance.now() - t0) / 1000, 1), events: rowCount ?? 0 };
 }
@@ -369,6 +388,7 @@ export async function capacityRun(o: CapacityOptions) {
     const sentAt = new Map<string, number>();
     const cancels: Record<string, number> = {};
     const polls: Promise<void>[] = [];
+    let followed = 0;
     const inflight = new Set<Promise<void>>();
     const api = (token: string, path: string, init: RequestInit = {}) =>
       fetch(`${stack.urls.app}${path}`, {
@@ -422,26 +442,37 @@ export async function capacityRun(o: CapacityOptions) {
       const wait = started + j.at - performance.now();
       if (wait > 0) await sleep(wait);
       const one = (async () => {
-        const userId = userFor(j.plan);
-        const token = tokens.get(userId) as string;
-        if (j.inject429) stack.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 2 });
-        const t0 = performance.now();
-        const sent = Date.now();
-        const res = await api(token, "/api/jobs", {
-          method: "POST",
-          body: JSON.stringify(body(j, i)),
-        });
-        const reply = (await res.json().catch(() => null)) as {
-          job?: { id: string };
-          error?: { code: string };
-        } | null;
-        enqueueMs.push(performance.now() - t0);
-        count(replies, `${res.status}${reply?.error ? ` ${reply.error.code}` : ""}`);
-        const id = reply?.job?.id;
-        if (res.status !== 202 || !id) return;
-        sentAt.set(id, sent);
-        if (j.scenario === "cancel_queued") await cancel(token, id, "queued");
-        polls.push(follow(token, id, j));
+        try {
+          const userId = userFor(j.plan);
+          const token = tokens.get(userId) as string;
+          if (j.inject429) stack.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 2 });
+          const t0 = performance.now();
+          const sent = Date.now();
+          const res = await api(token, "/api/jobs", {
+            method: "POST",
+            body: JSON.stringify(body(j, i)),
+          });
+          const reply = (await res.json().catch(() => null)) as {
+            job?: { id: string };
+            error?: { code: string };
+          } | null;
+          enqueueMs.push(performance.now() - t0);
+          count(replies, `${res.status}${reply?.error ? ` ${reply.error.code}` : ""}`);
+          const id = reply?.job?.id;
+          if (res.status !== 202 || !id) return;
+          sentAt.set(id, sent);
+          if (j.scenario === "cancel_queued") await cancel(token, id, "queued");
+          if (j.follow) {
+            followed++;
+            polls.push(follow(token, id, j));
+          }
+        } catch (error) {
+          // A request that never got an answer (the machine overloaded): counted, not fatal.
+          count(
+            replies,
+            `no answer (${(error as Error).cause ? String((error as { cause: { code?: string } }).cause.code) : (error as Error).message})`,
+          );
+        }
       })();
       inflight.add(one);
       void one.finally(() => inflight.delete(one));
@@ -459,7 +490,7 @@ export async function capacityRun(o: CapacityOptions) {
     const loadSeconds = round((performance.now() - started) / 1000, 1);
 
     // The drain: every job the page follows ends, QStash has nothing left, then one sweep.
-    const drainDeadline = performance.now() + (o.drainSeconds ?? 120) * 1000;
+    const drainDeadline = performance.now() + (o.drainSeconds ?? 300) * 1000;
     const activeRun = async () =>
       (
         await sql.query<{ n: number }>(
@@ -471,9 +502,26 @@ export async function capacityRun(o: CapacityOptions) {
       .waitIdle(Math.max(1_000, drainDeadline - performance.now()))
       .catch(() => undefined);
     const sweep = await stack.sweep();
-    const stuck = await sql.query<{ id: string; status: string; age_s: number }>(
+    // Still active after the drain: within their bounds (a lease not yet expired, a provider
+    // wait) or past them. Past a bound after the final sweep is stuck (docs/DESIGN.md#invariant-5-nothing-stuck):
+    // a running job past its lease and the sweeper's grace, a queued one undelivered past
+    // SWEEP_UNDELIVERED_AFTER_SECONDS, any active one past JOB_MAX_AGE_SECONDS.
+    const active = await sql.query<{ id: string; status: string; age_s: number }>(
       `select id, status, extract(epoch from now() - created_at)::int age_s
        from public.generation_jobs where status in ('queued', 'running')`,
+    );
+    const env = (name: string, fallback: number) => Number(stack.env[name] ?? fallback);
+    const stuck = await sql.query<{ id: string; status: string; age_s: number }>(
+      `select id, status, extract(epoch from now() - created_at)::int age_s
+       from public.generation_jobs
+       where (status = 'running' and lease_expires_at + make_interval(secs => $1) < now())
+          or (status = 'queued' and coalesce(resume_at, queued_at) + make_interval(secs => $2) < now())
+          or (status in ('queued', 'running') and created_at + make_interval(secs => $3) < now())`,
+      [
+        env("SWEEP_LEASE_GRACE_SECONDS", env("WORKER_MAX_DURATION_SECONDS", 300)),
+        env("SWEEP_UNDELIVERED_AFTER_SECONDS", 900),
+        env("JOB_MAX_AGE_SECONDS", 10_800),
+      ],
     );
     const drift = await sql.query("select * from public.quota_drift");
     await sleep(o.settleMs ?? 11_000);
@@ -563,15 +611,24 @@ export async function capacityRun(o: CapacityOptions) {
       preload: { jobs: o.preload, events: loaded.events, seconds: loaded.seconds },
       load: { planned: planned.length, seconds: loadSeconds, replies, cancels },
       latencyMs: { enqueue: stats(enqueueMs), endToEnd: stats(endToEndMs) },
-      jobs: { accepted, ended: ended.length, byStatus },
+      jobs: { accepted, ended: ended.length, followedByThePage: followed, byStatus },
       invariants: {
         driftRows: drift.rowCount ?? 0,
+        activeAfterDrain: active.rows.length,
         stuck: stuck.rows.length,
         stuckJobs: stuck.rows.slice(0, 10),
         finalSweep: sweep.body,
       },
       perJob: {
-        dbCalls: { total: per(dbTotal, 2), byFunction: dbCalls },
+        dbCalls: {
+          total: per(dbTotal, 2),
+          byFunction: dbCalls,
+          // The page's reads, per job it followed (its poller ran from the 202 to the end).
+          statusReadsPerFollowedJob: round(
+            ((d1.functions.get_job ?? 0) - (d0.functions.get_job ?? 0)) / Math.max(1, followed),
+            2,
+          ),
+        },
         transactions: per(d1.commits - d0.commits, 2),
         walBytes: per(Number(d1.walBytes - d0.walBytes), 0),
         writes,
@@ -625,6 +682,8 @@ export async function runCapacity(opts: { quick: boolean }): Promise<CapacityRes
     seconds: num("CAPACITY_SECONDS", opts.quick ? 30 : 600),
     rate: num("CAPACITY_RATE", 10),
     preload: num("CAPACITY_PRELOAD", opts.quick ? 100_000 : 1_000_000),
+    // Long enough for a lease (330 s) to expire and the sweeper to end what a lost worker left.
+    drainSeconds: num("CAPACITY_DRAIN_SECONDS", 420),
   });
   await writeResult("capacity", result);
   return result;
@@ -671,8 +730,8 @@ export function printCapacity(r: CapacityResult): string {
   const p = r.perJob;
   const lines = [
     `${r.jobs.accepted} jobs accepted of ${r.load.planned} planned at ${r.options.rate}/s for ${r.options.seconds} s over ${r.preload.jobs} preloaded jobs (${r.preload.events} events); replies ${JSON.stringify(r.load.replies)}; cancels ${JSON.stringify(r.load.cancels)}`,
-    `quota_drift rows: ${r.invariants.driftRows}; stuck jobs after the drain and a final sweep: ${r.invariants.stuck}`,
-    `per job: ${p.dbCalls.total} database calls ${JSON.stringify(p.dbCalls.byFunction)}; ${p.transactions} transactions; ${p.walBytes} WAL bytes`,
+    `quota_drift rows: ${r.invariants.driftRows}; after the drain and a final sweep: ${r.invariants.activeAfterDrain} jobs still active, ${r.invariants.stuck} of them past their bound (stuck)`,
+    `per job: ${p.dbCalls.total} database calls ${JSON.stringify(p.dbCalls.byFunction)}; ${p.transactions} transactions; ${p.walBytes} WAL bytes; ${p.dbCalls.statusReadsPerFollowedJob} status reads per job the page followed (${r.jobs.followedByThePage})`,
     `per job: QStash published ${JSON.stringify(p.qstash.published)}, delivery attempts ${JSON.stringify(p.qstash.deliveryAttempts)} (${p.qstash.billedMessages} billed messages)`,
     `per job: Redis ${p.redis.total} commands ${JSON.stringify(p.redis.byCommand)}`,
     `per job: model ${p.model.calls} calls, ${p.model.completionTokens} completion tokens, ${p.model.promptTokensPerAnsweredCall} prompt tokens per answered call`,

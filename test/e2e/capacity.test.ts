@@ -22,6 +22,7 @@ test("capacity bench, 10 s at 2/s: every job ends, no drift, nothing stuck, per-
   expect(r.jobs.ended).toBe(r.jobs.accepted);
   expect(r.invariants.driftRows).toBe(0);
   expect(r.invariants.stuck).toBe(0);
+  expect(r.invariants.activeAfterDrain).toBe(0);
   expect(Object.keys(r.load.replies).filter((k) => k.startsWith("5"))).toEqual([]);
   // Each accepted job was enqueued once over PostgREST, and its worker message published.
   expect(r.perJob.dbCalls.byFunction.enqueue_job).toBeGreaterThanOrEqual(1);
