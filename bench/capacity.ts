@@ -501,7 +501,10 @@ export async function capacityRun(o: CapacityOptions) {
     await stack.qstash
       .waitIdle(Math.max(1_000, drainDeadline - performance.now()))
       .catch(() => undefined);
-    const sweep = await stack.sweep();
+    // The final sweep, as the cron would run it again while it reports more to do (bounded).
+    let sweep = await stack.sweep();
+    for (let i = 0; i < 20 && (sweep.body as { more?: boolean } | null)?.more === true; i++)
+      sweep = await stack.sweep();
     // Still active after the drain: within their bounds (a lease not yet expired, a provider
     // wait) or past them. Past a bound after the final sweep is stuck (docs/DESIGN.md#invariant-5-nothing-stuck):
     // a running job past its lease and the sweeper's grace, a queued one undelivered past

@@ -2,7 +2,8 @@
  * The capacity bench (bench/capacity.ts, docs/CAPACITY.md) kept from rotting: 10 s of it at 2
  * enqueues a second over 2,000 preloaded jobs, through the whole local stack. Whatever the mix
  * did, no drift and nothing stuck after the drain and a final sweep, and every accepted job
- * ended with its work counted at the services.
+ * ended with its work counted at the services. The bench itself runs ~15 s; starting the stack
+ * (Vercel's build checked, Postgres migrated) takes 10-40 s more on a shared machine.
  */
 import { expect, test } from "vitest";
 import { capacityRun } from "../../bench/capacity.ts";
@@ -13,7 +14,7 @@ test("capacity bench, 10 s at 2/s: every job ends, no drift, nothing stuck, per-
     rate: 2,
     preload: 2_000,
     seed: 7,
-    drainSeconds: 30,
+    drainSeconds: 60,
     settleMs: 1_500,
     log: () => {},
   });
@@ -30,4 +31,4 @@ test("capacity bench, 10 s at 2/s: every job ends, no drift, nothing stuck, per-
   expect(r.perJob.model.calls).toBeGreaterThan(0);
   expect(r.perJob.writes.job_events?.inserted).toBeGreaterThanOrEqual(2);
   expect(r.latencyMs.endToEnd.n).toBe(r.jobs.accepted);
-}, 90_000);
+}, 240_000);
