@@ -1,8 +1,10 @@
 /**
  * `npm run bench`: every section, or some (`--only=sql,peers,cold` / `--sql --cold`), `--quick` for a
- * short run. Each section writes bench/results/<section>.json and prints its table; the run
+ * short run. The capacity section's length: CAPACITY_SECONDS (default 600, quick 30),
+ * CAPACITY_RATE (10 a second), CAPACITY_PRELOAD (1,000,000 jobs, quick 100,000). Each section writes bench/results/<section>.json and prints its table; the run
  * writes bench/results/summary.json with the machine and the time each section took.
  */
+import { printCapacity, runCapacity } from "./capacity.ts";
 import { printColdStart, runColdStart } from "./cold-start.ts";
 import { printFirstRequest, runFirstRequest } from "./first-request.ts";
 import { printGrowth, runGrowth } from "./growth.ts";
@@ -29,6 +31,7 @@ const titles: Record<Section, string> = {
   cold: "4. Cold start (the built .vercel/output, fresh Node 24 process)",
   growth: "5. Growth (10k / 100k / 1M jobs) and the sweeper",
   first: "6. The first request on a fresh instance, and Generate → first visible token",
+  capacity: "7. Capacity at 1/100 scale: 10 enqueues/s for 10 min over 1 M jobs (docs/CAPACITY.md)",
 };
 const run: Record<Section, (o: { quick: boolean }) => Promise<string>> = {
   roundtrips: async (o) => printRoundtrips(await runRoundtrips(o)),
@@ -38,6 +41,7 @@ const run: Record<Section, (o: { quick: boolean }) => Promise<string>> = {
   cold: async (o) => printColdStart(await runColdStart(o)),
   growth: async (o) => printGrowth(await runGrowth(o)),
   first: async (o) => printFirstRequest(await runFirstRequest(o)),
+  capacity: async (o) => printCapacity(await runCapacity(o)),
 };
 
 const started = performance.now();

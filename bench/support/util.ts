@@ -15,7 +15,16 @@ export interface Flags {
   only: Set<string> | null;
 }
 
-export const SECTIONS = ["roundtrips", "sql", "peers", "http", "cold", "growth", "first"] as const;
+export const SECTIONS = [
+  "roundtrips",
+  "sql",
+  "peers",
+  "http",
+  "cold",
+  "growth",
+  "first",
+  "capacity",
+] as const;
 export type Section = (typeof SECTIONS)[number];
 
 /** `--quick`, `--only=sql,cold` (or `--sql --cold`). */
