@@ -311,6 +311,28 @@ export const VARIABLES = {
     dev: { with: "OTEL_EXPORTER_OTLP_HEADERS" },
   }),
   QSTASH_RETRIES: tunable(1, 0, "QStash redeliveries after the first attempt"),
+  QSTASH_FLOW_CONTROL: variable({
+    group: "tunables",
+    schema: z.enum(["on", "off"], { error: "must be on or off" }).default("on"),
+    about:
+      "QStash Flow Control on every delivery to the worker: key `openai.<model>` (flex and standard share it), with the three limits below, so the fleet stays under the provider's limits before a 429 ([flow control](#flow-control))",
+    shownDefault: "`on`",
+    example: "on",
+    dev: "always",
+  }),
+  QSTASH_FLOW_PARALLELISM: tunable(
+    20,
+    1,
+    "worker deliveries (so model calls) in flight at once, fleet-wide, per model",
+  ),
+  QSTASH_FLOW_RATE: tunable(
+    1,
+    1,
+    "worker deliveries started per `QSTASH_FLOW_PERIOD_SECONDS` (1 per 3 s = 20 a minute: OpenAI's usage tier 1, 200,000 TPM ÷ 10,000 tokens a job)",
+  ),
+  QSTASH_FLOW_PERIOD_SECONDS: tunable(3, 1, "the period `QSTASH_FLOW_RATE` counts in", {
+    max: 604_800,
+  }),
   PROVIDER_QUOTA_MAX_HITS: tunable(
     3,
     1,
@@ -521,6 +543,43 @@ export function supabaseKeys(config: Config): { server: string; publishable: str
   return { server, publishable: config.supabasePublishableKey ?? config.supabaseAnonKey };
 }
 
+/** A Flow Control key and its limits, as the SDK's `flowControl` option takes them. */
+export type FlowControlLimits = {
+  key: string;
+  parallelism: number;
+  rate: number;
+  /** Seconds. */
+  period: number;
+};
+
+/**
+ * The Flow Control key of a provider's model: `openai.gpt-4o-mini`. QStash accepts only
+ * letters, digits, `-`, `_` and `.` in a key (its resource-name rule), so anything else in a
+ * model name (a fine-tuned model's `ft:…:org::id`) becomes `_`. One key per model, whatever the
+ * service tier: OpenAI's requests- and tokens-per-minute are counted per model, and a flex
+ * request's 429 is a capacity signal, not a separate quota (docs/DESIGN.md#flow-control).
+ *
+ * @example flowControlOf({ qstashFlowControl: "on", openaiModel: "gpt-4o-mini", ... })
+ *   // { key: "openai.gpt-4o-mini", parallelism: 20, rate: 1, period: 3 }
+ */
+export function flowControlOf(
+  config: Pick<
+    Config,
+    | "qstashFlowControl"
+    | "openaiModel"
+    | "qstashFlowParallelism"
+    | "qstashFlowRate"
+    | "qstashFlowPeriodSeconds"
+  >,
+): FlowControlLimits | undefined {
+  if (config.qstashFlowControl === "off") return undefined;
+  return {
+    key: `openai.${config.openaiModel.replace(/[^A-Za-z0-9._-]/g, "_")}`,
+    parallelism: config.qstashFlowParallelism,
+    rate: config.qstashFlowRate,
+    period: config.qstashFlowPeriodSeconds,
+  };
+}
 let cached: Config | undefined;
 
 /** `loadConfig(process.env)`, parsed on first use and memoized for the life of the instance. */

@@ -12,7 +12,7 @@
 
 import { createAlerter } from "./alerts.ts";
 import { createAuth } from "./auth.ts";
-import { type Config, getConfig, supabaseKeys } from "./config.ts";
+import { type Config, flowControlOf, getConfig, supabaseKeys } from "./config.ts";
 import { createRpc } from "./db.ts";
 import { createJobs } from "./jobs.ts";
 import type { Deps } from "./ports.ts";
@@ -43,6 +43,7 @@ export function createDeps(config: Config): Deps {
       token: config.qstashToken,
       appUrl: config.appUrl,
       retries: config.qstashRetries,
+      flowControl: flowControlOf(config),
     }),
   );
   const rateLimiter = onFirstUse(async () => {
@@ -66,7 +67,10 @@ export function createDeps(config: Config): Deps {
   return {
     config,
     jobs: createJobs(rpc),
-    queue: { publishJob: async (input) => (await queue()).publishJob(input) },
+    queue: {
+      publishJob: async (input) => (await queue()).publishJob(input),
+      flowBacklog: async () => (await queue()).flowBacklog(),
+    },
     auth: createAuth({ jwtSecret: config.supabaseJwtSecret, supabaseUrl: config.supabaseUrl }),
     rateLimiter: { check: async (userId) => (await rateLimiter()).check(userId) },
     gate: {

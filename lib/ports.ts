@@ -9,13 +9,17 @@ import type { AuthUser } from "./auth.ts";
 import type { Config } from "./config.ts";
 import type { Jobs } from "./jobs.ts";
 import type { Model } from "./model.ts";
-import type { PublishInput } from "./queue.ts";
+import type { FlowBacklog, PublishInput } from "./queue.ts";
 import type { RateLimitResult } from "./rate-limit.ts";
 
 export interface Deps {
   config: Config;
   jobs: Jobs;
-  queue: { publishJob(input: PublishInput): Promise<{ messageId: string; deduplicated: boolean }> };
+  queue: {
+    publishJob(input: PublishInput): Promise<{ messageId: string; deduplicated: boolean }>;
+    /** QStash's waitlist for the worker's Flow Control key (the sweeper reads it); absent: none. */
+    flowBacklog?(): Promise<FlowBacklog | null>;
+  };
   auth: { userFromRequest(req: Request): Promise<AuthUser> };
   rateLimiter: { check(userId: string): Promise<RateLimitResult> };
   gate: { resumeAt(now?: Date): Promise<Date | null>; holdUntil(at: Date): Promise<void> };

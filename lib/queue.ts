@@ -4,6 +4,7 @@
 import { createHash } from "node:crypto";
 import { Client, QstashError, Receiver, SignatureError } from "@upstash/qstash";
 import * as z from "zod";
+import type { FlowControlLimits } from "./config.ts";
 import { HttpError, UpstreamError } from "./errors.ts";
 import { readBody } from "./http.ts";
 import { log } from "./log.ts";
@@ -23,6 +24,24 @@ export type QueueOptions = {
   retries: number;
   /** Redeliveries of the failure callback itself (`Upstash-Failure-Callback-Retries`). @default 3 */
   failureCallbackRetries?: number;
+  /**
+   * QStash Flow Control on every worker delivery (`flowControlOf` in lib/config.ts): over its limits a
+   * message waits in QStash's waitlist, in order, instead of reaching the provider.
+   * @default none
+   */
+  flowControl?: FlowControlLimits | undefined;
+};
+
+/** What QStash says about the key now (`GET /v2/flowControl/{key}`), for the sweeper. */
+export type FlowBacklog = {
+  limits: FlowControlLimits;
+  /** Messages due but held back by the key's limits or a pause. */
+  waitListSize: number;
+  isPaused: boolean;
+  /** The limits QStash applies now (a pin on the console wins over ours); 0: none. */
+  parallelismMax: number;
+  rateMax: number;
+  ratePeriod: number;
 };
 
 /**
@@ -52,6 +71,7 @@ export type PublishInput = JobMessage & {
  */
 export function createQueue(options: QueueOptions): {
   publishJob(input: PublishInput): Promise<{ messageId: string; deduplicated: boolean }>;
+  flowBacklog(): Promise<FlowBacklog | null>;
 } {
   const client = new Client({
     // Both given explicitly, so the SDK never falls back to QSTASH_* / QSTASH_REGION env vars,
@@ -68,6 +88,7 @@ export function createQueue(options: QueueOptions): {
   });
   const workerUrl = `${options.appUrl}/api/worker`;
   const dlqUrl = `${options.appUrl}/api/dlq`;
+  const flowControl = options.flowControl;
 
   return {
     async publishJob({ jobId, seq, dedupId, notBefore }) {
@@ -79,6 +100,7 @@ export function createQueue(options: QueueOptions): {
           failureCallback: dlqUrl,
           deduplicationId: dedupId,
           ...(notBefore ? { notBefore: Math.ceil(notBefore.getTime() / 1000) } : {}),
+          ...(flowControl ? { flowControl } : {}),
           // The DLQ callback is where a delivery failure is refunded; it is idempotent (a
           // guarded transition), so let it ride out a short database outage.
           headers: {
@@ -100,6 +122,28 @@ export function createQueue(options: QueueOptions): {
         throw new UpstreamError(
           "qstash",
           `publish failed: ${err instanceof Error ? err.message : String(err)}`,
+        );
+      }
+    },
+    // null: flow control is off, or no message named the key yet (QStash answers 404).
+    async flowBacklog() {
+      if (!flowControl) return null;
+      try {
+        const info = await client.flowControl.get(flowControl.key);
+        return {
+          limits: flowControl,
+          waitListSize: Number(info.waitListSize) || 0,
+          isPaused: info.isPaused === true,
+          parallelismMax: Number(info.parallelismMax) || 0,
+          rateMax: Number(info.rateMax) || 0,
+          ratePeriod: Number(info.ratePeriod) || 0,
+        };
+      } catch (err) {
+        if (err instanceof QstashError && err.status === 404) return null;
+        throw new UpstreamError(
+          "qstash",
+          `flow control read failed: ${err instanceof Error ? err.message.slice(0, 200) : String(err)}`,
+          err instanceof QstashError ? err.status : undefined,
         );
       }
     },

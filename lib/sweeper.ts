@@ -7,6 +7,7 @@ import { createHash } from "node:crypto";
 import { log } from "./log.ts";
 import { messageOf } from "./message.ts";
 import type { Deps } from "./ports.ts";
+import type { FlowBacklog } from "./queue.ts";
 import { annotateSpan, inJobTrace, traced } from "./trace.ts";
 
 export interface SweepReport {
@@ -31,12 +32,13 @@ export async function sweepStaleJobs(
     more: false,
   };
   const failedJobs: string[] = [];
+  const undeliveredAfterSeconds = await undeliveredAfter(deps);
   for (;;) {
     const r = await traced("db sweep_jobs", { "db.system.name": "postgresql" }, () =>
       deps.jobs.sweep({
         batchSize: c.sweepBatchSize,
         leaseGraceSeconds: c.sweepLeaseGraceSeconds,
-        undeliveredAfterSeconds: c.sweepUndeliveredAfterSeconds,
+        undeliveredAfterSeconds,
         maxAgeSeconds: c.jobMaxAgeSeconds,
       }),
     );
@@ -89,4 +91,57 @@ export async function sweepStaleJobs(
     });
   }
   return report;
+}
+
+/**
+ * How long a queued job may go undelivered before it counts as lost, this tick.
+ *
+ * With Flow Control on, a burst waits in QStash's waitlist for the worker's key: due, accepted,
+ * not lost, delivered in order as the limits allow. Read as "never delivered", it would be
+ * republished (a second message at the end of the same waitlist) and, still waiting one window
+ * later, failed `never_delivered`: a job lost to the sweeper that QStash was about to deliver.
+ * So the sweeper asks QStash how long the key's waitlist is and adds the longest time it can
+ * take to drain ({@link drainSeconds}) to `SWEEP_UNDELIVERED_AFTER_SECONDS`. While the key is
+ * paused (on-call, docs/RUNBOOK.md) nothing is read as undelivered: only the max age ends a
+ * job. Capped at the max age, which ends a job whatever held it (docs/DESIGN.md#flow-control
+ * gives the bound). When QStash cannot be asked, the configured window applies (logged): a
+ * republish is then at worst a duplicate message, which the job's `publish_seq` makes harmless.
+ */
+async function undeliveredAfter(deps: Pick<Deps, "queue" | "config">): Promise<number> {
+  const c = deps.config;
+  const base = c.sweepUndeliveredAfterSeconds;
+  if (!deps.queue.flowBacklog) return base;
+  let backlog: FlowBacklog | null;
+  try {
+    backlog = await deps.queue.flowBacklog();
+  } catch (error) {
+    log.warn("flow_backlog_unread", { error });
+    return base;
+  }
+  if (!backlog || (backlog.waitListSize === 0 && !backlog.isPaused)) return base;
+  const window = backlog.isPaused
+    ? c.jobMaxAgeSeconds
+    : Math.min(base + drainSeconds(backlog, c.workerMaxDurationSeconds), c.jobMaxAgeSeconds);
+  log.info("flow_backlog", {
+    waitListSize: backlog.waitListSize,
+    paused: backlog.isPaused,
+    undeliveredAfterSeconds: window,
+  });
+  return window;
+}
+
+/**
+ * The longest a waitlist of `waitListSize` takes to drain under the key's limits as QStash
+ * applies them now (a pin wins over ours): one period per `rate` messages, and one worker
+ * duration (the most a delivery holds its slot) per `parallelism` messages, whichever is
+ * slower, plus the current period.
+ */
+export function drainSeconds(backlog: FlowBacklog, workerMaxDurationSeconds: number): number {
+  const w = backlog.waitListSize;
+  const rate = backlog.rateMax || backlog.limits.rate;
+  const period = backlog.ratePeriod || backlog.limits.period;
+  const parallelism = backlog.parallelismMax || backlog.limits.parallelism;
+  const byRate = Math.ceil(w / rate) * period;
+  const bySlots = Math.ceil(w / parallelism) * workerMaxDurationSeconds;
+  return Math.max(byRate, bySlots) + period;
 }

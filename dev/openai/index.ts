@@ -67,7 +67,8 @@
  *     POST /__fake/stream {"chunkMs"} → {"chunkMs": n}: the pause before each streamed token
  *     POST /__fake/reasoning {"tokens","ms"} → the same: every later stream's silent start
  *     POST /__fake/flex {"available"} → {"available": b}: flex capacity
- *     GET  /__fake/stats → {"calls", "completionTokens", "streamedTokens", "requests"}
+ *     GET  /__fake/stats → {"calls", "completionTokens", "streamedTokens", "requests",
+ *                           "concurrent", "maxConcurrent", "startedAt"}
  *     POST /__fake/reset → {"ok": true}
  * `calls` counts every request that reached a model endpoint, whatever its outcome.
  * `completionTokens` is every completion token the fake sent (what a provider would bill);
@@ -77,7 +78,10 @@
  * maxCompletionTokens, completionTokens, reasoningTokens, finishReason}` (instructions: whether
  * any came; format: the json_schema's name, `json_object` or null; completionTokens: visible
  * ones; finishReason `client_closed` for a stream the client cut, or the mid-stream failure's
- * kind).
+ * kind). The load the provider saw: `concurrent` model requests open now (arrived, answer not
+ * yet wholly sent: a stream until its last byte or the client leaving), `maxConcurrent` the
+ * most at once, `startedAt` when each arrived (the last 10,000), so a test can count the
+ * requests in any window; `reset` starts them again.
  */
 import { randomBytes } from "node:crypto";
 import { serve } from "../http/serve.ts";
@@ -148,6 +152,12 @@ export interface FakeStats {
   completionTokens: number;
   streamedTokens: number;
   requests: FakeRequest[];
+  /** Model requests open now: arrived, and their answer (a whole stream) not yet sent or cut. */
+  concurrent: number;
+  /** The most model requests open at once. */
+  maxConcurrent: number;
+  /** When each of the last 10,000 model requests arrived (ms since the epoch), in order. */
+  startedAt: number[];
 }
 
 export interface FakeOpenAI {
@@ -186,6 +196,9 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
   let reasoning: FakeReasoning | null = null;
   const revoked = new Set<string>();
   const inFlight = new Set<AbortController>();
+  let concurrent = 0;
+  let maxConcurrent = 0;
+  let startedAt: number[] = [];
 
   const failNext = (kind: FailKind, count = 1, opts: FailOptions = {}) => {
     if (!FAIL_KINDS.includes(kind)) throw new Error(`unknown fail kind: ${kind}`);
@@ -203,6 +216,8 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     revoked.clear();
     flexAvailable = true;
     reasoning = null;
+    maxConcurrent = concurrent;
+    startedAt = [];
   };
   const setReasoning = (r: FakeReasoning | null) => {
     if (r && !(Number.isInteger(r.tokens) && r.tokens >= 0 && Number.isFinite(r.ms) && r.ms >= 0))
@@ -218,6 +233,9 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     completionTokens,
     streamedTokens,
     requests: [...requests],
+    concurrent,
+    maxConcurrent,
+    startedAt: [...startedAt],
   });
   const setChunkMs = (ms: number) => {
     if (!Number.isFinite(ms) || ms < 0) throw new Error(`chunkMs must be >= 0, got ${ms}`);
@@ -411,7 +429,59 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
   // The tokenizer of the current models, loaded before the first request is served: its load
   // (a second or more) must not count against a client's timeout.
   await tokenizer("gpt-4o-mini");
-  const server = await serve(handle, {
+  /**
+   * The provider's view of the load: a model request is open from its arrival until its answer
+   * is sent (a stream: its last byte, or the client leaving), whatever the answer.
+   */
+  async function measured(request: Request): Promise<Response> {
+    if (
+      request.method !== "POST" ||
+      !MODEL_ROUTES.has(new URL(request.url).pathname.replace(/\/+$/, ""))
+    )
+      return handle(request);
+    concurrent++;
+    maxConcurrent = Math.max(maxConcurrent, concurrent);
+    startedAt.push(Date.now());
+    if (startedAt.length > 10_000) startedAt.shift();
+    let closed = false;
+    const close = () => {
+      if (closed) return;
+      closed = true;
+      concurrent--;
+    };
+    try {
+      const response = await handle(request);
+      if (!response.body) {
+        close();
+        return response;
+      }
+      const reader = response.body.getReader();
+      const body = new ReadableStream<Uint8Array>({
+        async pull(controller) {
+          try {
+            const { done, value } = await reader.read();
+            if (done) {
+              close();
+              controller.close();
+            } else controller.enqueue(value);
+          } catch (error) {
+            close();
+            controller.error(error);
+          }
+        },
+        cancel(reason) {
+          close();
+          return reader.cancel(reason);
+        },
+      });
+      return new Response(body, { status: response.status, headers: response.headers });
+    } catch (error) {
+      close();
+      throw error;
+    }
+  }
+
+  const server = await serve(measured, {
     port: options.port,
     host,
     name: "fake OpenAI",

@@ -3,6 +3,7 @@ import { DEDUP_WINDOW_MS, DEV_SIGNING_KEYS } from "./constants.ts";
 import { deliver } from "./delivery.ts";
 import { DeadLetters } from "./dlq.ts";
 import { defaultBackoffMs, parseRetryAfter } from "./durations.ts";
+import { type FlowInfo, FlowKey, type FlowLimits } from "./flow.ts";
 import { createMessage, type Message, type MessageSpec } from "./message.ts";
 import { after, type Timer } from "./timers.ts";
 
@@ -12,6 +13,11 @@ export interface EngineConfig {
   /** When false, a publish's notBefore wait runs in real time (only retries are scaled). */
   scaleNotBefore?: boolean;
   log: (line: string) => void;
+}
+
+export interface FlowUnpin {
+  parallelism: boolean;
+  rate: boolean;
 }
 
 export interface Stats {
@@ -31,6 +37,9 @@ export class Engine {
   private readonly messages = new Map<string, Message>();
   private readonly dedup = new Map<string, { messageId: string; expiresAt: number }>();
   private readonly timers = new Map<string, Timer>();
+  /** Flow Control keys (dev/qstash/flow.ts), kept for the life of the stand-in. */
+  private readonly flows = new Map<string, FlowKey>();
+  private readonly flowTimers = new Map<string, Timer>();
   private readonly running = new Set<Promise<void>>();
   private readonly idleWaiters = new Set<() => void>();
   private readonly abort = new AbortController();
@@ -50,6 +59,7 @@ export class Engine {
     if (dedupKey !== undefined)
       this.dedup.set(dedupKey, { messageId: message.id, expiresAt: now + DEDUP_WINDOW_MS });
     this.messages.set(message.id, message);
+    if (message.flow) this.flowKey(message.flow.key).configure(message.flow.limits);
     this.published++;
     this.config.log(`publish ${message.id} POST ${message.url}`);
     this.schedule(message, Math.max(0, message.notBefore - now), this.config.scaleNotBefore);
@@ -97,6 +107,8 @@ export class Engine {
     this.closed = true;
     for (const timer of this.timers.values()) timer.cancel();
     this.timers.clear();
+    for (const timer of this.flowTimers.values()) timer.cancel();
+    this.flowTimers.clear();
     this.abort.abort();
     await Promise.allSettled([...this.running]);
     this.messages.clear();
@@ -121,17 +133,104 @@ export class Engine {
     if (this.closed) return;
     const timer = after(scaled === false ? waitMs : waitMs * this.config.timeScale, () => {
       this.timers.delete(message.id);
-      const run = this.run(message).catch((error: unknown) => {
-        // A bug here must not become an unhandled rejection that kills the dev stack.
-        this.config.log(
-          `error ${message.id}: ${error instanceof Error ? error.stack : String(error)}`,
-        );
-        this.finish(message);
-      });
-      this.running.add(run);
-      void run.finally(() => this.running.delete(run));
+      if (!message.flow) return void this.launch(message);
+      // Due, but the key decides when: the waitlist, first come first served.
+      const key = this.flowKey(message.flow.key);
+      key.waiting.push(message.id);
+      this.pump(key);
     });
     this.timers.set(message.id, timer);
+  }
+
+  private launch(message: Message): Promise<void> {
+    const run = this.run(message).catch((error: unknown) => {
+      // A bug here must not become an unhandled rejection that kills the dev stack.
+      this.config.log(
+        `error ${message.id}: ${error instanceof Error ? error.stack : String(error)}`,
+      );
+      this.finish(message);
+    });
+    this.running.add(run);
+    void run.finally(() => this.running.delete(run));
+    return run;
+  }
+
+  private flowKey(name: string): FlowKey {
+    let key = this.flows.get(name);
+    if (!key) {
+      key = new FlowKey(name);
+      this.flows.set(name, key);
+    }
+    return key;
+  }
+
+  /** Starts every waiting delivery the key allows now; wakes itself when the period ends. */
+  private pump(key: FlowKey): void {
+    if (this.closed) return;
+    for (;;) {
+      const id = key.waiting[0];
+      if (id === undefined) return;
+      const message = this.messages.get(id);
+      if (!message) {
+        key.waiting.shift();
+        continue;
+      }
+      const now = Date.now();
+      const waitMs = key.waitMs(now);
+      if (waitMs > 0) {
+        // Full or paused: a finished delivery or a resume pumps again. A spent rate: the
+        // period's end does (real time: a rate is the destination's, not scaled for tests).
+        if (Number.isFinite(waitMs) && !this.flowTimers.has(key.key))
+          this.flowTimers.set(
+            key.key,
+            after(waitMs, () => {
+              this.flowTimers.delete(key.key);
+              this.pump(key);
+            }),
+          );
+        return;
+      }
+      key.waiting.shift();
+      key.start(now);
+      // The slot is the call's until the destination answers or the delivery times out.
+      void this.launch(message).finally(() => {
+        key.active--;
+        this.pump(key);
+      });
+    }
+  }
+
+  /** `GET /v2/flowControl/{key}`; undefined for a key no message named. */
+  flowInfo(name: string): FlowInfo | undefined {
+    return this.flows.get(name)?.info(Date.now());
+  }
+
+  flowList(): FlowInfo[] {
+    const now = Date.now();
+    return [...this.flows.values()].map((key) => key.info(now));
+  }
+
+  /**
+   * The key's management calls. False for a key no message named (the stand-in keeps no state
+   * for it, so there is nothing to pause).
+   */
+  flowAction(
+    name: string,
+    action: "pause" | "resume" | "resetRate" | { pin: FlowLimits } | { unpin: FlowUnpin },
+  ): boolean {
+    const key = this.flows.get(name);
+    if (!key) return false;
+    const now = Date.now();
+    if (action === "pause") key.paused = true;
+    else if (action === "resume") key.paused = false;
+    else if (action === "resetRate") key.resetRate(now);
+    else if ("pin" in action) key.pin(action.pin, now);
+    else {
+      if (action.unpin.parallelism) key.pinnedParallelism = false;
+      if (action.unpin.rate) key.pinnedRate = false;
+    }
+    this.pump(key);
+    return true;
   }
 
   private async run(message: Message): Promise<void> {

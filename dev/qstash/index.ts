@@ -3,9 +3,9 @@
  * time and cannot be had offline. Same port convention, dev token and signing keys. It serves
  * what the app calls (lib/queue.ts: publish with retries, notBefore, a deduplication id and a
  * failure callback; signed deliveries, retries with the documented backoff or Retry-After, the
- * DLQ as the runbook reads and retries it) plus `Upstash-Timeout` and `Upstash-Forward-*`;
- * every other QStash feature is refused with a 501, never ignored. In memory, like the real
- * dev server.
+ * DLQ as the runbook reads and retries it; Flow Control per key, with its waitlist and its
+ * management calls, flow.ts) plus `Upstash-Timeout` and `Upstash-Forward-*`; every other
+ * QStash feature is refused with a 501, never ignored. In memory, like the real dev server.
  *
  * @example
  * const qstash = await startQStash({ port: 8080 });

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import type { FlowRef } from "./flow.ts";
 import type { HeaderList } from "./headers.ts";
 
 /** Where the failure callback goes; without `retries` it retries like its source. */
@@ -21,6 +22,8 @@ export interface MessageSpec {
   notBefore: number;
   failureCallback?: FailureCallback;
   callerIp: string;
+  /** Flow Control: the key every attempt passes and the limits this publish asked for. */
+  flow?: FlowRef;
 }
 
 export type MessageState = "pending" | "in-flight" | "done";

@@ -1,5 +1,6 @@
 import { DEFAULT_RETRIES } from "./constants.ts";
 import { parseDuration } from "./durations.ts";
+import { FLOW_KEY_PATTERN, type FlowRef, INVALID_FLOW_VALUE, parseFlowValue } from "./flow.ts";
 import { type HeaderList, stripPrefixed } from "./headers.ts";
 import type { MessageSpec } from "./message.ts";
 
@@ -20,8 +21,8 @@ export interface PublishInput {
 
 /**
  * The publish headers the stand-in serves: what lib/queue.ts sends (retries, notBefore,
- * deduplicationId, failureCallback and its retries), `Upstash-Timeout` (a worker's delivery
- * budget), `Upstash-Forward-*` (the SDK's `headers` option, the way trace context would travel)
+ * deduplicationId, failureCallback and its retries, Flow Control's key and value), `Upstash-Timeout`
+ * (a worker's delivery budget), `Upstash-Forward-*` (the SDK's `headers` option, the way trace context would travel)
  * and the SDK's telemetry. Every other `Upstash-*` header is a QStash feature the app does not
  * use (`Upstash-Delay`, `-Retry-Delay`, `-Callback`, `-Label`, `-Content-Based-Deduplication`,
  * `-Redact-Fields`, the failure callback's other options, ...): refused with a 501, since
@@ -35,6 +36,8 @@ const SERVED = new Set([
   "upstash-deduplication-id",
   "upstash-failure-callback",
   "upstash-failure-callback-retries",
+  "upstash-flow-control-key",
+  "upstash-flow-control-value",
 ]);
 const servedPrefixes = [
   "upstash-forward-",
@@ -76,10 +79,31 @@ function unserved(headers: Headers): string | undefined {
   return undefined;
 }
 
+/**
+ * `Upstash-Flow-Control-Key` with `Upstash-Flow-Control-Value` (the openapi asks for both). A
+ * value QStash cannot read gets its 400 (`INVALID_FLOW_VALUE`); a key outside the backend's
+ * resource-name rule, or one header without the other, a 400 naming the header (the stand-in's
+ * wording: QStash's own text for these is not documented).
+ */
+function flowControl(headers: Headers): FlowRef | undefined {
+  const key = headers.get("Upstash-Flow-Control-Key");
+  const value = headers.get("Upstash-Flow-Control-Value");
+  if (key === null && value === null) return undefined;
+  if (key === null || key.trim() === "")
+    throw new Invalid("Upstash-Flow-Control-Key is required with Upstash-Flow-Control-Value");
+  if (!FLOW_KEY_PATTERN.test(key))
+    throw new Invalid(
+      "invalid Upstash-Flow-Control-Key: only alphanumeric characters, hyphens, underscores and periods are allowed",
+    );
+  const limits = value === null ? undefined : parseFlowValue(value);
+  if (!limits) throw new Invalid(INVALID_FLOW_VALUE);
+  return { key, limits };
+}
+
 /** Turns a publish request into a message spec, or the 400/501 error the stand-in answers. */
 export function parsePublish(input: PublishInput): ParsedPublish {
   const { headers, now } = input;
-  // Flow control and every other feature the app does not use: refused, never ignored.
+  // Every feature the app does not use: refused, never ignored.
   const refusal = unserved(headers);
   if (refusal !== undefined) return { outcome: "unsupported", error: refusal };
   // QStash reads a destination without a scheme as the name of a URL group (a topic), which
@@ -125,6 +149,9 @@ export function parsePublish(input: PublishInput): ParsedPublish {
       const forward = stripPrefixed(headers, "Upstash-Failure-Callback-Forward-");
       if (forward.length > 0) spec.failureCallback.headers = forward;
     }
+
+    const flow = flowControl(headers);
+    if (flow) spec.flow = flow;
 
     const dedupId = headers.get("Upstash-Deduplication-Id");
     return dedupId === null

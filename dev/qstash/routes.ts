@@ -1,5 +1,6 @@
 import { DEV_SIGNING_KEYS, DEV_TOKEN } from "./constants.ts";
 import type { Engine } from "./engine.ts";
+import { FLOW_KEY_PATTERN } from "./flow.ts";
 import { parsePublish } from "./publish.ts";
 import { dlqView } from "./views.ts";
 
@@ -20,7 +21,6 @@ const UNSERVED = [
   "/v2/queues",
   "/v2/schedules",
   "/v2/topics",
-  "/v2/flowControl",
   "/v2/globalParallelism",
   "/v2/logs",
   "/v2/events",
@@ -108,10 +108,12 @@ export async function handle(request: Request, ctx: RouteContext): Promise<Respo
     });
     return single !== undefined ? json(responses[0], 201) : json({ responses });
   }
+  if (path === "/v2/flowControl" || path.startsWith("/v2/flowControl/"))
+    return flowControl(method, path, url.searchParams, engine);
   const unserved = UNSERVED.find((prefix) => path === prefix || path.startsWith(`${prefix}/`));
   if (unserved !== undefined)
     return error(
-      `${method} ${path} is a QStash API not served by the local stand-in (it serves publish, GET /v2/dlq, POST /v2/dlq/retry and keys)`,
+      `${method} ${path} is a QStash API not served by the local stand-in (it serves publish, GET /v2/dlq, POST /v2/dlq/retry, /v2/flowControl and keys)`,
       501,
     );
   return error(`${method} ${path} is not a QStash API`, 404);
@@ -133,4 +135,58 @@ async function publish(destination: string, headers: Headers, request: Request, 
   return result.deduplicated
     ? json({ messageId: result.messageId, url: parsed.spec.url, deduplicated: true }, 202)
     : json({ messageId: result.messageId, url: parsed.spec.url });
+}
+
+const whole = (raw: string | null) =>
+  raw !== null && /^[1-9]\d{0,8}$/.test(raw) ? Number(raw) : undefined;
+
+/**
+ * Flow Control's management API (qstash/openapi.yaml, tag "Flow Control"; the SDK's
+ * `client.flowControl`): list, get (404 for a key no message named), pause, resume, pin (query
+ * parallelism, rate, period in seconds), unpin (query parallelism=true, rate=true) and
+ * resetRate. Pause/resume/pin/unpin/resetRate answer 200 with an empty body (the SDK does not
+ * read it).
+ */
+function flowControl(method: string, path: string, query: URLSearchParams, engine: Engine) {
+  if (method === "GET" && path === "/v2/flowControl") return json(engine.flowList());
+  const match = path.match(/^\/v2\/flowControl\/([^/]*)(?:\/([^/]+))?$/);
+  const key = match ? decodeURIComponent(match[1] ?? "") : "";
+  const action = match?.[2];
+  if (!match) return error(`${method} ${path} is not a QStash API`, 404);
+  if (key === "") return error("flow control key is required", 400);
+  if (method === "GET" && action === undefined) {
+    const info = FLOW_KEY_PATTERN.test(key) ? engine.flowInfo(key) : undefined;
+    return info ? json(info) : error("flow control key not found", 404);
+  }
+  if (method !== "POST" || action === undefined)
+    return error(`${method} ${path} is not a QStash API`, 404);
+  let done: boolean;
+  if (action === "pause" || action === "resume" || action === "resetRate")
+    done = engine.flowAction(key, action);
+  else if (action === "pin") {
+    const parallelism = whole(query.get("parallelism"));
+    const rate = whole(query.get("rate"));
+    const period = whole(query.get("period"));
+    const bad = ["parallelism", "rate", "period"].find(
+      (name) => query.get(name) !== null && whole(query.get(name)) === undefined,
+    );
+    if (bad !== undefined) return error(`invalid ${bad}: must be a positive whole number`, 400);
+    if (parallelism === undefined && rate === undefined)
+      return error("pin needs parallelism or rate", 400);
+    done = engine.flowAction(key, {
+      pin: {
+        ...(parallelism === undefined ? {} : { parallelism }),
+        ...(rate === undefined ? {} : { rate }),
+        ...(period === undefined ? {} : { periodMs: period * 1000 }),
+      },
+    });
+  } else if (action === "unpin")
+    done = engine.flowAction(key, {
+      unpin: {
+        parallelism: query.get("parallelism") === "true",
+        rate: query.get("rate") === "true",
+      },
+    });
+  else return error(`${method} ${path} is not a QStash API`, 404);
+  return done ? new Response(null, { status: 200 }) : error("flow control key not found", 404);
 }

@@ -15,6 +15,7 @@ export function messageView(message: Message): Record<string, unknown> {
     createdAt: message.createdAt,
     ...(message.failureCallback ? { failureCallback: message.failureCallback.url } : {}),
     callerIP: message.callerIp,
+    ...(message.flow ? { flowControlKey: message.flow.key } : {}),
   };
 }
 

@@ -249,12 +249,40 @@ describe("fake OpenAI model, through the openai SDK", () => {
       completionTokens: 0,
       streamedTokens: 0,
       requests: [],
+      concurrent: 0,
+      maxConcurrent: 1,
+      startedAt: [expect.any(Number)],
     });
     const invalid = await fetch(`${control}/fail`, {
       method: "POST",
       body: JSON.stringify({ kind: "nope" }),
     });
     expect(invalid.status).toBe(400);
+  });
+
+  test("the load the provider saw: requests open at once (a stream until its end or the client leaves) and when each arrived", async () => {
+    fake.reset();
+    const t0 = Date.now();
+    await Promise.all([1, 2, 3, 4].map((n) => chat(`[fake:slow:300] ${n}`)));
+    expect(fake.stats()).toMatchObject({ concurrent: 0, maxConcurrent: 4 });
+    await chat("one more, alone");
+    const stream = await openai().chat.completions.create({
+      model: "gpt-4o-mini",
+      messages: [{ role: "user", content: "[fake:tokens:400] [fake:chunk_ms:5] long" }],
+      stream: true,
+    });
+    for await (const _ of stream) {
+      // Open while it streams; the client leaves after the first chunk.
+      expect(fake.stats().concurrent).toBe(1);
+      break;
+    }
+    await expect.poll(() => fake.stats().concurrent, { timeout: 3000, interval: 20 }).toBe(0);
+    const { maxConcurrent, startedAt } = fake.stats();
+    expect(maxConcurrent).toBe(4);
+    expect(startedAt).toHaveLength(6);
+    expect(startedAt.every((at, i) => at >= t0 && at >= (startedAt[i - 1] ?? t0))).toBe(true);
+    fake.reset();
+    expect(fake.stats()).toMatchObject({ maxConcurrent: 0, startedAt: [] });
   });
 });
 

@@ -25,6 +25,11 @@ export const E2E_ENV: Record<string, string> = {
   SWEEP_UNDELIVERED_AFTER_SECONDS: "60",
   SWEEP_LEASE_GRACE_SECONDS: "0",
   RATE_LIMIT_REQUESTS: "100",
+  // Flow control stays on (every delivery passes the stand-in's key) with limits no other test
+  // reaches; test/e2e/flow-control.test.ts sets binding ones.
+  QSTASH_FLOW_PARALLELISM: "50",
+  QSTASH_FLOW_RATE: "1000",
+  QSTASH_FLOW_PERIOD_SECONDS: "1",
 };
 
 export interface StackFixture {

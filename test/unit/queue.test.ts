@@ -3,6 +3,7 @@ import { SignJWT } from "jose";
 import { HttpResponse, http } from "msw";
 import { setupServer } from "msw/node";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
+import { flowControlOf } from "../../lib/config.ts";
 import { UpstreamError } from "../../lib/errors.ts";
 import { createQueue, decodeFailureCallback, verifyQStashRequest } from "../../lib/queue.ts";
 
@@ -70,6 +71,44 @@ describe("publishJob", () => {
     expect(Object.keys(req?.headers ?? {}).filter((h) => h.startsWith("upstash-forward-"))).toEqual(
       [],
     );
+  });
+
+  test("with flow control, a publish carries the model's key and the limits QStash reads", async () => {
+    const limits = flowControlOf({
+      qstashFlowControl: "on",
+      openaiModel: "ft:gpt-4o-mini:acme::abc123",
+      qstashFlowParallelism: 20,
+      qstashFlowRate: 1,
+      qstashFlowPeriodSeconds: 3,
+    });
+    // QStash takes letters, digits, "-", "_" and "." in a key; a fine-tuned model's ":" is not.
+    expect(limits).toEqual({
+      key: "openai.ft_gpt-4o-mini_acme__abc123",
+      parallelism: 20,
+      rate: 1,
+      period: 3,
+    });
+    const seen = capture(() =>
+      HttpResponse.json({ messageId: "msg_1", url: `${appUrl}/api/worker` }),
+    );
+    await createQueue({ token, appUrl, retries: 1, flowControl: limits }).publishJob({
+      jobId: randomUUID(),
+      seq: 1,
+      dedupId: "d-fc",
+    });
+    expect(seen[0]?.headers).toMatchObject({
+      "upstash-flow-control-key": "openai.ft_gpt-4o-mini_acme__abc123",
+      "upstash-flow-control-value": "parallelism=20, rate=1, period=3s",
+    });
+    expect(
+      flowControlOf({
+        qstashFlowControl: "off",
+        openaiModel: "gpt-4o-mini",
+        qstashFlowParallelism: 20,
+        qstashFlowRate: 1,
+        qstashFlowPeriodSeconds: 3,
+      }),
+    ).toBeUndefined();
   });
 
   test("no notBefore header when publishing for now", async () => {
