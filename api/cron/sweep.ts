@@ -1,6 +1,10 @@
-/** `GET /api/cron/sweep`: Vercel cron (or a QStash schedule) ends stale jobs with refunds. */
+/**
+ * `GET /api/cron/sweep`: Vercel cron (or a QStash schedule) ends stale jobs with refunds, then
+ * keeps job_events' monthly partitions (lib/history.ts).
+ */
 import { type Deps, getDeps } from "../../lib/deps.ts";
 import { HttpError } from "../../lib/errors.ts";
+import { maintainHistory } from "../../lib/history.ts";
 import { bearerMatches, handle, json } from "../../lib/http.ts";
 import { sweepStaleJobs } from "../../lib/sweeper.ts";
 
@@ -14,7 +18,7 @@ export function createHandler(deps: () => Deps) {
         });
       }
       const report = await sweepStaleJobs(d);
-      return json(200, report);
+      return json(200, { ...report, history: await maintainHistory(d) });
     },
   });
 }
