@@ -275,7 +275,13 @@ export async function runGrowth(opts: { quick: boolean }) {
         };
         points.push(point);
         // Written at each size, so a long run stopped early keeps what it measured.
-        await writeResult("growth", { postgres: db.version, samples, partitioned, retention, points });
+        await writeResult("growth", {
+          postgres: db.version,
+          samples,
+          partitioned,
+          retention,
+          points,
+        });
         log(
           `  growth ${size}: enqueue ${enqueue.medianMs} ms, claim ${claim.medianMs}, status ${status.medianMs}, usage ${usage.medianMs}, cancel ${cancel.medianMs}, drift ${drift.medianMs}, reconcile ${reconcileRun.medianMs}, retention ${retentionBatch?.medianMs}, prune ${prune?.medianMs} (idle ${pruneIdle?.medianMs}), sweep batch ${sweepBatch.medianMs} ms, seq scans ${JSON.stringify(seqScans)}`,
         );
@@ -327,7 +333,15 @@ export async function runGrowth(opts: { quick: boolean }) {
       };
       log(`  growth sweep: ${JSON.stringify(sweep)}`);
       const drift = await driftRows(db.admin);
-      const result = { postgres: db.version, samples, partitioned, retention, points, sweep, drift };
+      const result = {
+        postgres: db.version,
+        samples,
+        partitioned,
+        retention,
+        points,
+        sweep,
+        drift,
+      };
       await writeResult("growth", result);
       return result;
     } finally {
