@@ -1063,11 +1063,13 @@ begin
   end loop;
 
   -- The cutoff: events before it may go. Never the current month (the current quota period of
-  -- a month plan starts there, a day plan's later), never an active job's (its ending reads and
-  -- appends to its events, and reconcile audits them), whatever p_before says.
+  -- a month plan starts there, a day plan's later), by p_now's clock nor the database's (a
+  -- p_now far ahead drops nothing more), never an active job's (its ending reads and appends
+  -- to its events, and reconcile audits them), whatever p_before says.
   select min(j.created_at) into v_active_since
   from public.generation_jobs j where j.status in ('queued', 'running');
-  v_cutoff := least(p_before, date_trunc('month', p_now), coalesce(v_active_since, 'infinity'));
+  v_cutoff := least(p_before, date_trunc('month', p_now), date_trunc('month', now()),
+    coalesce(v_active_since, 'infinity'));
 
   -- Partitions wholly before the cutoff, oldest first, at most p_max_drops a run.
   for v_part in
@@ -1099,7 +1101,7 @@ begin
     'dropped', to_jsonb(v_dropped), 'cutoff', v_cutoff, 'events_complete_since', v_horizon);
 end
 $function$;
-comment on function public.maintain_job_events(p_before timestamp with time zone, p_now timestamp with time zone, p_months_ahead integer, p_max_drops integer) is 'Keeps job_events'' partitions: creates this UTC month''s and the next p_months_ahead, and drops at most p_max_drops partitions wholly older than the cutoff, the earliest of p_before (now minus the retention), the start of p_now''s month and the oldest active job''s creation. Cheap when there is nothing to do. Outcome maintained (created, dropped, cutoff, events_complete_since) or invalid_arguments.';
+comment on function public.maintain_job_events(p_before timestamp with time zone, p_now timestamp with time zone, p_months_ahead integer, p_max_drops integer) is 'Keeps job_events'' partitions: creates this UTC month''s and the next p_months_ahead, and drops at most p_max_drops partitions wholly older than the cutoff, the earliest of p_before (now minus the retention), the start of the current month (by p_now and by the database''s clock) and the oldest active job''s creation. Cheap when there is nothing to do. Outcome maintained (created, dropped, cutoff, events_complete_since) or invalid_arguments.';
 
 CREATE OR REPLACE FUNCTION public.record_attempt_usage(p_job_id uuid, p_attempt integer, p_usage jsonb, p_now timestamp with time zone DEFAULT now())
  RETURNS jsonb

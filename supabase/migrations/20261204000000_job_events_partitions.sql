@@ -17,8 +17,8 @@
 -- comes from the identity only: `generated always`).
 --
 -- The existing events are copied into their months' partitions in this migration's transaction,
--- holding the table's lock for the copy (about 1 s per 100k events on a 2-core machine): a
--- database with tens of millions of events runs it in a maintenance window.
+-- holding the table's lock for the copy, a time proportional to the events held: a database
+-- with tens of millions of events runs it in a maintenance window.
 
 -- the old table out of the way ------------------------------------------------------------------
 
@@ -158,11 +158,13 @@ begin
   end loop;
 
   -- The cutoff: events before it may go. Never the current month (the current quota period of
-  -- a month plan starts there, a day plan's later), never an active job's (its ending reads and
-  -- appends to its events, and reconcile audits them), whatever p_before says.
+  -- a month plan starts there, a day plan's later), by p_now's clock nor the database's (a
+  -- p_now far ahead drops nothing more), never an active job's (its ending reads and appends
+  -- to its events, and reconcile audits them), whatever p_before says.
   select min(j.created_at) into v_active_since
   from public.generation_jobs j where j.status in ('queued', 'running');
-  v_cutoff := least(p_before, date_trunc('month', p_now), coalesce(v_active_since, 'infinity'));
+  v_cutoff := least(p_before, date_trunc('month', p_now), date_trunc('month', now()),
+    coalesce(v_active_since, 'infinity'));
 
   -- Partitions wholly before the cutoff, oldest first, at most p_max_drops a run.
   for v_part in
@@ -197,7 +199,8 @@ $$;
 comment on function public.maintain_job_events(timestamptz, timestamptz, integer, integer) is
   'Keeps job_events'' partitions: creates this UTC month''s and the next p_months_ahead, and drops at '
   'most p_max_drops partitions wholly older than the cutoff, the earliest of p_before (now minus the '
-  'retention), the start of p_now''s month and the oldest active job''s creation. Cheap when there is '
+  'retention), the start of the current month (by p_now and by the database''s clock) and the oldest '
+  'active job''s creation. Cheap when there is '
   'nothing to do. Outcome maintained (created, dropped, cutoff, events_complete_since) or invalid_arguments.';
 
 -- the existing events, into their months ---------------------------------------------------------
