@@ -304,6 +304,11 @@ export const VARIABLES = {
     "time past an expired lease before the sweeper fails a running job",
     { rule: "`WORKER_MAX_DURATION_SECONDS`" },
   ),
+  RETENTION_DAYS: tunable(
+    30,
+    1,
+    "a finished job's prompt, input, output, partial output and error text are erased this long after it ended (its accounting stays)",
+  ),
   RATE_LIMIT_REQUESTS: tunable(10, 1, "enqueue requests per user per window"),
   RATE_LIMIT_WINDOW_SECONDS: tunable(60, 1, "the rate-limit window"),
   PROGRESS_INTERVAL_MS: tunable(

@@ -11,13 +11,6 @@ import { createRpc, type Rpc } from "./db.ts";
 import { log } from "./log.ts";
 import type { Deps } from "./ports.ts";
 
-/**
- * Days an event is kept at least. The retention setting of lib/config.ts replaces it once
- * declared there.
- * @default 30
- */
-export const RETENTION_DAYS_DEFAULT = 30;
-
 export type HistoryResult =
   | {
       outcome: "maintained";
@@ -33,7 +26,7 @@ export type HistoryResult =
   | { outcome: "invalid_arguments" };
 
 export interface MaintainOptions {
-  /** Events younger than this are kept whatever else holds. @default RETENTION_DAYS_DEFAULT */
+  /** Events younger than this are kept whatever else holds. @default config.retentionDays */
   retentionDays?: number;
   /** Months of partitions made ahead of the current one. @default 2 */
   monthsAhead?: number;
@@ -48,7 +41,7 @@ export interface MaintainOptions {
  * (logged: the sweep has done its work, the next cron run tries again).
  *
  * @example
- * const history = await maintainHistory(deps, { retentionDays: 30 });
+ * const history = await maintainHistory(deps);
  * // { outcome: "maintained", created: [], dropped: ["job_events_2026_10"], ... }
  */
 export async function maintainHistory(
@@ -59,7 +52,7 @@ export async function maintainHistory(
     o.rpc ??
     createRpc({ url: deps.config.supabaseUrl, serverKey: supabaseKeys(deps.config).server });
   const now = deps.now();
-  const days = o.retentionDays ?? RETENTION_DAYS_DEFAULT;
+  const days = o.retentionDays ?? deps.config.retentionDays;
   try {
     const r = (await rpc("maintain_job_events", {
       p_before: new Date(now.getTime() - days * 86_400_000).toISOString(),

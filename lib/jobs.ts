@@ -98,6 +98,8 @@ export interface JobRow {
   thinking: boolean;
   /** The running attempt's reasoning tokens so far (part of `partial_tokens`); null: none reported. */
   reasoning_tokens: number | null;
+  /** When retention erased the job's text (prompt '', input {}, output and errors null). */
+  erased_at?: string | null;
   /** get_job and list_jobs only: whether a cancel now would refund. */
   cancel_refunds?: boolean;
 }
@@ -220,6 +222,26 @@ export type SweepResult = {
 export type GetResult = { outcome: "found"; job: JobRow } | { outcome: "not_found" };
 export type ListResult = { outcome: "listed"; jobs: JobRow[]; has_more: boolean };
 export type UsageResult = { outcome: "usage"; usage: UsageRow };
+/** What `erase_user` did: jobs deleted (canceled first when active), events deleted. */
+export type EraseResult = {
+  outcome: "erased";
+  jobs: number;
+  canceled: number;
+  events: number;
+  /** Whether this call deleted the auth.users row (false: already gone). */
+  account_deleted: boolean;
+};
+/** A job as the export shows it: every column but the prompt hash, with its events. */
+export type ExportedJob = JobRow & { events: Record<string, unknown>[] };
+export type ExportPage = {
+  outcome: "exported";
+  jobs: ExportedJob[];
+  has_more: boolean;
+  /** First page only: the user_plans row (null: no row, on the default plan). */
+  plan?: Record<string, unknown> | null;
+  /** First page only: the quota_usage rows, every period and meter. */
+  usage?: Record<string, unknown>[];
+};
 
 export interface SweepOptions {
   batchSize: number;
@@ -401,6 +423,20 @@ export function createJobs(rpc: Rpc) {
       }),
     usage: (userId: string, now?: Date) =>
       call<UsageResult>("get_usage", { p_user_id: userId, ...at(now) }),
+    /** Retention, one batch: erases the text of at most `limit` jobs finished before `before`. */
+    retentionBatch: (before: Date, limit: number) =>
+      call<number>("retention_batch", { p_before: before.toISOString(), p_limit: limit }),
+    /** A user's erasure: active jobs canceled, every row about them and their account gone. */
+    erase: (userId: string, now?: Date) =>
+      call<EraseResult>("erase_user", { p_user_id: userId, ...at(now) }),
+    /** One page of a user's export, oldest job first (the first page also has plan and usage). */
+    exportPage: (userId: string, i: { limit: number; after?: { createdAt: string; id: string } }) =>
+      call<ExportPage>("export_user", {
+        p_user_id: userId,
+        p_limit: i.limit,
+        p_after_created_at: i.after?.createdAt ?? null,
+        p_after_id: i.after?.id ?? null,
+      }),
   };
 }
 export type Jobs = ReturnType<typeof createJobs>;

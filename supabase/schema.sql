@@ -16,6 +16,27 @@ comment on table private.history_horizon is 'One row: every event at or after ev
 create table private.job_events_default partition of public.job_events default;
 comment on table private.job_events_default is 'Events whose month has no partition of its own yet. Normally empty.';
 
+create table public.erased_usage (
+  period_start timestamp with time zone not null,
+  plan_id text not null,
+  kind text not null,
+  meter text not null,
+  jobs bigint not null default 0,
+  captured bigint not null default 0,
+  consumed bigint not null default 0,
+  prompt_tokens bigint not null default 0,
+  completion_tokens bigint not null default 0,
+  updated_at timestamp with time zone not null,
+  constraint erased_usage_captured_check CHECK (captured >= 0),
+  constraint erased_usage_completion_tokens_check CHECK (completion_tokens >= 0),
+  constraint erased_usage_consumed_check CHECK (consumed >= 0),
+  constraint erased_usage_jobs_check CHECK (jobs >= 0),
+  constraint erased_usage_pkey PRIMARY KEY (period_start, plan_id, kind, meter),
+  constraint erased_usage_prompt_tokens_check CHECK (prompt_tokens >= 0)
+);
+alter table public.erased_usage enable row level security;
+comment on table public.erased_usage is 'What erased users'' jobs cost, without them: per quota period, plan, kind and meter, how many jobs, the units they captured, the tokens their non-final attempts consumed, and the tokens their attempts were billed (usage events; a running attempt canceled by the erasure: its prompt and last recorded progress). No user, no job id, no time finer than the period: it reconciles the provider''s bill, it cannot say whose usage it was. Written only by private.erase_user_data. No policy: the service role reads it.';
+
 create table public.generation_jobs (
   id uuid not null default gen_random_uuid(),
   user_id uuid not null,
@@ -55,11 +76,13 @@ create table public.generation_jobs (
   reasoning_tokens integer,
   kind text not null default 'document'::text,
   input jsonb not null,
+  erased_at timestamp with time zone,
   constraint generation_jobs_attempts_check CHECK (attempts >= 0),
   constraint generation_jobs_captured_check CHECK (captured >= 0),
   constraint generation_jobs_captured_iff_final CHECK ((status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) = (captured IS NOT NULL)),
   constraint generation_jobs_captured_within_hold CHECK (captured IS NULL OR captured <= hold),
   constraint generation_jobs_consumed_check CHECK (consumed >= 0),
+  constraint generation_jobs_erased_is_empty CHECK (erased_at IS NULL OR finished_at IS NOT NULL AND prompt = ''::text AND input = '{}'::jsonb AND output IS NULL AND partial_output IS NULL AND last_error IS NULL AND idempotency_key IS NULL AND request_hash = ''::text),
   constraint generation_jobs_failure_reason_check CHECK (failure_reason = ANY (ARRAY['model_refused'::text, 'delivery_failed'::text, 'publish_failed'::text, 'provider_quota_exhausted'::text, 'lease_expired'::text, 'max_age_exceeded'::text, 'never_delivered'::text, 'attempt_budget_exhausted'::text, 'provider_misconfigured'::text, 'capacity_unavailable'::text, 'output_invalid'::text, 'output_truncated'::text])),
   constraint generation_jobs_finished_iff_terminal CHECK ((status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) = (finished_at IS NOT NULL)),
   constraint generation_jobs_hold_check CHECK (hold >= 1),
@@ -73,7 +96,7 @@ create table public.generation_jobs (
   constraint generation_jobs_partial_tokens_check CHECK (partial_tokens >= 0),
   constraint generation_jobs_pkey PRIMARY KEY (id),
   constraint generation_jobs_plan_id_fkey FOREIGN KEY (plan_id) REFERENCES public.plans(id),
-  constraint generation_jobs_prompt_check CHECK (char_length(prompt) >= 1 AND char_length(prompt) <= 8000),
+  constraint generation_jobs_prompt_check CHECK (char_length(prompt) <= 8000 AND (char_length(prompt) >= 1 OR erased_at IS NOT NULL)),
   constraint generation_jobs_prompt_tokens_check CHECK (prompt_tokens >= 0),
   constraint generation_jobs_provider_quota_hits_check CHECK (provider_quota_hits >= 0),
   constraint generation_jobs_publish_seq_check CHECK (publish_seq >= 1),
@@ -109,6 +132,7 @@ comment on column public.generation_jobs.thinking is 'The running attempt report
 comment on column public.generation_jobs.reasoning_tokens is 'The running attempt''s reasoning tokens as the provider reported them so far (billed output, part of partial_tokens); null when none were reported.';
 comment on column public.generation_jobs.kind is 'What the job does (public.job_kinds): document or extract.';
 comment on column public.generation_jobs.input is 'The whole input as the client sent it: {"prompt"} for a document, {"text", "schema"} for an extraction. The prompt column holds the prompt or the text.';
+comment on column public.generation_jobs.erased_at is 'When retention erased the job''s text (prompt '''', input {}, output, partial output, error, idempotency key and prompt hash gone). Null: the text is still there. Only a finished job is erased; its accounting columns are untouched.';
 
 create table public.job_events (
   id bigint not null generated always as identity,
@@ -209,6 +233,7 @@ comment on table public.user_plans is 'Which plan a user is on. A user without a
 -- indexes (other than those of constraints) -------------------------------------------------------
 
 CREATE INDEX generation_jobs_active_created ON public.generation_jobs USING btree (created_at) WHERE (status = ANY (ARRAY['queued'::text, 'running'::text]));
+CREATE INDEX generation_jobs_finished_unerased ON public.generation_jobs USING btree (finished_at) WHERE ((erased_at IS NULL) AND (finished_at IS NOT NULL));
 CREATE INDEX generation_jobs_queued_since ON public.generation_jobs USING btree (COALESCE(resume_at, queued_at)) WHERE (status = 'queued'::text);
 CREATE INDEX generation_jobs_running_lease ON public.generation_jobs USING btree (lease_expires_at) WHERE (status = 'running'::text);
 CREATE INDEX generation_jobs_user_active ON public.generation_jobs USING btree (user_id) WHERE (status = ANY (ARRAY['queued'::text, 'running'::text]));
@@ -349,6 +374,116 @@ end
 $function$;
 comment on function private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb, p_own integer, p_running_cancel boolean) is 'Ends a locked active job failed or canceled. Token plan: captures least(hold, consumed + the ending attempt''s tokens) and releases the rest. Job plan: refunds the unit; after provider spend (consumed, the ending attempt''s tokens, or a running cancel) only under the plan''s bound of refunds after spend, counted, else keeps it (refund_withheld). provider_misconfigured: captures 0, never bounded. Raises if the job is no longer active or has no counter.';
 
+CREATE OR REPLACE FUNCTION private.erase_deleted_user()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+begin
+  perform private.erase_user_data(old.id, pg_catalog.now());
+  return old;
+end
+$function$;
+comment on function private.erase_deleted_user() is 'A user deleted in Supabase Auth (dashboard, admin API, public.erase_user) is erased as DELETE /api/me erases them, in the same transaction as the delete.';
+
+CREATE OR REPLACE FUNCTION private.erase_user_data(p_user_id uuid, p_now timestamp with time zone)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+declare
+  v_old public.generation_jobs;
+  v_canceled integer := 0;
+  v_jobs integer;
+  v_events integer;
+begin
+  -- Enqueue takes this lock for the user: no job starts while their rows go.
+  perform pg_catalog.pg_advisory_xact_lock(
+    pg_catalog.hashtextextended('quota_jobs.enqueue:' || p_user_id::text, 0));
+  -- Every job of the user, locked before any counter is touched: a worker's transition waits,
+  -- then finds its job gone (not_found), and no lock order can cycle with it.
+  perform from public.generation_jobs j where j.user_id = p_user_id order by j.id for update;
+
+  -- Active jobs end as the user's own cancel ends them (refund rules included); the worker of a
+  -- running one learns it at its next progress write and stops the model.
+  for v_old in
+    select * from public.generation_jobs j
+    where j.user_id = p_user_id and j.status in ('queued', 'running') order by j.id
+  loop
+    perform private.end_with_refund(v_old, 'canceled', null, null, 'canceled', p_now,
+      jsonb_build_object('by', 'erasure'), null, v_old.status = 'running');
+    v_canceled := v_canceled + 1;
+  end loop;
+
+  -- What the provider billed for these jobs stays countable, without the user.
+  insert into public.erased_usage as u (period_start, plan_id, kind, meter, jobs, captured,
+    consumed, prompt_tokens, completion_tokens, updated_at)
+  select t.period_start, t.plan_id, t.kind, t.meter, count(*), sum(t.captured), sum(t.consumed),
+    sum(t.prompt_tokens), sum(t.completion_tokens), p_now
+  from (
+    select j.period_start, j.plan_id, j.kind, j.meter, j.captured, j.consumed,
+      b.prompt_tokens + case when c.canceled then coalesce(j.prompt_tokens, 0) else 0 end
+        as prompt_tokens,
+      b.completion_tokens + case when c.canceled then j.partial_tokens else 0 end
+        as completion_tokens
+    from public.generation_jobs j
+    -- Every attempt's usage as its transition (or record_attempt_usage) wrote it.
+    cross join lateral (
+      select
+        coalesce(sum(greatest(coalesce((e.detail -> 'usage' ->> 'prompt_tokens')::bigint, 0), 0)), 0)
+          as prompt_tokens,
+        coalesce(sum(greatest(coalesce((e.detail -> 'usage' ->> 'completion_tokens')::bigint, 0), 0)), 0)
+          as completion_tokens
+      from public.job_events e where e.job_id = j.id and e.detail ? 'usage'
+    ) b
+    -- A running attempt this erasure canceled reported no usage: counted as the cancel charged it
+    -- (its prompt and last recorded progress).
+    cross join lateral (
+      select exists (select from public.job_events x
+        where x.job_id = j.id and x.event = 'canceled' and x.from_status = 'running'
+          and x.detail ->> 'by' = 'erasure') as canceled
+    ) c
+    where j.user_id = p_user_id
+  ) t
+  group by t.period_start, t.plan_id, t.kind, t.meter
+  on conflict (period_start, plan_id, kind, meter) do update
+    set jobs = u.jobs + excluded.jobs,
+        captured = u.captured + excluded.captured,
+        consumed = u.consumed + excluded.consumed,
+        prompt_tokens = u.prompt_tokens + excluded.prompt_tokens,
+        completion_tokens = u.completion_tokens + excluded.completion_tokens,
+        updated_at = p_now;
+
+  perform pg_catalog.set_config('quota_jobs.erasing', 'on', true);
+  delete from public.job_events e where e.user_id = p_user_id;
+  get diagnostics v_events = row_count;
+  delete from public.generation_jobs j where j.user_id = p_user_id;
+  get diagnostics v_jobs = row_count;
+  perform pg_catalog.set_config('quota_jobs.erasing', 'off', true);
+  -- Every job went with its hold or capture, so the counters go too (quota_drift stays empty).
+  delete from public.quota_usage q where q.user_id = p_user_id;
+  delete from public.user_plans p where p.user_id = p_user_id;
+
+  return jsonb_build_object('outcome', 'erased', 'jobs', v_jobs, 'canceled', v_canceled,
+    'events', v_events);
+end
+$function$;
+comment on function private.erase_user_data(p_user_id uuid, p_now timestamp with time zone) is 'A user''s erasure: cancels their active jobs (cancel_job''s refund rule), adds their jobs'' cost to public.erased_usage (no user), deletes their job_events, generation_jobs, quota_usage and user_plans rows. Serialized per user with enqueue (its advisory lock); a second call finds nothing and erases 0. Security definer: deleting events is allowed only to the owner (private.erasing).';
+
+CREATE OR REPLACE FUNCTION private.erasing(p_table regclass)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select coalesce(current_setting('quota_jobs.erasing', true), '') = 'on'
+    and exists (select from pg_catalog.pg_class c
+                where c.oid = p_table and c.relowner = current_user::regrole::oid)
+$function$;
+comment on function private.erasing(p_table regclass) is 'Whether the current statement is an erasure: the transaction-local quota_jobs.erasing is on and it runs as the owner of p_table (inside private.erase_user_data or public.retention_batch, security definer). Anyone else setting the flag is still refused.';
+
 CREATE OR REPLACE FUNCTION private.events_complete_since()
  RETURNS timestamp with time zone
  LANGUAGE sql
@@ -365,24 +500,37 @@ CREATE OR REPLACE FUNCTION private.forbid_changing_events()
  SET search_path TO ''
 AS $function$
 begin
+  -- The erasure of a user deletes their events; nothing ever updates one.
+  if tg_op = 'DELETE' and private.erasing('public.job_events'::regclass) then
+    return old;
+  end if;
   raise exception 'job_events is append-only' using errcode = 'P0001';
 end
 $function$;
-comment on function private.forbid_changing_events() is 'Keeps job_events append-only.';
+comment on function private.forbid_changing_events() is 'Keeps job_events append-only; the one exception is a user''s erasure deleting their events (private.erasing).';
 
 CREATE OR REPLACE FUNCTION private.forbid_changing_final_jobs()
  RETURNS trigger
  LANGUAGE plpgsql
  SET search_path TO ''
 AS $function$
+declare
+  -- What retention blanks; every other column must stay as it was.
+  v_text text[] := array['prompt', 'input', 'output', 'partial_output', 'last_error',
+    'idempotency_key', 'request_hash', 'erased_at'];
 begin
   if old.status in ('succeeded', 'failed', 'canceled') then
+    if old.erased_at is null and new.erased_at is not null
+       and private.erasing('public.generation_jobs'::regclass)
+       and (pg_catalog.to_jsonb(new) - v_text) = (pg_catalog.to_jsonb(old) - v_text) then
+      return new;
+    end if;
     raise exception 'job % is % and final', old.id, old.status using errcode = 'P0001';
   end if;
   return new;
 end
 $function$;
-comment on function private.forbid_changing_final_jobs() is 'A final job never changes again: no second refund, no completion over a cancel, whatever the caller.';
+comment on function private.forbid_changing_final_jobs() is 'A final job never changes again: no second refund, no completion over a cancel, whatever the caller. The one exception is retention erasing its text, and nothing else (private.erasing).';
 
 CREATE OR REPLACE FUNCTION private.job_events_month_partition(p_month timestamp with time zone)
  RETURNS text
@@ -685,13 +833,17 @@ comment on function private.usage_tokens(p_usage jsonb) is 'prompt_tokens + comp
 
 CREATE OR REPLACE FUNCTION private.user_exists(p_user_id uuid)
  RETURNS boolean
- LANGUAGE sql
- STABLE SECURITY DEFINER
+ LANGUAGE plpgsql
+ SECURITY DEFINER
  SET search_path TO ''
 AS $function$
-  select exists (select from auth.users u where u.id = p_user_id)
+begin
+  perform pg_catalog.pg_advisory_xact_lock(
+    pg_catalog.hashtextextended('quota_jobs.enqueue:' || p_user_id::text, 0));
+  return exists (select from auth.users u where u.id = p_user_id);
+end
 $function$;
-comment on function private.user_exists(p_user_id uuid) is 'Whether Supabase Auth knows the user (an auth.users row). A valid token outlives its user.';
+comment on function private.user_exists(p_user_id uuid) is 'Whether Supabase Auth knows the user (an auth.users row). A valid token outlives its user. Takes the user''s enqueue lock first, so an erasure (which holds it) is seen once committed: enqueue cannot create a job for a user erased while it waited.';
 
 CREATE OR REPLACE FUNCTION private.with_usage(p_detail jsonb, p_usage jsonb)
  RETURNS jsonb
@@ -947,6 +1099,63 @@ begin
 end
 $function$;
 comment on function public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text, p_now timestamp with time zone, p_prompt_tokens integer, p_kind text, p_input jsonb) is 'Starts a job of a kind (default document) for a user that exists (else user_not_found): a kind the plan does not offer is kind_not_in_plan; holds the kind''s units (job plan) or p_prompt_tokens + max_output_tokens (token plan) on the counter of the plan''s meter under the limit, checks the active-job limit and the idempotency key, inserts, in one transaction. A refusal holds nothing.';
+
+CREATE OR REPLACE FUNCTION public.erase_user(p_user_id uuid, p_now timestamp with time zone DEFAULT now())
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+declare
+  v_result jsonb := private.erase_user_data(p_user_id, p_now);
+  v_account boolean;
+begin
+  -- The account goes too: a valid token outlives it, but enqueue refuses a user without an
+  -- auth.users row (user_not_found), so a replayed token cannot start a fresh quota. The
+  -- trigger below runs the erasure again, which finds nothing.
+  delete from auth.users u where u.id = p_user_id;
+  v_account := found;
+  return v_result || jsonb_build_object('account_deleted', v_account);
+end
+$function$;
+comment on function public.erase_user(p_user_id uuid, p_now timestamp with time zone) is 'DELETE /api/me: private.erase_user_data, then the user''s auth.users row (Supabase Auth''s own tables cascade from it). Idempotent: a second call erases 0 jobs, account_deleted false. Security definer: only the owner may delete from auth.users.';
+
+CREATE OR REPLACE FUNCTION public.export_user(p_user_id uuid, p_after_created_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_after_id uuid DEFAULT NULL::uuid, p_limit integer DEFAULT 100)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  with lim as (
+    select least(greatest(coalesce(p_limit, 100), 1), 500) as n
+  ), page as (
+    select j from public.generation_jobs j
+    where j.user_id = p_user_id
+      and (p_after_created_at is null or (j.created_at, j.id) > (p_after_created_at, p_after_id))
+    order by j.created_at, j.id
+    limit (select n + 1 from lim)
+  ), shown as (
+    select p.j from page p order by (p.j).created_at, (p.j).id limit (select n from lim)
+  )
+  select jsonb_build_object(
+    'outcome', 'exported',
+    'jobs', coalesce((
+      select jsonb_agg(private.job_json(s.j) || jsonb_build_object('events', coalesce((
+        select jsonb_agg(to_jsonb(e) - 'user_id' - 'job_id' order by e.at, e.id)
+        from public.job_events e where e.job_id = (s.j).id and e.user_id = p_user_id
+      ), '[]'::jsonb)) order by (s.j).created_at, (s.j).id)
+      from shown s
+    ), '[]'::jsonb),
+    'has_more', (select count(*) from page) > (select n from lim)
+  ) || case when p_after_created_at is not null then '{}'::jsonb else jsonb_build_object(
+    'plan', (select to_jsonb(up) - 'user_id' from public.user_plans up where up.user_id = p_user_id),
+    'usage', coalesce((
+      select jsonb_agg(to_jsonb(q) - 'user_id' order by q.period_start, q.meter)
+      from public.quota_usage q where q.user_id = p_user_id
+    ), '[]'::jsonb)
+  ) end
+$function$;
+comment on function public.export_user(p_user_id uuid, p_after_created_at timestamp with time zone, p_after_id uuid, p_limit integer) is 'GET /api/me/export, one page: the user''s jobs oldest first (every column but the prompt hash, each with its events), keyset-paginated on (created_at, id), at most 500 a page; the first page (no cursor) also carries their user_plans row and quota_usage rows.';
 
 CREATE OR REPLACE FUNCTION public.fail_job(p_job_id uuid, p_reason text, p_error text DEFAULT NULL::text, p_attempt integer DEFAULT NULL::integer, p_now timestamp with time zone DEFAULT now(), p_usage jsonb DEFAULT NULL::jsonb, p_seq integer DEFAULT NULL::integer)
  RETURNS jsonb
@@ -1302,6 +1511,35 @@ end
 $function$;
 comment on function public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text, p_max_hits integer, p_max_age_seconds integer, p_now timestamp with time zone, p_count_hit boolean, p_usage jsonb, p_capacity boolean) is 'running under this claim → queued until p_resume_at after a provider quota hit (counted), a closed provider gate (p_count_hit false) or no flex capacity (p_capacity: never counted, waiting_for capacity), or failed when it gives up (hits or age; provider_quota_exhausted, or capacity_unavailable for a capacity wait; private.end_with_refund''s rule); the attempt''s usage goes in the event.';
 
+CREATE OR REPLACE FUNCTION public.retention_batch(p_before timestamp with time zone, p_limit integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+declare
+  v_n integer;
+begin
+  perform pg_catalog.set_config('quota_jobs.erasing', 'on', true);
+  with picked as (
+    select j.id from public.generation_jobs j
+    where j.erased_at is null and j.finished_at is not null and j.finished_at < p_before
+    order by j.finished_at
+    limit least(greatest(coalesce(p_limit, 0), 0), 10000)
+    for update skip locked
+  )
+  update public.generation_jobs j
+  set prompt = '', input = '{}'::jsonb, output = null, partial_output = null, last_error = null,
+      idempotency_key = null, request_hash = '', erased_at = pg_catalog.now()
+  from picked p
+  where j.id = p.id;
+  get diagnostics v_n = row_count;
+  perform pg_catalog.set_config('quota_jobs.erasing', 'off', true);
+  return v_n;
+end
+$function$;
+comment on function public.retention_batch(p_before timestamp with time zone, p_limit integer) is 'Retention, one batch: erases the text (prompt, input, output, partial output, error, idempotency key, prompt hash) of at most p_limit (≤ 10000) jobs finished before p_before, oldest first, on the generation_jobs_finished_unerased index; rows another batch holds are skipped. Accounting columns and job_events (which hold no text) stay. Returns how many jobs it erased; fewer than p_limit means none is left. Security definer: the final-job trigger lets only the owner do this (private.erasing).';
+
 CREATE OR REPLACE FUNCTION public.start_job(p_job_id uuid, p_lease_seconds integer DEFAULT 90, p_now timestamp with time zone DEFAULT now())
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -1476,6 +1714,7 @@ create policy "users read their own plan" on public.user_plans as permissive for
 
 -- privileges (what each role holds on our objects, beside their owner) ----------------------------
 
+grant delete, insert, maintain, references, select, trigger, truncate, update on table public.erased_usage to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.generation_jobs to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.job_events to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.job_kinds to service_role;
@@ -1487,6 +1726,9 @@ grant delete, insert, maintain, references, select, trigger, truncate, update on
 grant execute on function private.cancel_refunds(p_job public.generation_jobs) to service_role;
 grant execute on function private.document_input() to service_role;
 grant execute on function private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb, p_own integer, p_running_cancel boolean) to service_role;
+grant execute on function private.erase_deleted_user() to service_role;
+grant execute on function private.erase_user_data(p_user_id uuid, p_now timestamp with time zone) to service_role;
+grant execute on function private.erasing(p_table regclass) to service_role;
 grant execute on function private.events_complete_since() to service_role;
 grant execute on function private.forbid_changing_events() to service_role;
 grant execute on function private.forbid_changing_final_jobs() to service_role;
@@ -1512,6 +1754,8 @@ grant execute on function private.with_usage(p_detail jsonb, p_usage jsonb) to s
 grant execute on function public.cancel_job(p_job_id uuid, p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.complete_job(p_job_id uuid, p_attempt integer, p_output text, p_now timestamp with time zone, p_usage jsonb) to service_role;
 grant execute on function public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text, p_now timestamp with time zone, p_prompt_tokens integer, p_kind text, p_input jsonb) to service_role;
+grant execute on function public.erase_user(p_user_id uuid, p_now timestamp with time zone) to service_role;
+grant execute on function public.export_user(p_user_id uuid, p_after_created_at timestamp with time zone, p_after_id uuid, p_limit integer) to service_role;
 grant execute on function public.fail_job(p_job_id uuid, p_reason text, p_error text, p_attempt integer, p_now timestamp with time zone, p_usage jsonb, p_seq integer) to service_role;
 grant execute on function public.get_job(p_job_id uuid, p_user_id uuid) to service_role;
 grant execute on function public.get_usage(p_user_id uuid, p_now timestamp with time zone) to service_role;
@@ -1521,6 +1765,7 @@ grant execute on function public.record_attempt_usage(p_job_id uuid, p_attempt i
 grant execute on function public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone, p_prompt_tokens integer, p_thinking boolean, p_reasoning_tokens integer) to service_role;
 grant execute on function public.release_job(p_job_id uuid, p_attempt integer, p_error text, p_now timestamp with time zone, p_usage jsonb) to service_role;
 grant execute on function public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text, p_max_hits integer, p_max_age_seconds integer, p_now timestamp with time zone, p_count_hit boolean, p_usage jsonb, p_capacity boolean) to service_role;
+grant execute on function public.retention_batch(p_before timestamp with time zone, p_limit integer) to service_role;
 grant execute on function public.start_job(p_job_id uuid, p_lease_seconds integer, p_now timestamp with time zone) to service_role;
 grant execute on function public.sweep_jobs(p_now timestamp with time zone, p_batch_size integer, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer, p_max_republish integer) to service_role;
 grant select on table private.history_horizon to service_role;

@@ -1,11 +1,14 @@
 /**
  * `GET /api/cron/sweep`: Vercel cron (or a QStash schedule) ends stale jobs with refunds, then
- * keeps job_events' monthly partitions (lib/history.ts).
+ * erases the text of jobs past their retention (lib/retention.ts) and keeps job_events' monthly
+ * partitions (lib/history.ts).
  */
 import { type Deps, getDeps } from "../../lib/deps.ts";
 import { HttpError } from "../../lib/errors.ts";
 import { maintainHistory } from "../../lib/history.ts";
 import { bearerMatches, handle, json } from "../../lib/http.ts";
+import { log } from "../../lib/log.ts";
+import { type RetentionReport, runRetention } from "../../lib/retention.ts";
 import { sweepStaleJobs } from "../../lib/sweeper.ts";
 
 export function createHandler(deps: () => Deps) {
@@ -18,7 +21,19 @@ export function createHandler(deps: () => Deps) {
         });
       }
       const report = await sweepStaleJobs(d);
-      return json(200, { ...report, history: await maintainHistory(d) });
+      // The sweep's work is committed whatever retention does: a failure here is logged and
+      // reported as null, and the next tick erases what this one could not.
+      let retention: RetentionReport | null = null;
+      try {
+        retention = await runRetention(d);
+      } catch (error) {
+        log.error("retention_failed", { error });
+      }
+      return json(200, {
+        ...report,
+        retention,
+        history: await maintainHistory(d),
+      });
     },
   });
 }

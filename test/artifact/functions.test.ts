@@ -155,6 +155,8 @@ describe("the built functions (.vercel/output)", () => {
       "api/health.func",
       "api/jobs/[id].func",
       "api/jobs/index.func",
+      "api/me/export.func",
+      "api/me/index.func",
       "api/public-config.func",
       "api/usage.func",
       "api/worker.func",

@@ -1,0 +1,163 @@
+/**
+ * A user's own data, in-process: GET /api/me/export (everything stored about the caller, no one
+ * else's) and DELETE /api/me (the erasure: status codes, idempotence, what a token that outlives
+ * its account can still do).
+ */
+import { describe, expect, test } from "vitest";
+import { createHandler as exportHandler } from "../../api/me/export.ts";
+import { createHandler as meHandler } from "../../api/me/index.ts";
+import { exportUser } from "../../lib/erasure.ts";
+import { type TestUser, useApi } from "../support/api.ts";
+
+const app = useApi();
+const me = (init: RequestInit = {}) =>
+  meHandler(() => app.deps)(new Request("https://app.test/api/me", init));
+const exported = (user?: TestUser, init: RequestInit = {}) =>
+  exportHandler(() => app.deps)(
+    new Request("https://app.test/api/me/export", { headers: user ? user.headers : {}, ...init }),
+  );
+
+/** A finished job of the user's (enqueue + cancel), so a pro user can have many. */
+async function pastJob(user: TestUser, prompt: string): Promise<string> {
+  const id = await app.enqueueOk(user, prompt);
+  expect((await app.cancel(user, id)).status).toBe(200);
+  return id;
+}
+
+type Export = {
+  exported_at: string;
+  user_id: string;
+  plan: { plan_id: string } | null;
+  usage: Array<{ units_used: number }>;
+  jobs: Array<{ id: string; prompt: string; input: unknown; events: Array<{ event: string }> }>;
+};
+
+describe("GET /api/me/export", () => {
+  test("every job of the caller with its input and events, their plan and usage, nothing of anyone else's", async () => {
+    const user = await app.newUser("pro");
+    const other = await app.newUser("pro");
+    const mine = [];
+    for (let i = 0; i < 4; i++) mine.push(await pastJob(user, `mine ${i} ${user.id}`));
+    const active = await app.enqueueOk(user, `mine active ${user.id}`);
+    const theirs = await pastJob(other, `theirs ${other.id}`);
+
+    const res = await exported(user);
+
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/^application\/json/);
+    expect(res.headers.get("cache-control")).toBe("no-store");
+    expect(res.headers.get("content-disposition")).toMatch(/^attachment/);
+    const text = await res.text();
+    const body = JSON.parse(text) as Export;
+    expect(body.user_id).toBe(user.id);
+    expect(body.plan?.plan_id).toBe("pro");
+    expect(body.usage.length).toBe(1);
+    expect(body.jobs.map((j) => j.id)).toEqual([...mine, active]);
+    expect(body.jobs[0]?.prompt).toBe(`mine 0 ${user.id}`);
+    expect(body.jobs[0]?.input).toEqual({ prompt: `mine 0 ${user.id}` });
+    expect(body.jobs[0]?.events.map((e) => e.event)).toEqual(["enqueued", "canceled"]);
+    expect(text).not.toContain(other.id);
+    expect(text).not.toContain(theirs);
+  });
+
+  test("pages through a large history oldest first, every job once", async () => {
+    const user = await app.newUser("pro");
+    const ids = [];
+    for (let i = 0; i < 7; i++) ids.push(await pastJob(user, `paged ${i}`));
+    const stream = await exportUser(app.deps, user.id, 2);
+    const body = JSON.parse(await new Response(stream).text()) as Export;
+    expect(body.jobs.map((j) => j.id)).toEqual(ids);
+  });
+
+  test("no token: 401", async () => {
+    const res = await exported();
+    expect(res.status).toBe(401);
+    expect((await res.json()).error.code).toBe("unauthorized");
+  });
+
+  test("other methods: 405 with Allow", async () => {
+    const user = await app.newUser("free");
+    const res = await exported(user, { method: "DELETE" });
+    expect(res.status).toBe(405);
+    expect(res.headers.get("allow")).toBe("GET");
+  });
+});
+
+describe("DELETE /api/me", () => {
+  test("cancels the active job, erases everything, deletes the account; twice is the same answer with zeros", async () => {
+    const user = await app.newUser("pro");
+    const other = await app.newUser("pro");
+    const done = await pastJob(user, "gone soon");
+    const active = await app.enqueueOk(user, "active, gone soon");
+    const theirs = await pastJob(other, "stays");
+
+    const first = await me({ method: "DELETE", headers: user.headers });
+    expect(first.status).toBe(200);
+    expect(await first.json()).toEqual({
+      deleted: true,
+      jobs: 2,
+      canceledJobs: 1,
+      accountDeleted: true,
+    });
+
+    const second = await me({ method: "DELETE", headers: user.headers });
+    expect(second.status).toBe(200);
+    expect(await second.json()).toEqual({
+      deleted: true,
+      jobs: 0,
+      canceledJobs: 0,
+      accountDeleted: false,
+    });
+
+    for (const id of [done, active]) {
+      expect((await app.call("job", `/api/jobs/${id}`, { headers: user.headers })).status).toBe(
+        404,
+      );
+    }
+    expect((await app.jobRow(theirs)).status).toBe("canceled");
+    const { rows } = await app.admin.query(
+      "select count(*)::int as n from public.generation_jobs where user_id = $1",
+      [user.id],
+    );
+    expect(rows[0].n).toBe(0);
+  });
+
+  test("the token that outlives the account: enqueue is refused 403 user_not_found, the export is empty", async () => {
+    const user = await app.newUser("pro");
+    await pastJob(user, "before");
+    expect((await me({ method: "DELETE", headers: user.headers })).status).toBe(200);
+
+    const enq = await app.enqueue(user, "after");
+    expect(enq.status).toBe(403);
+    expect((await enq.json()).error.code).toBe("user_not_found");
+    const body = (await (await exported(user)).json()) as Export;
+    expect(body).toMatchObject({ user_id: user.id, plan: null, usage: [], jobs: [] });
+  });
+
+  test("concurrent DELETEs of one account: all 200, the jobs counted once", async () => {
+    const user = await app.newUser("pro");
+    for (let i = 0; i < 3; i++) await pastJob(user, `c ${i}`);
+    const answers = await Promise.all(
+      Array.from({ length: 5 }, () => me({ method: "DELETE", headers: user.headers })),
+    );
+    expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+    const bodies = await Promise.all(answers.map((r) => r.json()));
+    expect(bodies.reduce((n, b) => n + b.jobs, 0)).toBe(3);
+    expect(bodies.filter((b) => b.accountDeleted)).toHaveLength(1);
+  });
+
+  test("no token: 401, and nothing is erased", async () => {
+    const res = await me({ method: "DELETE" });
+    expect(res.status).toBe(401);
+    expect(res.headers.get("www-authenticate")).toBe("Bearer");
+  });
+
+  test("other methods: 405 with Allow", async () => {
+    const user = await app.newUser("free");
+    for (const method of ["GET", "POST"]) {
+      const res = await me({ method, headers: user.headers });
+      expect(res.status).toBe(405);
+      expect(res.headers.get("allow")).toBe("DELETE");
+    }
+  });
+});
