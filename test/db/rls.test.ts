@@ -154,6 +154,8 @@ describe("row level security", () => {
       "cancel_job",
       "complete_job",
       "enqueue_job",
+      "erase_user",
+      "export_user",
       "fail_job",
       "get_job",
       "get_usage",
@@ -163,6 +165,7 @@ describe("row level security", () => {
       "record_progress",
       "release_job",
       "requeue_job",
+      "retention_batch",
       "start_job",
       "sweep_jobs",
     ]);
@@ -175,6 +178,7 @@ describe("row level security", () => {
       "select c.relname, c.relrowsecurity from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'public' and c.relkind in ('r', 'p') order by 1",
     );
     expect(rows.rows).toEqual([
+      { relname: "erased_usage", relrowsecurity: true },
       { relname: "generation_jobs", relrowsecurity: true },
       { relname: "job_events", relrowsecurity: true },
       { relname: "job_kinds", relrowsecurity: true },
