@@ -1,15 +1,21 @@
 /**
- * Section 5: growth. The hot statements' latency with 10 k, 100 k and 1 M jobs in the table,
- * and their plans captured with auto_explain (ANALYZE, BUFFERS, nested statements: the plans of
- * the statements INSIDE the transition functions, not of the outer `select fn()`), which must
- * stay index paths. Then the sweeper ending the stale tenth of the table in its batches of 100.
+ * Section 5: growth. The hot paths' latency with 10 k, 100 k, 1 M and 10 M jobs (their events
+ * with them), and their plans captured with auto_explain (ANALYZE, BUFFERS, nested statements:
+ * the plans of the statements INSIDE the transition functions, not of the outer `select fn()`),
+ * which must stay index paths. At each size also what grows with the tables: the drift view,
+ * ops/reconcile.ts's whole report, one retention batch (public.retention_batch, when the
+ * database has it) and one run of the history maintenance (public.maintain_job_events: one month
+ * dropped, and a run with nothing to do), each in a transaction rolled back so the next size
+ * starts from the same rows. Then the sweeper ending the stale tenth in its batches of 100.
  *
  * The table is bulk-loaded with generate_series: 10,000 users on a no-limit plan, each job's
  * status drawn from a hash of its row number: 10 % stale (queued or running, created 4-5 h ago,
  * past the 3 h max age), 1 % recently active, the rest finished over the past year; quota_usage
- * is filled by the same statement, so the drift view stays empty.
+ * and job_events (2 to 3 events a job) are filled by the same statement, so the drift view stays
+ * empty. `GROWTH_SIZES=10000,100000` picks the sizes.
  */
 import type pg from "pg";
+import { reconcile } from "../ops/reconcile.ts";
 import { bulkJobs, createUsers, driftRows, startBenchDb } from "./support/pg.ts";
 import { log, median, quantile, round, table, writeResult } from "./support/util.ts";
 
@@ -66,7 +72,11 @@ async function explain(
 const BIG_TABLES = /Seq Scan on (generation_jobs|quota_usage|job_events)\b/;
 
 export async function runGrowth(opts: { quick: boolean }) {
-  const sizes = opts.quick ? [10_000, 100_000] : [10_000, 100_000, 1_000_000];
+  const sizes = process.env.GROWTH_SIZES
+    ? process.env.GROWTH_SIZES.split(",").map(Number)
+    : opts.quick
+      ? [10_000, 100_000]
+      : [10_000, 100_000, 1_000_000, 10_000_000];
   const samples = opts.quick ? 100 : 300;
   const db = await startBenchDb();
   try {
@@ -80,6 +90,17 @@ export async function runGrowth(opts: { quick: boolean }) {
       set auto_explain.log_nested_statements = on; set auto_explain.log_level = notice;
       set timezone = 'UTC'`);
     try {
+      const { rows: has } = await db.admin.query<{ partitioned: boolean; retention: boolean }>(
+        `select to_regprocedure('public.maintain_job_events(timestamptz, timestamptz, integer, integer)') is not null as partitioned,
+                to_regprocedure('public.retention_batch(timestamptz, integer)') is not null as retention`,
+      );
+      const partitioned = has[0]?.partitioned === true;
+      const retention = has[0]?.retention === true;
+      // The loads span the past year: its months' partitions, as a year of cron runs made them.
+      if (partitioned)
+        await db.admin.query(
+          "select private.job_events_month_partition(now() - make_interval(months => m)) from generate_series(1, 13) m",
+        );
       const points = [];
       let loaded = 0;
       for (const size of sizes) {
@@ -90,8 +111,11 @@ export async function runGrowth(opts: { quick: boolean }) {
           to: size - 1,
           statusSql: STATUS_SQL,
           createdSql: CREATED_SQL,
+          events: true,
         });
-        await db.admin.query("analyze public.generation_jobs; analyze public.quota_usage");
+        await db.admin.query(
+          "analyze public.generation_jobs; analyze public.quota_usage; analyze public.job_events",
+        );
         const loadSeconds = round((performance.now() - t0) / 1000, 1);
         loaded = size;
         log(`  growth: ${size} jobs loaded in ${loadSeconds} s`);
@@ -128,6 +152,60 @@ export async function runGrowth(opts: { quick: boolean }) {
         const usage = await timed(samples, async (i) => {
           await c.query("select public.get_usage(p_user_id => $1) r", [pick(i)]);
         });
+        const cancel = await timed(samples, async (i) => {
+          const user = pick(i + size + 3);
+          const { rows } = await c.query(
+            "select public.enqueue_job(p_user_id => $1, p_prompt => $2) r",
+            [user, `growth cancel ${size} ${i}`],
+          );
+          await c.query("select public.cancel_job(p_job_id => $1, p_user_id => $2) r", [
+            rows[0].r.job.id,
+            user,
+          ]);
+        });
+        const rolledBack = (n: number, sql: string, values: unknown[] = []) =>
+          timed(n, async () => {
+            await c.query("begin");
+            await c.query(sql, values);
+            await c.query("rollback");
+          });
+        const drift = await timed(3, async () => {
+          await c.query("select count(*) from public.quota_drift");
+        });
+        const reconcileRun = await timed(1, async () => {
+          await reconcile({ dbUrl: db.url, sample: 5 });
+        });
+        const retentionBatch = retention
+          ? await rolledBack(3, "select public.retention_batch(now() - interval '30 days', 1000)")
+          : null;
+        const prune = partitioned
+          ? await rolledBack(
+              3,
+              "select public.maintain_job_events(p_before => now() - interval '30 days', p_max_drops => 1)",
+            )
+          : null;
+        const pruneIdle = partitioned
+          ? await timed(samples, async () => {
+              await c.query(
+                "select public.maintain_job_events(p_before => now() - interval '30 days', p_max_drops => 0)",
+              );
+            })
+          : null;
+        const { rows: sizeRows } = await db.admin.query<{
+          events: number;
+          in_default: number;
+          jobs_mb: number;
+          events_mb: number;
+        }>(
+          `select (select count(*)::int from public.job_events) as events,
+                  (select count(*)::int from ${partitioned ? "private.job_events_default" : "public.job_events where false"}) as in_default,
+                  (pg_total_relation_size('public.generation_jobs') / 1048576)::int as jobs_mb,
+                  ((select sum(pg_total_relation_size(c.oid)) from pg_class c
+                    where c.oid = 'public.job_events'::regclass
+                       or c.oid in (select inhrelid from pg_inherits where inhparent = 'public.job_events'::regclass)
+                  ) / 1048576)::int as events_mb`,
+        );
+        const sizes = sizeRows[0];
         // One sweep batch, rolled back, so the stale tenth stays for the sweep below.
         const sweepBatch = await timed(opts.quick ? 3 : 5, async () => {
           await c.query("begin");
@@ -176,18 +254,36 @@ export async function runGrowth(opts: { quick: boolean }) {
         const point = {
           jobs: size,
           loadSeconds,
+          events: sizes?.events ?? 0,
+          inDefault: sizes?.in_default ?? 0,
+          jobsMb: sizes?.jobs_mb ?? 0,
+          eventsMb: sizes?.events_mb ?? 0,
           enqueue,
           claim,
           complete,
           status,
           usage,
+          cancel,
+          drift,
+          reconcile: reconcileRun,
+          retentionBatch,
+          prune,
+          pruneIdle,
           sweepBatch,
           seqScans,
           plans,
         };
         points.push(point);
+        // Written at each size, so a long run stopped early keeps what it measured.
+        await writeResult("growth", {
+          postgres: db.version,
+          samples,
+          partitioned,
+          retention,
+          points,
+        });
         log(
-          `  growth ${size}: enqueue ${enqueue.medianMs} ms, claim ${claim.medianMs}, status ${status.medianMs}, usage ${usage.medianMs}, sweep batch ${sweepBatch.medianMs} ms, seq scans ${JSON.stringify(seqScans)}`,
+          `  growth ${size}: enqueue ${enqueue.medianMs} ms, claim ${claim.medianMs}, status ${status.medianMs}, usage ${usage.medianMs}, cancel ${cancel.medianMs}, drift ${drift.medianMs}, reconcile ${reconcileRun.medianMs}, retention ${retentionBatch?.medianMs}, prune ${prune?.medianMs} (idle ${pruneIdle?.medianMs}), sweep batch ${sweepBatch.medianMs} ms, seq scans ${JSON.stringify(seqScans)}`,
         );
       }
 
@@ -205,7 +301,8 @@ export async function runGrowth(opts: { quick: boolean }) {
         batches.push(performance.now() - t);
         const r = rows[0].r as { failed: unknown[]; republish: unknown[]; more: boolean };
         ended += r.failed.length;
-        if (!r.more) break;
+        // Past 300 batches the rate is known; ending a million stale jobs would take minutes more.
+        if (!r.more || batches.length >= 300) break;
       }
       const totalSeconds = (performance.now() - started) / 1000;
       const { rows: after } = await db.admin.query<{ n: number }>(
@@ -236,7 +333,15 @@ export async function runGrowth(opts: { quick: boolean }) {
       };
       log(`  growth sweep: ${JSON.stringify(sweep)}`);
       const drift = await driftRows(db.admin);
-      const result = { postgres: db.version, samples, points, sweep, drift };
+      const result = {
+        postgres: db.version,
+        samples,
+        partitioned,
+        retention,
+        points,
+        sweep,
+        drift,
+      };
       await writeResult("growth", result);
       return result;
     } finally {
@@ -250,28 +355,57 @@ export async function runGrowth(opts: { quick: boolean }) {
 
 export function printGrowth(r: Awaited<ReturnType<typeof runGrowth>>): string {
   const ms = (s: Stat) => `${s.medianMs} / ${s.p99Ms}`;
+  const opt = (s: Stat | null) => (s ? ms(s) : "n/a");
   const lat = table(
     [
       "jobs",
+      "events",
       "load s",
       "enqueue ms p50/p99",
       "claim",
       "complete",
       "status",
       "usage",
+      "cancel",
       "1 sweep batch (p50/p99)",
       "seq scans on big tables",
     ],
     r.points.map((p) => [
       p.jobs,
+      p.events,
       p.loadSeconds,
       ms(p.enqueue),
       ms(p.claim),
       ms(p.complete),
       ms(p.status),
       ms(p.usage),
+      ms(p.cancel),
       ms(p.sweepBatch),
       Object.values(p.seqScans).reduce((a, b) => a + b, 0),
+    ]),
+  );
+  const big = table(
+    [
+      "jobs",
+      "jobs MB",
+      "events MB",
+      "events in default",
+      "quota_drift ms p50/max",
+      "reconcile s",
+      "1 retention batch ms p50/max",
+      "1 pruning run (1 month dropped) ms p50/max",
+      "pruning, nothing to do ms p50/p99",
+    ],
+    r.points.map((p) => [
+      p.jobs,
+      p.jobsMb,
+      p.eventsMb,
+      p.inDefault,
+      ms(p.drift),
+      round(p.reconcile.medianMs / 1000, 1),
+      opt(p.retentionBatch),
+      opt(p.prune),
+      opt(p.pruneIdle),
     ]),
   );
   const s = r.sweep;
@@ -301,5 +435,5 @@ export function printGrowth(r: Awaited<ReturnType<typeof runGrowth>>): string {
       ],
     ],
   );
-  return `${lat}\n\n${sw}\n\ndrift rows after the sweep: ${r.drift}`;
+  return `${lat}\n\n${big}\n\n${sw}\n\ndrift rows after the sweep: ${r.drift}`;
 }

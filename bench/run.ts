@@ -29,7 +29,7 @@ const titles: Record<Section, string> = {
   peers: "2b. A job's whole life: ours, pg-boss and graphile-worker on the same database",
   http: "3. HTTP through the local stack",
   cold: "4. Cold start (the built .vercel/output, fresh Node 24 process)",
-  growth: "5. Growth (10k / 100k / 1M jobs) and the sweeper",
+  growth: "5. Growth (10k to 10M jobs with their events), the audits, retention and history upkeep",
   first: "6. The first request on a fresh instance, and Generate → first visible token",
   capacity: "7. Capacity at 1/100 scale: 10 enqueues/s for 10 min over 1 M jobs (docs/CAPACITY.md)",
 };

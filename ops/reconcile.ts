@@ -18,6 +18,10 @@
  * - refunds after spend made past the plan's bound, or withheld under it (the bound is
  *   `private.refund_bound`, the rule the endings themselves use);
  * - succeeded jobs with a refund or a refund-bearing event.
+ * The checks that read job_events judge only the jobs and periods whose events are all kept:
+ * those that start at or after `private.events_complete_since()` (the retention drops whole
+ * past months, docs/DESIGN.md#history). An older failed/canceled job is still checked for its
+ * refund on its own row.
  * The last two are impossible by the table's constraints; they are checked anyway, because this
  * command is for databases whose history nobody here has seen. The three stale checks call the
  * sweeper's own conditions (`private.stale_past_max_age`, `private.stale_lease_expired`,
@@ -135,6 +139,9 @@ const CHECKS: Check[] = [
              where e.job_id = j.id and e.to_status in ('failed', 'canceled') and e.from_status is distinct from e.to_status)::int as refund_events
           from public.generation_jobs j
           where j.status in ('failed', 'canceled')
+            and (j.created_at < private.events_complete_since()
+                 and j.refunded_at is null and j.refund_withheld is null
+              or j.created_at >= private.events_complete_since()
             and ((j.refunded_at is null and not (
                    ((j.status = 'canceled' and j.refund_withheld = 'running_cancel_limit'
                      and exists (select 1 from public.job_events e
@@ -146,7 +153,7 @@ const CHECKS: Check[] = [
                          and e.from_status is distinct from e.to_status
                          and e.detail ->> 'refunded' = 'false')))))
                  or (select count(*) from public.job_events e
-                 where e.job_id = j.id and e.to_status in ('failed', 'canceled') and e.from_status is distinct from e.to_status) <> 1)`,
+                 where e.job_id = j.id and e.to_status in ('failed', 'canceled') and e.from_status is distinct from e.to_status) <> 1))`,
   },
   {
     check: "running_cancel_count_mismatch",
@@ -161,7 +168,8 @@ const CHECKS: Check[] = [
           from public.quota_usage q
           left join counted c
             on c.user_id = q.user_id and c.period_start = q.period_start and c.meter = q.meter
-          where q.refunded_running_cancels <> coalesce(c.n, 0)`,
+          where q.refunded_running_cancels <> coalesce(c.n, 0)
+            and q.period_start >= private.events_complete_since()`,
   },
   {
     check: "refund_after_spend_past_bound",
@@ -181,6 +189,7 @@ const CHECKS: Check[] = [
             join public.plans p on p.id = j.plan_id
             where j.meter = 'jobs' and e.to_status in ('failed', 'canceled')
               and e.from_status is distinct from e.to_status
+              and j.period_start >= private.events_complete_since()
           ), ordered as (
             select x.*, count(*) filter (where x.counted) over (
               partition by x.user_id, x.period_start, x.meter order by x.id

@@ -4,6 +4,18 @@
 
 -- tables ------------------------------------------------------------------------------------------
 
+create table private.history_horizon (
+  id boolean not null default true,
+  events_complete_since timestamp with time zone not null,
+  constraint history_horizon_id_check CHECK (id),
+  constraint history_horizon_pkey PRIMARY KEY (id)
+);
+alter table private.history_horizon enable row level security;
+comment on table private.history_horizon is 'One row: every event at or after events_complete_since is kept; earlier ones may have been dropped by public.maintain_job_events (-infinity until the first drop).';
+
+create table private.job_events_default partition of public.job_events default;
+comment on table private.job_events_default is 'Events whose month has no partition of its own yet. Normally empty.';
+
 create table public.erased_usage (
   period_start timestamp with time zone not null,
   plan_id text not null,
@@ -132,10 +144,11 @@ create table public.job_events (
   to_status text not null,
   detail jsonb not null default '{}'::jsonb,
   constraint job_events_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.generation_jobs(id),
-  constraint job_events_pkey PRIMARY KEY (id)
-);
+  constraint job_events_pkey PRIMARY KEY (id, at)
+) partition by range (at);
+-- (its ranged partitions are made at run time, by date, and not listed here)
 alter table public.job_events enable row level security;
-comment on table public.job_events is 'Append-only log of every transition, written in the transition''s own transaction.';
+comment on table public.job_events is 'Append-only log of every transition, written in the transition''s own transaction. Partitioned by UTC month on at (partitions in schema private); months older than the retention are dropped whole by public.maintain_job_events.';
 
 create table public.job_kinds (
   id text not null,
@@ -225,8 +238,8 @@ CREATE INDEX generation_jobs_queued_since ON public.generation_jobs USING btree 
 CREATE INDEX generation_jobs_running_lease ON public.generation_jobs USING btree (lease_expires_at) WHERE (status = 'running'::text);
 CREATE INDEX generation_jobs_user_active ON public.generation_jobs USING btree (user_id) WHERE (status = ANY (ARRAY['queued'::text, 'running'::text]));
 CREATE INDEX generation_jobs_user_created ON public.generation_jobs USING btree (user_id, created_at DESC, id DESC);
-CREATE INDEX job_events_job ON public.job_events USING btree (job_id, id);
-CREATE INDEX job_events_user ON public.job_events USING btree (user_id, id);
+CREATE INDEX job_events_job ON ONLY public.job_events USING btree (job_id, id);
+CREATE INDEX job_events_user ON ONLY public.job_events USING btree (user_id, id);
 CREATE UNIQUE INDEX plans_one_for_anonymous_users ON public.plans USING btree (for_anonymous_users) WHERE for_anonymous_users;
 
 -- views -------------------------------------------------------------------------------------------
@@ -471,6 +484,16 @@ AS $function$
 $function$;
 comment on function private.erasing(p_table regclass) is 'Whether the current statement is an erasure: the transaction-local quota_jobs.erasing is on and it runs as the owner of p_table (inside private.erase_user_data or public.retention_batch, security definer). Anyone else setting the flag is still refused.';
 
+CREATE OR REPLACE FUNCTION private.events_complete_since()
+ RETURNS timestamp with time zone
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select h.events_complete_since from private.history_horizon h
+$function$;
+comment on function private.events_complete_since() is 'Events at or after this instant are all kept; a job created (or a period started) before it may have lost some to the retention.';
+
 CREATE OR REPLACE FUNCTION private.forbid_changing_events()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -508,6 +531,49 @@ begin
 end
 $function$;
 comment on function private.forbid_changing_final_jobs() is 'A final job never changes again: no second refund, no completion over a cancel, whatever the caller. The one exception is retention erasing its text, and nothing else (private.erasing).';
+
+CREATE OR REPLACE FUNCTION private.job_events_month_partition(p_month timestamp with time zone)
+ RETURNS text
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO ''
+ SET "TimeZone" TO 'UTC'
+AS $function$
+declare
+  v_from timestamptz := date_trunc('month', p_month);
+  v_to timestamptz := date_trunc('month', p_month) + interval '1 month';
+  v_name text := 'job_events_' || to_char(date_trunc('month', p_month), 'YYYY_MM');
+  v_in_default boolean;
+begin
+  if to_regclass('private.' || v_name) is not null then
+    return null;
+  end if;
+  select exists (select 1 from private.job_events_default d where d.at >= v_from and d.at < v_to)
+    into v_in_default;
+  if not v_in_default then
+    execute format('create table private.%I partition of public.job_events for values from (%L) to (%L)',
+      v_name, v_from, v_to);
+  else
+    -- Creating the partition would fail while the default holds rows of its range. The rows
+    -- move, unchanged (same id, same at), with the default detached: a detached partition has
+    -- no clone of the append-only trigger, and nothing reads it in the meantime (this
+    -- transaction holds the table's lock until it ends).
+    alter table public.job_events detach partition private.job_events_default;
+    execute format('create table private.%I partition of public.job_events for values from (%L) to (%L)',
+      v_name, v_from, v_to);
+    insert into public.job_events overriding system value
+      select * from private.job_events_default d where d.at >= v_from and d.at < v_to;
+    delete from private.job_events_default d where d.at >= v_from and d.at < v_to;
+    alter table public.job_events attach partition private.job_events_default default;
+  end if;
+  execute format('comment on table private.%I is %L', v_name,
+    'Events of ' || to_char(v_from, 'YYYY-MM') || ' (UTC), a partition of public.job_events.');
+  -- Read and written through public.job_events only (its policy and grants), never directly.
+  execute format('revoke all on table private.%I from public, anon, authenticated, service_role', v_name);
+  return v_name;
+end
+$function$;
+comment on function private.job_events_month_partition(p_month timestamp with time zone) is 'Creates the partition of job_events for the UTC month of p_month, moving in any rows the default partition holds for it; its name, or null when it existed.';
 
 CREATE OR REPLACE FUNCTION private.job_json(j public.generation_jobs)
  RETURNS jsonb
@@ -1176,6 +1242,76 @@ AS $function$
 $function$;
 comment on function public.list_jobs(p_user_id uuid, p_limit integer, p_before_created_at timestamp with time zone, p_before_id uuid) is 'A user''s jobs, newest first, keyset-paginated on (created_at, id); at most 100 a page.';
 
+CREATE OR REPLACE FUNCTION public.maintain_job_events(p_before timestamp with time zone, p_now timestamp with time zone DEFAULT now(), p_months_ahead integer DEFAULT 2, p_max_drops integer DEFAULT 2)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO ''
+ SET "TimeZone" TO 'UTC'
+ SET lock_timeout TO '2s'
+AS $function$
+declare
+  v_created text[] := '{}';
+  v_dropped text[] := '{}';
+  v_name text;
+  v_active_since timestamptz;
+  v_cutoff timestamptz;
+  v_part record;
+  v_horizon timestamptz;
+begin
+  if p_before is null or p_now is null or p_months_ahead is null or p_months_ahead < 0
+     or p_months_ahead > 24 or p_max_drops is null or p_max_drops < 0 then
+    return jsonb_build_object('outcome', 'invalid_arguments');
+  end if;
+  -- This month's partition and the next ones, so inserts never reach the default.
+  for i in 0 .. p_months_ahead loop
+    v_name := private.job_events_month_partition(p_now + make_interval(months => i));
+    if v_name is not null then
+      v_created := v_created || v_name;
+    end if;
+  end loop;
+
+  -- The cutoff: events before it may go. Never the current month (the current quota period of
+  -- a month plan starts there, a day plan's later), by p_now's clock nor the database's (a
+  -- p_now far ahead drops nothing more), never an active job's (its ending reads and appends
+  -- to its events, and reconcile audits them), whatever p_before says.
+  select min(j.created_at) into v_active_since
+  from public.generation_jobs j where j.status in ('queued', 'running');
+  v_cutoff := least(p_before, date_trunc('month', p_now), date_trunc('month', now()),
+    coalesce(v_active_since, 'infinity'));
+
+  -- Partitions wholly before the cutoff, oldest first, at most p_max_drops a run.
+  for v_part in
+    select c.relname, b.upper_bound
+    from pg_inherits i
+    join pg_class c on c.oid = i.inhrelid
+    cross join lateral (
+      select (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \(''([^'']+)''\)'))[1]::timestamptz
+        as upper_bound
+    ) b
+    where i.inhparent = 'public.job_events'::regclass
+      and b.upper_bound is not null and b.upper_bound <= v_cutoff
+    order by b.upper_bound
+    limit p_max_drops
+  loop
+    begin
+      execute format('drop table private.%I', v_part.relname);
+    exception when lock_not_available then
+      -- Long readers hold the table: the next run drops it.
+      exit;
+    end;
+    v_dropped := v_dropped || v_part.relname::text;
+    update private.history_horizon h
+      set events_complete_since = greatest(h.events_complete_since, v_part.upper_bound);
+  end loop;
+
+  select h.events_complete_since into v_horizon from private.history_horizon h;
+  return jsonb_build_object('outcome', 'maintained', 'created', to_jsonb(v_created),
+    'dropped', to_jsonb(v_dropped), 'cutoff', v_cutoff, 'events_complete_since', v_horizon);
+end
+$function$;
+comment on function public.maintain_job_events(p_before timestamp with time zone, p_now timestamp with time zone, p_months_ahead integer, p_max_drops integer) is 'Keeps job_events'' partitions: creates this UTC month''s and the next p_months_ahead, and drops at most p_max_drops partitions wholly older than the cutoff, the earliest of p_before (now minus the retention), the start of the current month (by p_now and by the database''s clock) and the oldest active job''s creation. Cheap when there is nothing to do. Outcome maintained (created, dropped, cutoff, events_complete_since) or invalid_arguments.';
+
 CREATE OR REPLACE FUNCTION public.record_attempt_usage(p_job_id uuid, p_attempt integer, p_usage jsonb, p_now timestamp with time zone DEFAULT now())
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -1602,6 +1738,7 @@ grant execute on function private.end_with_refund(p_job public.generation_jobs, 
 grant execute on function private.erase_deleted_user() to service_role;
 grant execute on function private.erase_user_data(p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function private.erasing(p_table regclass) to service_role;
+grant execute on function private.events_complete_since() to service_role;
 grant execute on function private.forbid_changing_events() to service_role;
 grant execute on function private.forbid_changing_final_jobs() to service_role;
 grant execute on function private.job_json(j public.generation_jobs) to service_role;
@@ -1632,6 +1769,7 @@ grant execute on function public.fail_job(p_job_id uuid, p_reason text, p_error 
 grant execute on function public.get_job(p_job_id uuid, p_user_id uuid) to service_role;
 grant execute on function public.get_usage(p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.list_jobs(p_user_id uuid, p_limit integer, p_before_created_at timestamp with time zone, p_before_id uuid) to service_role;
+grant execute on function public.maintain_job_events(p_before timestamp with time zone, p_now timestamp with time zone, p_months_ahead integer, p_max_drops integer) to service_role;
 grant execute on function public.record_attempt_usage(p_job_id uuid, p_attempt integer, p_usage jsonb, p_now timestamp with time zone) to service_role;
 grant execute on function public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone, p_prompt_tokens integer, p_thinking boolean, p_reasoning_tokens integer) to service_role;
 grant execute on function public.release_job(p_job_id uuid, p_attempt integer, p_error text, p_now timestamp with time zone, p_usage jsonb) to service_role;
@@ -1640,6 +1778,7 @@ grant execute on function public.retention_batch(p_before timestamp with time zo
 grant execute on function public.retention_run(p_before timestamp with time zone, p_limit integer) to service_role;
 grant execute on function public.start_job(p_job_id uuid, p_lease_seconds integer, p_now timestamp with time zone) to service_role;
 grant execute on function public.sweep_jobs(p_now timestamp with time zone, p_batch_size integer, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer, p_max_republish integer) to service_role;
+grant select on table private.history_horizon to service_role;
 grant select on table public.generation_jobs to authenticated;
 grant select on table public.job_events to authenticated;
 grant select on table public.job_kinds to authenticated;

@@ -1,9 +1,11 @@
 /**
  * `GET /api/cron/sweep`: Vercel cron (or a QStash schedule) ends stale jobs with refunds, then
- * erases the text of jobs past their retention (lib/retention.ts).
+ * erases the text of jobs past their retention (lib/retention.ts) and keeps job_events' monthly
+ * partitions (lib/history.ts).
  */
 import { type Deps, getDeps } from "../../lib/deps.ts";
 import { HttpError } from "../../lib/errors.ts";
+import { maintainHistory } from "../../lib/history.ts";
 import { bearerMatches, handle, json } from "../../lib/http.ts";
 import { log } from "../../lib/log.ts";
 import { type RetentionReport, runRetention } from "../../lib/retention.ts";
@@ -31,7 +33,11 @@ export function createHandler(deps: () => Deps) {
         } catch (error) {
           log.error("retention_failed", { error });
         }
-        return json(200, { ...report, retention });
+        return json(200, {
+          ...report,
+          retention,
+          history: await maintainHistory(d),
+        });
       });
     },
   });

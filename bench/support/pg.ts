@@ -94,6 +94,13 @@ export interface BulkJobs {
   planId?: string;
   /** Return the new ids (keep it off for large loads). */
   returnIds?: boolean;
+  /**
+   * Also append each job's events to public.job_events, in the same statement: `enqueued`,
+   * then `started` unless queued or canceled, then its ending if final (a refund-bearing one when failed or
+   * canceled; a cancel is a queued cancel, so no refund after spend is counted).
+   * @default false
+   */
+  events?: boolean;
 }
 
 /**
@@ -135,8 +142,8 @@ export async function bulkJobs(db: pg.Pool | pg.Client, o: BulkJobs): Promise<st
         case when status = 'succeeded' then 1 when status in ('failed', 'canceled') then 0 end,
         created_at
       from src
-      returning id, user_id, period_start, refunded_at
-    )${quota}
+      returning id, user_id, period_start, refunded_at, status, created_at
+    )${quota}${o.events ? EVENTS : ""}
     select ${o.returnIds ? "id" : "count(*)::int as n"} from ins`;
   const { rows } = await db.query(sql, [
     o.users,
@@ -147,6 +154,19 @@ export async function bulkJobs(db: pg.Pool | pg.Client, o: BulkJobs): Promise<st
   ]);
   return o.returnIds ? rows.map((r: { id: string }) => r.id) : [];
 }
+
+const EVENTS = `, ev as (
+          insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
+          select ins.id, ins.user_id, ins.created_at + x.after, x.event, x.from_status, x.to_status, x.detail
+          from ins cross join lateral (values
+            (interval '0 s', 'enqueued', null, 'queued', '{}'::jsonb, true),
+            (interval '1 s', 'started', 'queued', 'running', '{}'::jsonb, ins.status not in ('queued', 'canceled')),
+            (interval '30 s', ins.status, case when ins.status = 'canceled' then 'queued' else 'running' end,
+              ins.status,
+              case when ins.status = 'succeeded' then '{}'::jsonb else '{"refunded": true}'::jsonb end,
+              ins.status in ('succeeded', 'failed', 'canceled'))
+          ) x(after, event, from_status, to_status, detail, wanted)
+          where x.wanted)`;
 
 /** Rows of the drift view (docs/DESIGN.md#invariant-1-no-drift); must be 0. */
 export async function driftRows(db: pg.Pool | pg.Client): Promise<number> {

@@ -21,6 +21,14 @@ async function rows(client: pg.ClientBase, sql: string): Promise<Row[]> {
   return (await client.query<Row>(sql, [OWN_SCHEMAS])).rows;
 }
 
+/**
+ * Relations the dump lists (as `c`): all but the ranged partitions of a partitioned table, which
+ * maintenance makes by date (job_events' months), so the file would depend on the day it was
+ * made; their columns, indexes, triggers and policy are their parent's. A default partition is
+ * listed.
+ */
+const LISTED = `not (c.relispartition and pg_get_expr(c.relpartbound, c.oid) <> 'DEFAULT')`;
+
 const quoteComment = (text: string) => `'${text.replace(/'/g, "''")}'`;
 
 /** The whole dump as one text (ends with a newline). */
@@ -48,12 +56,24 @@ async function dump(client: pg.ClientBase): Promise<string> {
   const tables = await rows(
     client,
     `select c.oid::text, n.nspname || '.' || c.relname as name, c.relrowsecurity::text as rls,
-            obj_description(c.oid, 'pg_class') as comment
+            obj_description(c.oid, 'pg_class') as comment,
+            case when c.relkind = 'p' then pg_get_partkeydef(c.oid) end as partkey,
+            (select pn.nspname || '.' || pc.relname from pg_inherits i
+               join pg_class pc on pc.oid = i.inhparent join pg_namespace pn on pn.oid = pc.relnamespace
+             where c.relispartition and i.inhrelid = c.oid) as parent
      from pg_class c join pg_namespace n on n.oid = c.relnamespace
-     where n.nspname = any($1) and c.relkind in ('r', 'p')
+     where n.nspname = any($1) and c.relkind in ('r', 'p') and ${LISTED}
      order by 2`,
   );
   for (const t of tables) {
+    if (t.parent) {
+      // A default partition: its columns, constraints and indexes are its parent's.
+      out.push(`create table ${t.name} partition of ${t.parent} default;`);
+      if (t.rls === "true") out.push(`alter table ${t.name} enable row level security;`);
+      if (t.comment) out.push(`comment on table ${t.name} is ${quoteComment(t.comment)};`);
+      out.push("");
+      continue;
+    }
     const cols = await client.query<Row>(
       `select a.attname as name, format_type(a.atttypid, a.atttypmod) as type,
               a.attnotnull::text as notnull, pg_get_expr(d.adbin, d.adrelid) as def,
@@ -85,7 +105,13 @@ async function dump(client: pg.ClientBase): Promise<string> {
       return `  ${c.name} ${c.type}${c.notnull === "true" ? " not null" : ""}${def}${identity}`;
     });
     for (const k of cons.rows) lines.push(`  constraint ${k.name} ${k.def}`);
-    out.push(`create table ${t.name} (`, `${lines.join(",\n")}`, ");");
+    out.push(
+      `create table ${t.name} (`,
+      `${lines.join(",\n")}`,
+      t.partkey ? `) partition by ${t.partkey.toLowerCase()};` : ");",
+    );
+    if (t.partkey)
+      out.push("-- (its ranged partitions are made at run time, by date, and not listed here)");
     if (t.rls === "true") out.push(`alter table ${t.name} enable row level security;`);
     if (t.comment) out.push(`comment on table ${t.name} is ${quoteComment(t.comment)};`);
     for (const c of cols.rows)
@@ -100,7 +126,8 @@ async function dump(client: pg.ClientBase): Promise<string> {
     `select pg_get_indexdef(i.indexrelid) as def
      from pg_index i join pg_class c on c.oid = i.indexrelid
        join pg_namespace n on n.oid = c.relnamespace
-     where n.nspname = any($1)
+       join pg_class t on t.oid = i.indrelid
+     where n.nspname = any($1) and not t.relispartition
        and not exists (select 1 from pg_constraint k where k.conindid = i.indexrelid)
      order by c.relname`,
   ))
@@ -145,7 +172,7 @@ async function dump(client: pg.ClientBase): Promise<string> {
     `select pg_get_triggerdef(t.oid, true) as def
      from pg_trigger t join pg_class c on c.oid = t.tgrelid
        join pg_namespace n on n.oid = c.relnamespace
-     where n.nspname = any($1) and not t.tgisinternal
+     where n.nspname = any($1) and not t.tgisinternal and t.tgparentid = 0
      order by c.relname, t.tgname`,
   ))
     out.push(`${t.def};`);
@@ -174,7 +201,7 @@ async function dump(client: pg.ClientBase): Promise<string> {
        select case c.relkind when 'S' then 'sequence' else 'table' end,
               n.nspname || '.' || c.relname, c.relacl, c.relowner
        from pg_class c join pg_namespace n on n.oid = c.relnamespace
-       where n.nspname = any($1) and c.relkind in ('r', 'p', 'v', 'm', 'S')
+       where n.nspname = any($1) and c.relkind in ('r', 'p', 'v', 'm', 'S') and ${LISTED}
        union all
        select 'function', n.nspname || '.' || p.proname || '('
                 || pg_get_function_identity_arguments(p.oid) || ')', p.proacl, p.proowner
@@ -185,7 +212,7 @@ async function dump(client: pg.ClientBase): Promise<string> {
               c.relowner as owner
        from pg_attribute a join pg_class c on c.oid = a.attrelid
          join pg_namespace n on n.oid = c.relnamespace
-       where n.nspname = any($1) and a.attacl is not null and a.attnum > 0
+       where n.nspname = any($1) and a.attacl is not null and a.attnum > 0 and ${LISTED}
      )
      select format('grant %s on %s %s to %s;',
               string_agg(lower(a.privilege_type), ', ' order by a.privilege_type), o.kind, o.name,

@@ -160,6 +160,7 @@ describe("row level security", () => {
       "get_job",
       "get_usage",
       "list_jobs",
+      "maintain_job_events",
       "record_attempt_usage",
       "record_progress",
       "release_job",
@@ -175,7 +176,7 @@ describe("row level security", () => {
 
   test("every table has row level security on", async () => {
     const rows = await admin.query(
-      "select c.relname, c.relrowsecurity from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'public' and c.relkind = 'r' order by 1",
+      "select c.relname, c.relrowsecurity from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'public' and c.relkind in ('r', 'p') order by 1",
     );
     expect(rows.rows).toEqual([
       { relname: "erased_usage", relrowsecurity: true },
