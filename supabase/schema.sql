@@ -1100,6 +1100,26 @@ AS $function$
 $function$;
 comment on function public.ops_latency_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) is 'Operator page: per bucket (only those with some), p50/p90/p99 seconds of queue_latency (a job''s first claim, event started of attempt 1, minus its created_at) and run_time (a succeeded job''s finished_at minus its last claim''s started_at). Walks job_events_at and generation_jobs_finished.';
 
+CREATE OR REPLACE FUNCTION public.ops_metrics(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval, p_now timestamp with time zone DEFAULT now(), p_lease_grace_seconds integer DEFAULT 300, p_undelivered_after_seconds integer DEFAULT 900, p_max_age_seconds integer DEFAULT 10800)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select jsonb_build_object(
+    'outcome', 'metrics',
+    'jobs', (select coalesce(jsonb_agg(to_jsonb(s) order by s.bucket), '[]'::jsonb)
+      from public.ops_job_series(p_from, p_to, p_bucket) s),
+    'failure_reasons', (select coalesce(jsonb_agg(to_jsonb(f) order by f.bucket, f.reason), '[]'::jsonb)
+      from public.ops_failure_reasons(p_from, p_to, p_bucket) f),
+    'provider', (select coalesce(jsonb_agg(to_jsonb(p) order by p.bucket), '[]'::jsonb)
+      from public.ops_provider_series(p_from, p_to, p_bucket) p),
+    'latency', (select coalesce(jsonb_agg(to_jsonb(l) order by l.bucket, l.metric), '[]'::jsonb)
+      from public.ops_latency_series(p_from, p_to, p_bucket) l),
+    'now', public.ops_now(p_now, p_lease_grace_seconds, p_undelivered_after_seconds, p_max_age_seconds))
+$function$;
+comment on function public.ops_metrics(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval, p_now timestamp with time zone, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer) is 'Operator page (GET /api/ops/metrics): every series of [p_from, p_to) by p_bucket and the now tiles, as one jsonb (outcome metrics), in one round trip.';
+
 CREATE OR REPLACE FUNCTION public.ops_now(p_now timestamp with time zone DEFAULT now(), p_lease_grace_seconds integer DEFAULT 300, p_undelivered_after_seconds integer DEFAULT 900, p_max_age_seconds integer DEFAULT 10800)
  RETURNS jsonb
  LANGUAGE sql
@@ -1592,6 +1612,7 @@ grant execute on function public.list_jobs(p_user_id uuid, p_limit integer, p_be
 grant execute on function public.ops_failure_reasons(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) to service_role;
 grant execute on function public.ops_job_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) to service_role;
 grant execute on function public.ops_latency_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) to service_role;
+grant execute on function public.ops_metrics(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval, p_now timestamp with time zone, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer) to service_role;
 grant execute on function public.ops_now(p_now timestamp with time zone, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer) to service_role;
 grant execute on function public.ops_provider_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) to service_role;
 grant execute on function public.record_attempt_usage(p_job_id uuid, p_attempt integer, p_usage jsonb, p_now timestamp with time zone) to service_role;

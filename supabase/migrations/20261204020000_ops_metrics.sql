@@ -375,6 +375,35 @@ as $$
 $$;
 comment on function public.ops_now(p_now timestamptz, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer) is 'Operator page''s "now" tiles: active jobs stale by each of the sweeper''s three rules (the same predicates and partial indexes as sweep_jobs and reconcile) and the rows of quota_drift (always 0; the one full aggregate on the page, as reconcile''s).';
 
+-- one round trip for the page -----------------------------------------------------------------
+
+create function public.ops_metrics(
+  p_from timestamptz,
+  p_to timestamptz,
+  p_bucket interval,
+  p_now timestamptz default now(),
+  p_lease_grace_seconds integer default 300,
+  p_undelivered_after_seconds integer default 900,
+  p_max_age_seconds integer default 10800
+) returns jsonb
+language sql
+stable
+set search_path = ''
+as $$
+  select jsonb_build_object(
+    'outcome', 'metrics',
+    'jobs', (select coalesce(jsonb_agg(to_jsonb(s) order by s.bucket), '[]'::jsonb)
+      from public.ops_job_series(p_from, p_to, p_bucket) s),
+    'failure_reasons', (select coalesce(jsonb_agg(to_jsonb(f) order by f.bucket, f.reason), '[]'::jsonb)
+      from public.ops_failure_reasons(p_from, p_to, p_bucket) f),
+    'provider', (select coalesce(jsonb_agg(to_jsonb(p) order by p.bucket), '[]'::jsonb)
+      from public.ops_provider_series(p_from, p_to, p_bucket) p),
+    'latency', (select coalesce(jsonb_agg(to_jsonb(l) order by l.bucket, l.metric), '[]'::jsonb)
+      from public.ops_latency_series(p_from, p_to, p_bucket) l),
+    'now', public.ops_now(p_now, p_lease_grace_seconds, p_undelivered_after_seconds, p_max_age_seconds))
+$$;
+comment on function public.ops_metrics(p_from timestamptz, p_to timestamptz, p_bucket interval, p_now timestamptz, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer) is 'Operator page (GET /api/ops/metrics): every series of [p_from, p_to) by p_bucket and the now tiles, as one jsonb (outcome metrics), in one round trip.';
+
 -- grants: the service role only --------------------------------------------------------------
 
 revoke all on function private.ops_buckets(timestamptz, timestamptz, interval) from public, anon, authenticated;
@@ -383,6 +412,7 @@ revoke all on function public.ops_failure_reasons(timestamptz, timestamptz, inte
 revoke all on function public.ops_provider_series(timestamptz, timestamptz, interval) from public, anon, authenticated;
 revoke all on function public.ops_latency_series(timestamptz, timestamptz, interval) from public, anon, authenticated;
 revoke all on function public.ops_now(timestamptz, integer, integer, integer) from public, anon, authenticated;
+revoke all on function public.ops_metrics(timestamptz, timestamptz, interval, timestamptz, integer, integer, integer) from public, anon, authenticated;
 revoke all on table public.superseded_callbacks from anon, authenticated;
 grant execute on function private.ops_buckets(timestamptz, timestamptz, interval) to service_role;
 grant execute on function public.ops_job_series(timestamptz, timestamptz, interval) to service_role;
@@ -390,3 +420,4 @@ grant execute on function public.ops_failure_reasons(timestamptz, timestamptz, i
 grant execute on function public.ops_provider_series(timestamptz, timestamptz, interval) to service_role;
 grant execute on function public.ops_latency_series(timestamptz, timestamptz, interval) to service_role;
 grant execute on function public.ops_now(timestamptz, integer, integer, integer) to service_role;
+grant execute on function public.ops_metrics(timestamptz, timestamptz, interval, timestamptz, integer, integer, integer) to service_role;
