@@ -240,6 +240,8 @@ function render(m) {
               stroke: COLORS[i % COLORS.length],
               width: 2,
               spanGaps: false,
+              // a lone measured bucket (a percentile between empty ones) is a dot, not nothing
+              points: { show: true, size: 6, fill: COLORS[i % COLORS.length] },
             })),
           ],
           axes: [{}, { label: chart.unit, size: 60 }],
