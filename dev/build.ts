@@ -63,15 +63,19 @@ export const VENDOR = [
   { pkg: "marked", file: "lib/marked.esm.js", to: "public/vendor/marked.esm.js" },
   // saved as .js: static servers know its media type (a module must be served as JavaScript)
   { pkg: "dompurify", file: "dist/purify.es.mjs", to: "public/vendor/purify.es.js" },
+  // the operator page's charts (public/ops.js) and their stylesheet (public/ops.html)
+  { pkg: "uplot", file: "dist/uPlot.esm.js", to: "public/vendor/uplot.esm.js" },
+  { pkg: "uplot", file: "dist/uPlot.min.css", to: "public/vendor/uplot.min.css" },
 ] as const;
 
 /** What `public/vendor/` holds for one library: a header line, then the package's file as is. */
 export function vendorCopy(entry: (typeof VENDOR)[number]): string {
   const dir = join(root, "node_modules", entry.pkg);
   const { version, license } = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
-  const header =
-    `// @ts-nocheck\n// ${entry.pkg} ${version}, license ${license}: node_modules/${entry.pkg}/${entry.file}` +
-    ", copied by dev/build.ts: do not edit.\n";
+  const about = `${entry.pkg} ${version}, license ${license}: node_modules/${entry.pkg}/${entry.file}, copied by dev/build.ts: do not edit.`;
+  const header = entry.to.endsWith(".css")
+    ? `/* ${about} */\n`
+    : `// @ts-nocheck\n// ${about}\n`;
   return header + readFileSync(join(dir, entry.file), "utf8");
 }
 

@@ -51,7 +51,41 @@ export type AlerterOptions = {
   now?: () => Date;
   /** Redis key prefix. @default "quota-jobs:alert" */
   prefix?: string;
+  /** Where each alert's links point ({@link alertLinks}). */
+  links?: AlertLinkOptions;
 };
+
+/** `APP_URL` (the /ops page is on it) and `RUNBOOK_URL` (unset: the section is named, not linked). */
+export type AlertLinkOptions = { appUrl?: string | undefined; runbookUrl?: string | undefined };
+
+/**
+ * Each alert kind's chart on the operator page (/ops#<chart>) and its runbook section (a stable
+ * anchor in docs/RUNBOOK.md). A kind not listed links the page's top and the runbook's alerts.
+ */
+export const ALERT_LINKS: Record<string, { chart: string; runbook: string }> = {
+  provider_quota_exhausted: { chart: "provider-429s", runbook: "provider-quota-exhausted" },
+  provider_misconfigured: { chart: "failures", runbook: "provider-misconfigured" },
+  usage_above_hold: { chart: "tokens", runbook: "usage-above-hold" },
+  stuck_jobs: { chart: "stuck", runbook: "stuck-jobs" },
+  user_failures: { chart: "failures", runbook: "user-failures" },
+  dlq_failure: { chart: "failure-callbacks", runbook: "delivery-failed" },
+};
+
+/** The chart and runbook links of an alert: URLs where configured, else the places as text. */
+export function alertLinks(
+  kind: string,
+  o: AlertLinkOptions = {},
+): { chart: string; runbook: string; linked: { chart: boolean; runbook: boolean } } {
+  const to = ALERT_LINKS[kind] ?? { chart: "", runbook: "alerts" };
+  const hash = to.chart ? `#${to.chart}` : "";
+  return {
+    chart: o.appUrl ? `${o.appUrl}/ops${hash}` : `/ops${hash}`,
+    runbook: o.runbookUrl
+      ? `${o.runbookUrl}#${to.runbook}`
+      : `docs/RUNBOOK.md#${to.runbook} (RUNBOOK_URL is not set)`,
+    linked: { chart: Boolean(o.appUrl), runbook: Boolean(o.runbookUrl) },
+  };
+}
 
 function clean(value: string | number | null): string {
   if (value === null) return "—";
@@ -62,8 +96,17 @@ function clean(value: string | number | null): string {
     .slice(0, 300);
 }
 
-/** The Slack incoming-webhook payload: `text` for notifications, `blocks` for the table. */
-export function slackPayload(alert: Alert): { text: string; blocks: unknown[] } {
+/**
+ * The Slack incoming-webhook payload: `text` for notifications, `blocks` for the table, and a
+ * last block with the alert's chart on /ops and its runbook section (links when configured).
+ */
+export function slackPayload(
+  alert: Alert,
+  links: AlertLinkOptions = {},
+): { text: string; blocks: unknown[] } {
+  const l = alertLinks(alert.kind, links);
+  const chart = l.linked.chart ? `<${l.chart}|Chart on /ops>` : `Chart: ${l.chart}`;
+  const runbook = l.linked.runbook ? `<${l.runbook}|Runbook>` : `Runbook: ${l.runbook}`;
   const fields = Object.entries(alert.fields)
     .filter(([k]) => !SENSITIVE_KEY.test(k))
     .slice(0, 10) // Slack allows at most 10 fields in a section
@@ -77,6 +120,7 @@ export function slackPayload(alert: Alert): { text: string; blocks: unknown[] } 
         text: { type: "plain_text", text: `${alert.kind}: ${alert.title}`.slice(0, 150) },
       },
       ...(fields.length > 0 ? [{ type: "section", fields }] : []),
+      { type: "context", elements: [{ type: "mrkdwn", text: `${chart} · ${runbook}` }] },
     ],
   };
 }
@@ -114,7 +158,7 @@ export function createAlerter(options: AlerterOptions): Alerter {
       const res = await doFetch(webhookUrl, {
         method: "POST",
         headers: { "content-type": "application/json" },
-        body: JSON.stringify(slackPayload(alert)),
+        body: JSON.stringify(slackPayload(alert, options.links)),
         signal: AbortSignal.timeout(options.timeoutMs ?? 5000),
       });
       const text = (await res.text()).slice(0, 100);
@@ -139,11 +183,14 @@ export function createAlerter(options: AlerterOptions): Alerter {
   }
 
   function logAlert(alert: Alert, extra: Record<string, unknown> = {}) {
+    const links = alertLinks(alert.kind, options.links);
     log.error("alert", {
       kind: alert.kind,
       title: alert.title,
       dedup: alert.dedupKey,
       fields: safeFields(alert),
+      chart: links.chart,
+      runbook: links.runbook,
       ...extra,
     });
   }

@@ -11,8 +11,26 @@ import { type JWTVerifyGetKey, jwtVerify } from "jose/jwt/verify";
 import { HttpError } from "./errors.ts";
 import { log } from "./log.ts";
 
-/** What the rest of the app knows about a caller. */
-export type AuthUser = { userId: string };
+/**
+ * What the rest of the app knows about a caller. `operator` is present (true) only when the
+ * token's `app_metadata` names the operator role ({@link isOperatorClaim}).
+ */
+export type AuthUser = { userId: string; operator?: true };
+
+/** The role in `app_metadata` that opens the operator page (docs/RUNBOOK.md#operators). */
+export const OPERATOR_ROLE = "operator";
+
+/**
+ * Whether a token's `app_metadata` claim makes its user an operator: `role` is "operator", or
+ * `roles` is an array that contains it. Only `app_metadata`: the service role alone sets it
+ * (Auth's admin API), while `user_metadata` is the user's own to write (`PUT /auth/v1/user`),
+ * so a role there means nothing.
+ */
+export function isOperatorClaim(appMetadata: unknown): boolean {
+  if (!appMetadata || typeof appMetadata !== "object" || Array.isArray(appMetadata)) return false;
+  const m = appMetadata as { role?: unknown; roles?: unknown };
+  return m.role === OPERATOR_ROLE || (Array.isArray(m.roles) && m.roles.includes(OPERATOR_ROLE));
+}
 
 /** Options of {@link createAuth}. */
 export type AuthOptions = {
@@ -163,7 +181,8 @@ export function createAuth(options: AuthOptions): {
       ) {
         throw unauthorized();
       }
-      return { userId: payload.sub.toLowerCase() };
+      const userId = payload.sub.toLowerCase();
+      return isOperatorClaim(payload.app_metadata) ? { userId, operator: true } : { userId };
     },
   };
 }

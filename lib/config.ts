@@ -310,6 +310,15 @@ export const VARIABLES = {
       "headers of each export, `key=value` pairs comma-separated, values URL-encoded (the collector's API key)",
     dev: { with: "OTEL_EXPORTER_OTLP_HEADERS" },
   }),
+  RUNBOOK_URL: variable({
+    group: "app",
+    schema: httpUrl.transform(stripSlash).optional(),
+    about:
+      "where on-call reads docs/RUNBOOK.md (e.g. the file on the repository's web page); alerts and /ops link its sections as `$RUNBOOK_URL#<anchor>`",
+    shownDefault: "alerts and /ops name `docs/RUNBOOK.md#<anchor>`, no link",
+    example: "https://github.com/example/quota-jobs/blob/main/docs/RUNBOOK.md",
+    dev: "always",
+  }),
   QSTASH_RETRIES: tunable(1, 0, "QStash redeliveries after the first attempt"),
   QSTASH_FLOW_CONTROL: variable({
     group: "tunables",

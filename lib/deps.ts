@@ -62,6 +62,7 @@ export function createDeps(config: Config): Deps {
       redis: await redis(),
       webhookUrl: config.alertWebhookUrl,
       throttleSeconds: config.alertThrottleSeconds,
+      links: { appUrl: config.appUrl, runbookUrl: config.runbookUrl },
     }),
   );
   return {

@@ -219,6 +219,18 @@ comment on table public.quota_usage is 'Units reserved per user and UTC period, 
 comment on column public.quota_usage.refunded_running_cancels is 'Refunds after provider spend in this period (running cancels, failures and queued cancels after a consumed attempt). Changed only by private.end_with_refund, with the refund, in the same statement.';
 comment on column public.quota_usage.meter is 'What units_used counts: jobs or tokens. A job holds on the counter of its own meter.';
 
+create table public.superseded_callbacks (
+  id bigint not null generated always as identity,
+  job_id uuid not null,
+  at timestamp with time zone not null,
+  message_seq integer not null,
+  job_seq integer not null,
+  constraint superseded_callbacks_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.generation_jobs(id),
+  constraint superseded_callbacks_pkey PRIMARY KEY (id)
+);
+alter table public.superseded_callbacks enable row level security;
+comment on table public.superseded_callbacks is 'One row per failure callback that fail_job answered superseded (the failed message was older than the job''s current one): nothing changed, no refund. Read by the operator page; no user reads it (RLS on, no policy).';
+
 create table public.user_plans (
   user_id uuid not null,
   plan_id text not null,
@@ -233,14 +245,18 @@ comment on table public.user_plans is 'Which plan a user is on. A user without a
 -- indexes (other than those of constraints) -------------------------------------------------------
 
 CREATE INDEX generation_jobs_active_created ON public.generation_jobs USING btree (created_at) WHERE (status = ANY (ARRAY['queued'::text, 'running'::text]));
+CREATE INDEX generation_jobs_created ON public.generation_jobs USING btree (created_at);
+CREATE INDEX generation_jobs_finished ON public.generation_jobs USING btree (finished_at) WHERE (finished_at IS NOT NULL);
 CREATE INDEX generation_jobs_finished_unerased ON public.generation_jobs USING btree (finished_at) WHERE ((erased_at IS NULL) AND (finished_at IS NOT NULL));
 CREATE INDEX generation_jobs_queued_since ON public.generation_jobs USING btree (COALESCE(resume_at, queued_at)) WHERE (status = 'queued'::text);
 CREATE INDEX generation_jobs_running_lease ON public.generation_jobs USING btree (lease_expires_at) WHERE (status = 'running'::text);
 CREATE INDEX generation_jobs_user_active ON public.generation_jobs USING btree (user_id) WHERE (status = ANY (ARRAY['queued'::text, 'running'::text]));
 CREATE INDEX generation_jobs_user_created ON public.generation_jobs USING btree (user_id, created_at DESC, id DESC);
+CREATE INDEX job_events_at ON ONLY public.job_events USING btree (at);
 CREATE INDEX job_events_job ON ONLY public.job_events USING btree (job_id, id);
 CREATE INDEX job_events_user ON ONLY public.job_events USING btree (user_id, id);
 CREATE UNIQUE INDEX plans_one_for_anonymous_users ON public.plans USING btree (for_anonymous_users) WHERE for_anonymous_users;
+CREATE INDEX superseded_callbacks_at ON public.superseded_callbacks USING btree (at);
 
 -- views -------------------------------------------------------------------------------------------
 
@@ -609,6 +625,24 @@ begin
 end
 $function$;
 comment on function private.offer_documents() is 'A new plan offers documents at 1 unit, as every plan did before kinds: a plan inserted as before (seed, operator, tests) keeps working. Delete its row to make a plan without them.';
+
+CREATE OR REPLACE FUNCTION private.ops_buckets(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval)
+ RETURNS TABLE(bucket timestamp with time zone)
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO ''
+AS $function$
+begin
+  -- Bounded: a caller cannot ask for a million buckets (or none, or a negative step).
+  if p_bucket is null or p_bucket <= interval '0' or p_from is null or p_to is null
+    or p_to <= p_from
+    or extract(epoch from p_to - p_from) / extract(epoch from p_bucket) > 1000 then
+    raise exception 'ops: bad window % to % by %', p_from, p_to, p_bucket using errcode = '22023';
+  end if;
+  return query select g from pg_catalog.generate_series(p_from, p_to - interval '1 microsecond', p_bucket) g;
+end
+$function$;
+comment on function private.ops_buckets(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) is 'The buckets of an operator-page window: p_from, p_from + p_bucket, … before p_to (at most 1000; else 22023). Every series has a row per bucket, zeros included.';
 
 CREATE OR REPLACE FUNCTION private.period_end(p_period text, p_start timestamp with time zone)
  RETURNS timestamp with time zone
@@ -1173,6 +1207,8 @@ begin
     return jsonb_build_object('outcome', 'already_final', 'job', private.job_json(v_old));
   end if;
   if p_seq is not null and p_seq < v_old.publish_seq then
+    insert into public.superseded_callbacks (job_id, at, message_seq, job_seq)
+    values (v_old.id, p_now, p_seq, v_old.publish_seq);
     return jsonb_build_object('outcome', 'superseded', 'job', private.job_json(v_old));
   end if;
   if p_attempt is not null and (v_old.status <> 'running' or v_old.attempts <> p_attempt) then
@@ -1185,7 +1221,7 @@ begin
   )));
 end
 $function$;
-comment on function public.fail_job(p_job_id uuid, p_reason text, p_error text, p_attempt integer, p_now timestamp with time zone, p_usage jsonb, p_seq integer) is 'queued or running (with p_attempt: only that claim) → failed (private.end_with_refund''s rule: a token plan captures what was consumed; a job plan''s refund after spend is bounded; provider_misconfigured captures 0, unbounded). With p_seq older than the job''s publish_seq: superseded, nothing changes.';
+comment on function public.fail_job(p_job_id uuid, p_reason text, p_error text, p_attempt integer, p_now timestamp with time zone, p_usage jsonb, p_seq integer) is 'queued or running (with p_attempt: only that claim) → failed (private.end_with_refund''s rule: a token plan captures what was consumed; a job plan''s refund after spend is bounded; provider_misconfigured captures 0, unbounded). With p_seq older than the job''s publish_seq: superseded, nothing changes but a row in superseded_callbacks.';
 
 CREATE OR REPLACE FUNCTION public.get_job(p_job_id uuid, p_user_id uuid)
  RETURNS jsonb
@@ -1311,6 +1347,197 @@ begin
 end
 $function$;
 comment on function public.maintain_job_events(p_before timestamp with time zone, p_now timestamp with time zone, p_months_ahead integer, p_max_drops integer) is 'Keeps job_events'' partitions: creates this UTC month''s and the next p_months_ahead, and drops at most p_max_drops partitions wholly older than the cutoff, the earliest of p_before (now minus the retention), the start of the current month (by p_now and by the database''s clock) and the oldest active job''s creation. Cheap when there is nothing to do. Outcome maintained (created, dropped, cutoff, events_complete_since) or invalid_arguments.';
+
+CREATE OR REPLACE FUNCTION public.ops_failure_reasons(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval)
+ RETURNS TABLE(bucket timestamp with time zone, reason text, jobs bigint)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select pg_catalog.date_bin(p_bucket, j.finished_at, p_from), j.failure_reason, count(*)
+  from public.generation_jobs j
+  where j.finished_at >= p_from and j.finished_at < p_to and j.status = 'failed'
+    and exists (select from private.ops_buckets(p_from, p_to, p_bucket))
+  group by 1, 2
+  order by 1, 2
+$function$;
+comment on function public.ops_failure_reasons(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) is 'Operator page: failed jobs per bucket and failure reason (only the buckets and reasons that had some). Walks generation_jobs_finished.';
+
+CREATE OR REPLACE FUNCTION public.ops_job_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval)
+ RETURNS TABLE(bucket timestamp with time zone, enqueued bigint, succeeded bigint, failed bigint, canceled bigint, refunded bigint, withheld bigint, tokens_held bigint, tokens_captured bigint, failure_callbacks bigint, superseded_callbacks bigint)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  with b as (select o.bucket from private.ops_buckets(p_from, p_to, p_bucket) o),
+  created as (
+    select pg_catalog.date_bin(p_bucket, j.created_at, p_from) as bucket,
+      count(*) as enqueued,
+      coalesce(sum(j.hold) filter (where j.meter = 'tokens'), 0) as tokens_held
+    from public.generation_jobs j
+    where j.created_at >= p_from and j.created_at < p_to
+    group by 1
+  ),
+  ended as (
+    select pg_catalog.date_bin(p_bucket, j.finished_at, p_from) as bucket,
+      count(*) filter (where j.status = 'succeeded') as succeeded,
+      count(*) filter (where j.status = 'failed') as failed,
+      count(*) filter (where j.status = 'canceled') as canceled,
+      count(*) filter (where j.refunded_at is not null) as refunded,
+      count(*) filter (where j.refund_withheld is not null) as withheld,
+      coalesce(sum(j.captured) filter (where j.meter = 'tokens'), 0) as tokens_captured,
+      count(*) filter (where j.failure_reason = 'delivery_failed') as failure_callbacks
+    from public.generation_jobs j
+    where j.finished_at >= p_from and j.finished_at < p_to
+    group by 1
+  ),
+  superseded as (
+    select pg_catalog.date_bin(p_bucket, s.at, p_from) as bucket, count(*) as n
+    from public.superseded_callbacks s
+    where s.at >= p_from and s.at < p_to
+    group by 1
+  )
+  select b.bucket,
+    coalesce(c.enqueued, 0), coalesce(e.succeeded, 0), coalesce(e.failed, 0),
+    coalesce(e.canceled, 0), coalesce(e.refunded, 0), coalesce(e.withheld, 0),
+    coalesce(c.tokens_held, 0)::bigint, coalesce(e.tokens_captured, 0)::bigint,
+    coalesce(e.failure_callbacks, 0), coalesce(s.n, 0)
+  from b
+  left join created c on c.bucket = b.bucket
+  left join ended e on e.bucket = b.bucket
+  left join superseded s on s.bucket = b.bucket
+  order by b.bucket
+$function$;
+comment on function public.ops_job_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) is 'Operator page: per bucket of [p_from, p_to), jobs enqueued (and the tokens a token plan held), jobs ended succeeded / failed / canceled, refunded or withheld, tokens a token plan captured, failure callbacks that failed a job (delivery_failed) and superseded ones. Walks generation_jobs_created, generation_jobs_finished and superseded_callbacks_at.';
+
+CREATE OR REPLACE FUNCTION public.ops_latency_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval)
+ RETURNS TABLE(bucket timestamp with time zone, metric text, jobs bigint, p50 double precision, p90 double precision, p99 double precision)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  with first_claims as (
+    select pg_catalog.date_bin(p_bucket, e.at, p_from) as bucket,
+      extract(epoch from e.at - j.created_at)::double precision as seconds
+    from public.job_events e
+    join public.generation_jobs j on j.id = e.job_id
+    where e.at >= p_from and e.at < p_to and e.event = 'started' and e.detail ->> 'attempt' = '1'
+  ),
+  runs as (
+    select pg_catalog.date_bin(p_bucket, j.finished_at, p_from) as bucket,
+      extract(epoch from j.finished_at - j.started_at)::double precision as seconds
+    from public.generation_jobs j
+    where j.finished_at >= p_from and j.finished_at < p_to and j.status = 'succeeded'
+  ),
+  both_ as (
+    select 'queue_latency' as metric, f.bucket, f.seconds from first_claims f
+    union all
+    select 'run_time', r.bucket, r.seconds from runs r
+  )
+  select x.bucket, x.metric, count(*),
+    percentile_cont(0.5) within group (order by x.seconds),
+    percentile_cont(0.9) within group (order by x.seconds),
+    percentile_cont(0.99) within group (order by x.seconds)
+  from both_ x
+  where exists (select from private.ops_buckets(p_from, p_to, p_bucket))
+  group by x.bucket, x.metric
+  order by x.bucket, x.metric
+$function$;
+comment on function public.ops_latency_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) is 'Operator page: per bucket (only those with some), p50/p90/p99 seconds of queue_latency (a job''s first claim, event started of attempt 1, minus its created_at) and run_time (a succeeded job''s finished_at minus its last claim''s started_at). Walks job_events_at and generation_jobs_finished.';
+
+CREATE OR REPLACE FUNCTION public.ops_metrics(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval, p_now timestamp with time zone DEFAULT now(), p_lease_grace_seconds integer DEFAULT 300, p_undelivered_after_seconds integer DEFAULT 900, p_max_age_seconds integer DEFAULT 10800)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select jsonb_build_object(
+    'outcome', 'metrics',
+    'jobs', (select coalesce(jsonb_agg(to_jsonb(s) order by s.bucket), '[]'::jsonb)
+      from public.ops_job_series(p_from, p_to, p_bucket) s),
+    'failure_reasons', (select coalesce(jsonb_agg(to_jsonb(f) order by f.bucket, f.reason), '[]'::jsonb)
+      from public.ops_failure_reasons(p_from, p_to, p_bucket) f),
+    'provider', (select coalesce(jsonb_agg(to_jsonb(p) order by p.bucket), '[]'::jsonb)
+      from public.ops_provider_series(p_from, p_to, p_bucket) p),
+    'latency', (select coalesce(jsonb_agg(to_jsonb(l) order by l.bucket, l.metric), '[]'::jsonb)
+      from public.ops_latency_series(p_from, p_to, p_bucket) l),
+    'now', public.ops_now(p_now, p_lease_grace_seconds, p_undelivered_after_seconds, p_max_age_seconds))
+$function$;
+comment on function public.ops_metrics(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval, p_now timestamp with time zone, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer) is 'Operator page (GET /api/ops/metrics): every series of [p_from, p_to) by p_bucket and the now tiles, as one jsonb (outcome metrics), in one round trip.';
+
+CREATE OR REPLACE FUNCTION public.ops_now(p_now timestamp with time zone DEFAULT now(), p_lease_grace_seconds integer DEFAULT 300, p_undelivered_after_seconds integer DEFAULT 900, p_max_age_seconds integer DEFAULT 10800)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select jsonb_build_object(
+    'at', p_now,
+    'stuck', jsonb_build_object(
+      'running_lease_expired', (select count(*) from public.generation_jobs j
+        where private.stale_lease_expired(j, p_now, p_lease_grace_seconds)),
+      'active_past_max_age', (select count(*) from public.generation_jobs j
+        where private.stale_past_max_age(j, p_now, p_max_age_seconds)),
+      'queued_never_delivered', (select count(*) from public.generation_jobs j
+        where private.stale_undelivered(j, p_now, p_undelivered_after_seconds))),
+    'drift_rows', (select count(*) from public.quota_drift))
+$function$;
+comment on function public.ops_now(p_now timestamp with time zone, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer) is 'Operator page''s "now" tiles: active jobs stale by each of the sweeper''s three rules (the same predicates and partial indexes as sweep_jobs and reconcile) and the rows of quota_drift (always 0; the one full aggregate on the page, as reconcile''s).';
+
+CREATE OR REPLACE FUNCTION public.ops_provider_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval)
+ RETURNS TABLE(bucket timestamp with time zone, provider_tokens bigint, quota_429s bigint, gate_closed_seconds double precision)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  with b as (select o.bucket from private.ops_buckets(p_from, p_to, p_bucket) o),
+  events as (
+    select pg_catalog.date_bin(p_bucket, e.at, p_from) as bucket,
+      coalesce(sum(
+        coalesce((e.detail -> 'usage' ->> 'prompt_tokens')::bigint, 0)
+        + coalesce((e.detail -> 'usage' ->> 'completion_tokens')::bigint, 0)
+      ) filter (where e.detail ? 'usage'), 0) as provider_tokens,
+      count(*) filter (where e.event in ('requeued', 'gave_up')
+        and e.detail ->> 'quota_hit' = 'true') as quota_429s
+    from public.job_events e
+    where e.at >= p_from and e.at < p_to
+    group by 1
+  ),
+  -- A closure that began up to an hour before the window may still hold at its start.
+  closures as (
+    select e.at as s, (e.detail ->> 'resume_at')::timestamptz as t
+    from public.job_events e
+    where e.at >= p_from - interval '1 hour' and e.at < p_to
+      and e.event in ('requeued', 'gave_up') and e.detail ->> 'quota_hit' = 'true'
+      and e.detail ? 'resume_at'
+  ),
+  -- Overlapping closures (many workers hear the same 429s) merge into islands.
+  marked as (
+    select c.s, c.t,
+      case when c.s <= max(c.t) over (order by c.s, c.t rows between unbounded preceding and 1 preceding)
+        then 0 else 1 end as starts
+    from closures c where c.t > c.s
+  ),
+  grouped as (
+    select m.s, m.t, sum(m.starts) over (order by m.s, m.t) as island from marked m
+  ),
+  islands as (
+    select min(g.s) as s, least(max(g.t), p_to) as t from grouped g group by g.island
+  ),
+  gate as (
+    select b.bucket, sum(extract(epoch from
+      least(i.t, b.bucket + p_bucket) - greatest(i.s, b.bucket)))::double precision as seconds
+    from b join islands i on i.s < b.bucket + p_bucket and i.t > b.bucket
+    group by b.bucket
+  )
+  select b.bucket, coalesce(e.provider_tokens, 0)::bigint, coalesce(e.quota_429s, 0),
+    coalesce(g.seconds, 0)
+  from b
+  left join events e on e.bucket = b.bucket
+  left join gate g on g.bucket = b.bucket
+  order by b.bucket
+$function$;
+comment on function public.ops_provider_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) is 'Operator page: per bucket, provider tokens consumed (every attempt''s usage in job_events), provider 429s the jobs counted (requeued / gave_up with quota_hit), and seconds the shared provider gate was closed (the union of [at, resume_at] of those events, clipped to p_to). Walks job_events_at.';
 
 CREATE OR REPLACE FUNCTION public.record_attempt_usage(p_job_id uuid, p_attempt integer, p_usage jsonb, p_now timestamp with time zone DEFAULT now())
  RETURNS jsonb
@@ -1472,7 +1699,8 @@ begin
       case when p_capacity then 'capacity_unavailable' else 'provider_quota_exhausted' end,
       p_error, 'gave_up', p_now,
       private.with_usage(
-        jsonb_build_object('attempt', p_attempt, 'hits', v_hits, 'by', v_give_up), p_usage
+        jsonb_build_object('attempt', p_attempt, 'hits', v_hits, 'by', v_give_up,
+          'quota_hit', p_count_hit and not p_capacity, 'resume_at', p_resume_at), p_usage
       ),
       private.usage_tokens(p_usage)
     );
@@ -1500,7 +1728,7 @@ begin
     select r.id, r.user_id, p_now, 'requeued', 'running', r.status,
       private.with_usage(
         jsonb_build_object('attempt', p_attempt, 'hits', v_hits, 'resume_at', r.resume_at,
-          'waiting_for', r.waiting_for), p_usage
+          'waiting_for', r.waiting_for, 'quota_hit', p_count_hit and not p_capacity), p_usage
       )
     from requeued r
   )
@@ -1509,7 +1737,7 @@ begin
   return v_result;
 end
 $function$;
-comment on function public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text, p_max_hits integer, p_max_age_seconds integer, p_now timestamp with time zone, p_count_hit boolean, p_usage jsonb, p_capacity boolean) is 'running under this claim → queued until p_resume_at after a provider quota hit (counted), a closed provider gate (p_count_hit false) or no flex capacity (p_capacity: never counted, waiting_for capacity), or failed when it gives up (hits or age; provider_quota_exhausted, or capacity_unavailable for a capacity wait; private.end_with_refund''s rule); the attempt''s usage goes in the event.';
+comment on function public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text, p_max_hits integer, p_max_age_seconds integer, p_now timestamp with time zone, p_count_hit boolean, p_usage jsonb, p_capacity boolean) is 'running under this claim → queued until p_resume_at after a provider quota hit (counted), a closed provider gate (p_count_hit false) or no flex capacity (p_capacity: never counted, waiting_for capacity), or failed when it gives up (hits or age; provider_quota_exhausted, or capacity_unavailable for a capacity wait; private.end_with_refund''s rule); the attempt''s usage goes in the event, and quota_hit says whether it was a counted provider 429 (the operator page''s 429s and gate time).';
 
 CREATE OR REPLACE FUNCTION public.retention_batch(p_before timestamp with time zone, p_limit integer)
  RETURNS integer
@@ -1731,6 +1959,7 @@ grant delete, insert, maintain, references, select, trigger, truncate, update on
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.plans to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.quota_drift to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.quota_usage to service_role;
+grant delete, insert, maintain, references, select, trigger, truncate, update on table public.superseded_callbacks to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.user_plans to service_role;
 grant execute on function private.cancel_refunds(p_job public.generation_jobs) to service_role;
 grant execute on function private.document_input() to service_role;
@@ -1744,6 +1973,7 @@ grant execute on function private.forbid_changing_final_jobs() to service_role;
 grant execute on function private.job_json(j public.generation_jobs) to service_role;
 grant execute on function private.log_event(p_job public.generation_jobs, p_event text, p_from_status text, p_now timestamp with time zone, p_detail jsonb) to service_role;
 grant execute on function private.offer_documents() to service_role;
+grant execute on function private.ops_buckets(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) to service_role;
 grant execute on function private.period_end(p_period text, p_start timestamp with time zone) to service_role;
 grant execute on function private.period_start(p_period text, p_now timestamp with time zone) to service_role;
 grant execute on function private.plan_for(p_user_id uuid) to service_role;
@@ -1770,6 +2000,12 @@ grant execute on function public.get_job(p_job_id uuid, p_user_id uuid) to servi
 grant execute on function public.get_usage(p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.list_jobs(p_user_id uuid, p_limit integer, p_before_created_at timestamp with time zone, p_before_id uuid) to service_role;
 grant execute on function public.maintain_job_events(p_before timestamp with time zone, p_now timestamp with time zone, p_months_ahead integer, p_max_drops integer) to service_role;
+grant execute on function public.ops_failure_reasons(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) to service_role;
+grant execute on function public.ops_job_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) to service_role;
+grant execute on function public.ops_latency_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) to service_role;
+grant execute on function public.ops_metrics(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval, p_now timestamp with time zone, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer) to service_role;
+grant execute on function public.ops_now(p_now timestamp with time zone, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer) to service_role;
+grant execute on function public.ops_provider_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) to service_role;
 grant execute on function public.record_attempt_usage(p_job_id uuid, p_attempt integer, p_usage jsonb, p_now timestamp with time zone) to service_role;
 grant execute on function public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone, p_prompt_tokens integer, p_thinking boolean, p_reasoning_tokens integer) to service_role;
 grant execute on function public.release_job(p_job_id uuid, p_attempt integer, p_error text, p_now timestamp with time zone, p_usage jsonb) to service_role;
@@ -1787,6 +2023,7 @@ grant select on table public.plans to authenticated;
 grant select on table public.quota_usage to authenticated;
 grant select on table public.user_plans to authenticated;
 grant select, update, usage on sequence public.job_events_id_seq to service_role;
+grant select, update, usage on sequence public.superseded_callbacks_id_seq to service_role;
 grant usage on schema private to service_role;
 grant usage on schema public to anon;
 grant usage on schema public to authenticated;

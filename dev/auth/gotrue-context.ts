@@ -25,7 +25,7 @@ export interface GotrueClaims {
   iat: number;
   email: string;
   phone: string;
-  app_metadata: { provider: "email"; providers: ["email"] };
+  app_metadata: Record<string, unknown>;
   user_metadata: Record<string, unknown>;
   role: "authenticated";
   aal: "aal1";
@@ -47,6 +47,11 @@ export interface GotrueOptions {
   redirectUrls?: string[];
   /** The keys the gateway accepts in `apikey` (publishable/anon and secret/service_role). */
   apiKeys: () => ReadonlySet<string>;
+  /**
+   * The keys the gateway turns into a `service_role` token for Auth (the secret key, or the
+   * legacy service_role key): a Bearer equal to one of them is an admin. @default none
+   */
+  adminKeys?: () => ReadonlySet<string>;
   /** Signs an access token with the project's current key. */
   sign(claims: GotrueClaims): Promise<string>;
   /** Verifies an access token's signature and expiry; throws when it is not good. */
@@ -161,7 +166,7 @@ export function userJson(a: Account) {
     confirmed_at: iso(a.email_confirmed_at),
     recovery_sent_at: iso(a.recovery_sent_at),
     last_sign_in_at: iso(a.last_sign_in_at),
-    app_metadata: { provider: "email", providers: ["email"] },
+    app_metadata: a.app_metadata,
     user_metadata: a.user_metadata,
     identities: [identity],
     created_at: iso(a.created_at),
@@ -268,7 +273,7 @@ export function createContext(o: GotrueOptions) {
       iat,
       email: a.email,
       phone: "",
-      app_metadata: { provider: "email", providers: ["email"] },
+      app_metadata: a.app_metadata,
       user_metadata: a.user_metadata,
       role: "authenticated",
       aal: "aal1",

@@ -81,6 +81,7 @@ export async function startStackAuth(o: {
     issuer: o.project.issuer,
     siteUrl: o.appUrl,
     apiKeys: () => keys,
+    adminKeys: () => new Set([o.project.secretKey]),
     ...(await projectKeys(o.project)),
   });
   return {

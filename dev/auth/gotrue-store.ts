@@ -22,6 +22,8 @@ export interface Account {
   recovery_sent_at: Date | null;
   last_sign_in_at: Date | null;
   user_metadata: Record<string, unknown>;
+  /** What the service role set through the admin API (merged over provider/providers). */
+  app_metadata: Record<string, unknown>;
   created_at: Date;
   updated_at: Date;
 }
@@ -47,6 +49,9 @@ create table if not exists dev_auth.accounts (
   updated_at timestamptz not null
 );
 comment on table dev_auth.accounts is 'An email user: scrypt password hash, pending email tokens (hashes, as GoTrue stores them).';
+alter table dev_auth.accounts add column if not exists app_metadata jsonb not null
+  default '{"provider": "email", "providers": ["email"]}';
+comment on column dev_auth.accounts.app_metadata is 'raw_app_meta_data: set by the service role only (PUT /admin/users/{id}); a claim of every access token.';
 create table if not exists dev_auth.sessions (
   id uuid primary key,
   user_id uuid not null references auth.users (id) on delete cascade,
@@ -137,15 +142,33 @@ export function createStore(db: Db) {
          where id = $1 returning *`,
         [id, now],
       ),
-    update: (id: string, set: { hash?: string; metadata?: Record<string, unknown> }, now: Date) =>
+    update: (
+      id: string,
+      set: {
+        hash?: string;
+        metadata?: Record<string, unknown>;
+        appMetadata?: Record<string, unknown>;
+        confirm?: boolean;
+      },
+      now: Date,
+    ) =>
       one(
         db,
         `update dev_auth.accounts set
            encrypted_password = coalesce($2, encrypted_password),
            user_metadata = coalesce($3::jsonb, user_metadata),
+           app_metadata = coalesce($5::jsonb, app_metadata),
+           email_confirmed_at = case when $6 then coalesce(email_confirmed_at, $4) else email_confirmed_at end,
            updated_at = $4
          where id = $1 returning *`,
-        [id, set.hash ?? null, set.metadata ? JSON.stringify(set.metadata) : null, now],
+        [
+          id,
+          set.hash ?? null,
+          set.metadata ? JSON.stringify(set.metadata) : null,
+          now,
+          set.appMetadata ? JSON.stringify(set.appMetadata) : null,
+          set.confirm ?? false,
+        ],
       ),
     /** A new session and its first refresh token; the user's last sign-in moves. */
     startSession: (userId: string, sessionId: string, method: string, token: string, now: Date) =>

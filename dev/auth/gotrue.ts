@@ -12,6 +12,8 @@
  *   POST /auth/v1/recover       password reset link (type=recovery)
  *   GET  /auth/v1/user, PUT /auth/v1/user (password, user_metadata)
  *   POST /auth/v1/logout?scope=global|local|others
+ *   PUT  /auth/v1/admin/users/{id}  the service role sets app_metadata / user_metadata /
+ *                               email_confirm (admin.go adminUserUpdate; gotrue-admin.ts)
  *
  * Errors carry GoTrue's two shapes: `{"code": 400, "error_code": "…", "msg": "…"}` and, when the
  * request sends `X-Supabase-Api-Version: 2024-01-01` (auth-js does), `{"code": "…", "message":
@@ -23,6 +25,8 @@
  * gotrue-signup.ts, gotrue-token.ts, gotrue-links.ts, gotrue-user.ts, on gotrue-context.ts.
  * Shares no code with the app.
  */
+
+import { adminUserUpdate } from "./gotrue-admin.ts";
 import {
   API_VERSION,
   createContext,
@@ -114,6 +118,16 @@ export function createGotrue(o: GotrueOptions) {
     const path = url.pathname.replace(/^\/auth\/v1/, "").replace(/\/+$/, "") || "/";
     const refused = gateway(request, path);
     if (refused) return refused;
+    const adminUser = /^\/admin\/users\/([^/]+)$/.exec(path);
+    if (adminUser && request.method === "PUT") {
+      await store.ready();
+      try {
+        return await adminUserUpdate(c, request, decodeURIComponent(adminUser[1] ?? ""));
+      } catch (e) {
+        if (e instanceof GotrueError) return errorResponse(e, request);
+        throw e;
+      }
+    }
     const methods = ROUTES[path];
     if (!methods) {
       const top = `/${path.split("/")[1] ?? ""}`;

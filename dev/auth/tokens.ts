@@ -22,6 +22,10 @@ export interface AccessTokenInput {
   isAnonymous?: boolean;
   /** Issued-at time. @default new Date() */
   now?: Date;
+  /** Merged into `app_metadata` over GoTrue's `provider` / `providers` (what the admin API set). */
+  appMetadata?: Record<string, unknown>;
+  /** @default {} */
+  userMetadata?: Record<string, unknown>;
 }
 
 /** Signs a user token with the project's current signing key (ES256 new, HS256 legacy). */
@@ -34,8 +38,8 @@ export async function signAccessToken(
   return new SignJWT({
     email: input.email ?? `${input.userId.slice(0, 8)}@example.test`,
     phone: "",
-    app_metadata: { provider: "email", providers: ["email"] },
-    user_metadata: {},
+    app_metadata: { provider: "email", providers: ["email"], ...input.appMetadata },
+    user_metadata: input.userMetadata ?? {},
     role: input.role ?? "authenticated",
     aal: "aal1",
     amr: [{ method: "password", timestamp: iat }],

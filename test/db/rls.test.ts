@@ -161,6 +161,12 @@ describe("row level security", () => {
       "get_usage",
       "list_jobs",
       "maintain_job_events",
+      "ops_failure_reasons",
+      "ops_job_series",
+      "ops_latency_series",
+      "ops_metrics",
+      "ops_now",
+      "ops_provider_series",
       "record_attempt_usage",
       "record_progress",
       "release_job",
@@ -186,6 +192,7 @@ describe("row level security", () => {
       { relname: "plan_kinds", relrowsecurity: true },
       { relname: "plans", relrowsecurity: true },
       { relname: "quota_usage", relrowsecurity: true },
+      { relname: "superseded_callbacks", relrowsecurity: true },
       { relname: "user_plans", relrowsecurity: true },
     ]);
   });
