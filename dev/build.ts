@@ -73,9 +73,7 @@ export function vendorCopy(entry: (typeof VENDOR)[number]): string {
   const dir = join(root, "node_modules", entry.pkg);
   const { version, license } = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
   const about = `${entry.pkg} ${version}, license ${license}: node_modules/${entry.pkg}/${entry.file}, copied by dev/build.ts: do not edit.`;
-  const header = entry.to.endsWith(".css")
-    ? `/* ${about} */\n`
-    : `// @ts-nocheck\n// ${about}\n`;
+  const header = entry.to.endsWith(".css") ? `/* ${about} */\n` : `// @ts-nocheck\n// ${about}\n`;
   return header + readFileSync(join(dir, entry.file), "utf8");
 }
 
