@@ -227,12 +227,26 @@ async function dbSnapshot(sql: pg.Pool): Promise<DbSnapshot> {
     toast: string;
     indexes: number;
   }>(
-    `select s.relname, s.n_tup_ins ins, s.n_tup_upd upd, s.n_tup_hot_upd hot,
-       pg_relation_size(s.relid) heap, pg_indexes_size(s.relid) index,
-       coalesce(pg_total_relation_size(c.reltoastrelid), 0) toast,
-       (select count(*)::int from pg_index i where i.indrelid = s.relid) indexes
-     from pg_stat_user_tables s join pg_class c on c.oid = s.relid
-     where s.schemaname = 'public' and s.relname = any($1)`,
+    // A partitioned table (job_events, by month) has no rows of its own: its partitions'
+    // counters and sizes are summed under its name.
+    `with tables as (
+       select t.oid as parent, t.relname, t.oid as relid
+       from pg_class t join pg_namespace n on n.oid = t.relnamespace
+       where n.nspname = 'public' and t.relname = any($1)
+       union all
+       select i.inhparent, t.relname, i.inhrelid
+       from pg_inherits i join pg_class t on t.oid = i.inhparent
+       join pg_namespace n on n.oid = t.relnamespace
+       where n.nspname = 'public' and t.relname = any($1)
+     )
+     select t.relname, sum(s.n_tup_ins)::text ins, sum(s.n_tup_upd)::text upd,
+       sum(s.n_tup_hot_upd)::text hot,
+       sum(pg_relation_size(s.relid))::text heap, sum(pg_indexes_size(s.relid))::text index,
+       sum(coalesce(pg_total_relation_size(c.reltoastrelid), 0))::text toast,
+       max((select count(*)::int from pg_index i where i.indrelid = s.relid)) indexes
+     from tables t join pg_stat_user_tables s on s.relid = t.relid
+     join pg_class c on c.oid = s.relid
+     group by t.relname`,
     [TABLES],
   );
   const tables: DbSnapshot["tables"] = {};

@@ -157,6 +157,7 @@ describe("the built functions (.vercel/output)", () => {
       "api/jobs/index.func",
       "api/me/export.func",
       "api/me/index.func",
+      "api/ops/metrics.func",
       "api/public-config.func",
       "api/usage.func",
       "api/worker.func",
