@@ -355,6 +355,14 @@ export async function capacityRun(o: CapacityOptions) {
     // provider wait) stays real time.
     timeScale: 0.01,
     sweepEverySeconds: 60,
+    // Flow Control sized for this scale, as an operator would size it for a provider tier that
+    // serves 10 jobs a second with room for the 429s' requeues (the defaults, 1 per 3 s, are a
+    // tier-1 account's; CAPACITY.md, "Where it breaks"): CAPACITY_FLOW_* override.
+    env: {
+      QSTASH_FLOW_PARALLELISM: process.env.CAPACITY_FLOW_PARALLELISM ?? "200",
+      QSTASH_FLOW_RATE: process.env.CAPACITY_FLOW_RATE ?? "15",
+      QSTASH_FLOW_PERIOD_SECONDS: "1",
+    },
     log: (line) => {
       if (!counting) return;
       const pub = /publish \S+ POST \S+\/api\/([a-z/]+)/.exec(line);
