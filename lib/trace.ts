@@ -86,6 +86,18 @@ interface Current {
 
 const als = new AsyncLocalStorage<Current>();
 
+/** Runs `fn` as `span`'s body: its failure is recorded on the span, which ends either way. */
+async function inSpan<T>(scope: Scope, span: SpanHandle, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await als.run({ scope, span }, fn);
+  } catch (error) {
+    span.fail(reasonOf(error));
+    throw error;
+  } finally {
+    span.end();
+  }
+}
+
 const jobTraceId = (jobId: string): string | undefined => {
   const hex = jobId.replace(/-/g, "").toLowerCase();
   return /^[0-9a-f]{32}$/.test(hex) && !/^0+$/.test(hex) ? hex : undefined;
@@ -220,14 +232,7 @@ export async function traced<T>(name: string, attrs: Attrs, fn: () => Promise<T>
     }
   }
   const span = c.scope.backend.start(name, { parent, attrs });
-  try {
-    return await als.run({ scope: c.scope, span }, fn);
-  } catch (error) {
-    span.fail(reasonOf(error));
-    throw error;
-  } finally {
-    span.end();
-  }
+  return inSpan(c.scope, span, fn);
 }
 
 /**
@@ -249,14 +254,7 @@ export async function inJobTrace<T>(
     attrs: { ...attrs, "job.id": jobId },
     links: from ? [from] : [],
   });
-  try {
-    return await als.run({ scope: c.scope, span }, fn);
-  } catch (error) {
-    span.fail(reasonOf(error));
-    throw error;
-  } finally {
-    span.end();
-  }
+  return inSpan(c.scope, span, fn);
 }
 
 /**
