@@ -5,9 +5,8 @@
  * Idempotency-Key); this file only wires them to the DOM and the API.
  */
 import { ApiError, createApi } from "./api.js";
-import { AuthError, authErrorSentence, createAuth, devPlan } from "./auth.js";
+import { AuthError, authErrorSentence, createAuth, devPlan, discover } from "./auth.js";
 import { createCard } from "./cards.js";
-import { narrowConnectSrc } from "./csp.js";
 import { formatClock } from "./format.js";
 import {
   EXAMPLES,
@@ -81,34 +80,6 @@ const ui = {
 };
 
 const now = () => new Date();
-
-/** What the deployment offers: the dev sign-in (npm run dev only) and/or Supabase Auth. */
-async function discover() {
-  const [dev, config] = await Promise.all([
-    fetch("/__dev/info", { cache: "no-store" })
-      .then(async (r) => (r.ok ? await r.json() : null))
-      .catch(() => null),
-    fetch("/api/public-config", { cache: "no-store" })
-      .then(async (r) => (r.ok ? await r.json() : null))
-      .catch(() => null),
-  ]);
-  // the publishable key (new name), or the legacy anon key (old name)
-  const key = config?.supabasePublishableKey ?? config?.supabaseAnonKey;
-  const supabase =
-    config && typeof config.supabaseUrl === "string" && typeof key === "string"
-      ? { url: config.supabaseUrl.replace(/\/+$/, ""), anonKey: key }
-      : null;
-  // From here on the page may reach the app and this one Supabase project, nothing else.
-  narrowConnectSrc(document, supabase?.url);
-  const isDev = dev?.mode === "dev";
-  // `npm run dev` serves its Auth stand-in on this origin (`/__dev/info` says so): the page
-  // talks to it there, as the CSP allows; without it, the dev sign-in only.
-  const devAuth = isDev && dev?.auth === "same-origin" && supabase;
-  return {
-    dev: isDev,
-    supabase: devAuth ? { ...supabase, url: location.origin } : isDev ? null : supabase,
-  };
-}
 
 /** @param {string} text */
 function announce(text) {

@@ -14,6 +14,7 @@
  * Sessions live in sessionStorage (this tab only, gone when it closes): auth-js's own under
  * `quota-jobs.supabase`, and the page's summary under `quota-jobs.session`.
  */
+import { narrowConnectSrc } from "./csp.js";
 import {
   GoTrueClient,
   isAuthApiError,
@@ -391,4 +392,32 @@ export function createAuth(options = {}) {
  */
 export function devPlan(plan) {
   return plan === "pro" || plan === "team" ? plan : "free";
+}
+
+/** What the deployment offers: the dev sign-in (npm run dev only) and/or Supabase Auth. */
+export async function discover() {
+  const [dev, config] = await Promise.all([
+    fetch("/__dev/info", { cache: "no-store" })
+      .then(async (r) => (r.ok ? await r.json() : null))
+      .catch(() => null),
+    fetch("/api/public-config", { cache: "no-store" })
+      .then(async (r) => (r.ok ? await r.json() : null))
+      .catch(() => null),
+  ]);
+  // the publishable key (new name), or the legacy anon key (old name)
+  const key = config?.supabasePublishableKey ?? config?.supabaseAnonKey;
+  const supabase =
+    config && typeof config.supabaseUrl === "string" && typeof key === "string"
+      ? { url: config.supabaseUrl.replace(/\/+$/, ""), anonKey: key }
+      : null;
+  // From here on the page may reach the app and this one Supabase project, nothing else.
+  narrowConnectSrc(document, supabase?.url);
+  const isDev = dev?.mode === "dev";
+  // `npm run dev` serves its Auth stand-in on this origin (`/__dev/info` says so): the page
+  // talks to it there, as the CSP allows; without it, the dev sign-in only.
+  const devAuth = isDev && dev?.auth === "same-origin" && supabase;
+  return {
+    dev: isDev,
+    supabase: devAuth ? { ...supabase, url: location.origin } : isDev ? null : supabase,
+  };
 }

@@ -7,8 +7,7 @@
  * uPlot styles its elements through the CSSOM (element.style), which the CSP's
  * `style-src 'self'` allows; nothing here is an inline script or style attribute.
  */
-import { AuthError, authErrorSentence, createAuth } from "./auth.js";
-import { narrowConnectSrc } from "./csp.js";
+import { AuthError, authErrorSentence, createAuth, discover } from "./auth.js";
 import uPlot from "./vendor/uplot.esm.js";
 
 /** @param {string} id */
@@ -112,27 +111,6 @@ const COLORS = [
   "#bf3989",
   "#57606a",
 ];
-
-/** What the deployment offers, as the main page reads it (app.js). */
-async function discover() {
-  const [dev, config] = await Promise.all([
-    fetch("/__dev/info", { cache: "no-store" })
-      .then(async (r) => (r.ok ? await r.json() : null))
-      .catch(() => null),
-    fetch("/api/public-config", { cache: "no-store" })
-      .then(async (r) => (r.ok ? await r.json() : null))
-      .catch(() => null),
-  ]);
-  const key = config?.supabasePublishableKey ?? config?.supabaseAnonKey;
-  const supabase =
-    config && typeof config.supabaseUrl === "string" && typeof key === "string"
-      ? { url: config.supabaseUrl.replace(/\/+$/, ""), anonKey: key }
-      : null;
-  narrowConnectSrc(document, supabase?.url);
-  const isDev = dev?.mode === "dev";
-  const devAuth = isDev && dev?.auth === "same-origin" && supabase;
-  return devAuth ? { ...supabase, url: location.origin } : isDev ? null : supabase;
-}
 
 /**
  * A runbook link in `into`: `runbookUrl#anchor` when the deployment names one (RUNBOOK_URL),
@@ -256,7 +234,7 @@ function render(m) {
 }
 
 async function main() {
-  const supabase = await discover();
+  const { supabase } = await discover();
   const auth = createAuth({ supabase, storage: sessionStorage });
   try {
     await auth.ready();
