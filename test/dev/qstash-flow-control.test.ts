@@ -126,7 +126,11 @@ test("rate per period: at most `rate` deliveries start in a period, the next one
   await until(() => dest.calls.length === 3, "the first period's 3");
   expect((await client.flowControl.get(k)).waitListSize).toBe(4);
   await qstash.waitIdle(8000);
-  expect(dest.calls.map((c) => c.n)).toEqual([0, 1, 2, 3, 4, 5, 6]);
+  // A period's deliveries start together, on connections of their own, so they may reach the
+  // destination in any order: the groups are compared as sets, in order of the periods.
+  const n = dest.calls.map((c) => c.n);
+  const group = (from: number, to: number) => n.slice(from, to).sort((a, b) => a - b);
+  expect([group(0, 3), group(3, 6), group(6, 7)]).toEqual([[0, 1, 2], [3, 4, 5], [6]]);
   // Three groups, a period apart (measured at the destination, so less a request's travel).
   const at = dest.calls.map((c) => c.at);
   const first = (from: number, to: number) => Math.min(...at.slice(from, to));
@@ -186,7 +190,7 @@ test("pause holds every delivery of the key in its waitlist; resume delivers the
   const dest = await destination();
   const k = key();
   const publish = (n: number) =>
-    client.publishJSON({ url: dest.url, body: { n }, flowControl: { key: k, parallelism: 5 } });
+    client.publishJSON({ url: dest.url, body: { n }, flowControl: { key: k, parallelism: 1 } });
   // A key exists once a message named it; before, QStash has nothing to pause (404).
   await expect(client.flowControl.pause(k)).rejects.toMatchObject({ status: 404 });
   await publish(0);
