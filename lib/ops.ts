@@ -74,7 +74,10 @@ export type OpsMetrics = {
       active_past_max_age: number;
       queued_never_delivered: number;
     };
+    /** quota_drift rows in the quota periods that can still change (see driftSince). */
     driftRows: number;
+    /** Start of the oldest period counted: the UTC month of now or of the oldest active job. */
+    driftSince: string;
   };
 };
 
@@ -131,7 +134,12 @@ export async function readOpsMetrics(
       p90: number;
       p99: number;
     }>;
-    now: { at: string; stuck: OpsMetrics["now"]["stuck"]; drift_rows: number };
+    now: {
+      at: string;
+      stuck: OpsMetrics["now"]["stuck"];
+      drift_rows: number;
+      drift_since: string;
+    };
   };
   const epoch = (iso: string) => Math.round(Date.parse(iso) / 1000);
   const buckets = r.jobs.map((row) => epoch(row.bucket));
@@ -172,6 +180,11 @@ export async function readOpsMetrics(
     series,
     failuresByReason,
     latency,
-    now: { at: r.now.at, stuck: r.now.stuck, driftRows: Number(r.now.drift_rows) },
+    now: {
+      at: r.now.at,
+      stuck: r.now.stuck,
+      driftRows: Number(r.now.drift_rows),
+      driftSince: new Date(r.now.drift_since).toISOString(),
+    },
   };
 }

@@ -154,6 +154,8 @@ function render(m) {
   byId("stuck").dataset.alarm = String(stuckTotal > 0);
   byId("drift-value").textContent = String(m.now.driftRows);
   byId("drift").dataset.alarm = String(m.now.driftRows > 0);
+  byId("drift-detail").textContent =
+    `quota periods from ${new Date(m.now.driftSince).toLocaleDateString(undefined, { timeZone: "UTC", year: "numeric", month: "long" })} (UTC), the ones that can still change; always 0, anything else is a bug. Earlier periods: npm run reconcile.`;
   for (const el of document.querySelectorAll("[data-runbook]")) {
     const into = /** @type {HTMLElement} */ (el);
     runbookLink(into, into.dataset.label ?? "Runbook", into.dataset.runbook ?? "", m.runbookUrl);

@@ -248,6 +248,7 @@ CREATE INDEX generation_jobs_active_created ON public.generation_jobs USING btre
 CREATE INDEX generation_jobs_created ON public.generation_jobs USING btree (created_at);
 CREATE INDEX generation_jobs_finished ON public.generation_jobs USING btree (finished_at) WHERE (finished_at IS NOT NULL);
 CREATE INDEX generation_jobs_finished_unerased ON public.generation_jobs USING btree (finished_at) WHERE ((erased_at IS NULL) AND (finished_at IS NOT NULL));
+CREATE INDEX generation_jobs_period ON public.generation_jobs USING btree (period_start, user_id, meter) INCLUDE (hold, captured);
 CREATE INDEX generation_jobs_queued_since ON public.generation_jobs USING btree (COALESCE(resume_at, queued_at)) WHERE (status = 'queued'::text);
 CREATE INDEX generation_jobs_running_lease ON public.generation_jobs USING btree (lease_expires_at) WHERE (status = 'running'::text);
 CREATE INDEX generation_jobs_user_active ON public.generation_jobs USING btree (user_id) WHERE (status = ANY (ARRAY['queued'::text, 'running'::text]));
@@ -256,6 +257,7 @@ CREATE INDEX job_events_at ON ONLY public.job_events USING btree (at);
 CREATE INDEX job_events_job ON ONLY public.job_events USING btree (job_id, id);
 CREATE INDEX job_events_user ON ONLY public.job_events USING btree (user_id, id);
 CREATE UNIQUE INDEX plans_one_for_anonymous_users ON public.plans USING btree (for_anonymous_users) WHERE for_anonymous_users;
+CREATE INDEX quota_usage_period ON public.quota_usage USING btree (period_start);
 CREATE INDEX superseded_callbacks_at ON public.superseded_callbacks USING btree (at);
 
 -- views -------------------------------------------------------------------------------------------
@@ -315,6 +317,30 @@ begin
 end
 $function$;
 comment on function private.document_input() is 'A document row inserted without an input gets {"prompt": prompt}; any other kind must bring its own.';
+
+CREATE OR REPLACE FUNCTION private.drift_rows_since(p_since timestamp with time zone)
+ RETURNS bigint
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  with reserved as (
+    select j.user_id, j.period_start, j.meter, sum(coalesce(j.captured, j.hold)) as units_expected
+    from public.generation_jobs j
+    where j.period_start >= p_since
+    group by j.user_id, j.period_start, j.meter
+  ), used as (
+    select u.user_id, u.period_start, u.meter, u.units_used
+    from public.quota_usage u
+    where u.period_start >= p_since
+  )
+  select count(*)
+  from used u
+  full join reserved r
+    on r.user_id = u.user_id and r.period_start = u.period_start and r.meter = u.meter
+  where coalesce(u.units_used, 0) <> coalesce(r.units_expected, 0)
+$function$;
+comment on function private.drift_rows_since(p_since timestamp with time zone) is 'Rows quota_drift has for periods that start at or after p_since, read through generation_jobs_period and quota_usage_period rather than the whole tables.';
 
 CREATE OR REPLACE FUNCTION private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb DEFAULT '{}'::jsonb, p_own integer DEFAULT NULL::integer, p_running_cancel boolean DEFAULT false)
  RETURNS public.generation_jobs
@@ -625,6 +651,18 @@ begin
 end
 $function$;
 comment on function private.offer_documents() is 'A new plan offers documents at 1 unit, as every plan did before kinds: a plan inserted as before (seed, operator, tests) keeps working. Delete its row to make a plan without them.';
+
+CREATE OR REPLACE FUNCTION private.open_periods_since(p_now timestamp with time zone)
+ RETURNS timestamp with time zone
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select private.period_start('month', least(p_now, (
+    select min(j.created_at) from public.generation_jobs j
+    where j.status in ('queued', 'running'))))
+$function$;
+comment on function private.open_periods_since(p_now timestamp with time zone) is 'The start of the oldest quota period that can still change at p_now: the UTC month of p_now or of the oldest active job''s created_at, whichever is earlier. Earlier periods are closed and all their jobs final.';
 
 CREATE OR REPLACE FUNCTION private.ops_buckets(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval)
  RETURNS TABLE(bucket timestamp with time zone)
@@ -1480,9 +1518,11 @@ AS $function$
         where private.stale_past_max_age(j, p_now, p_max_age_seconds)),
       'queued_never_delivered', (select count(*) from public.generation_jobs j
         where private.stale_undelivered(j, p_now, p_undelivered_after_seconds))),
-    'drift_rows', (select count(*) from public.quota_drift))
+    'drift_since', s.since,
+    'drift_rows', private.drift_rows_since(s.since))
+  from (select private.open_periods_since(p_now) as since) s
 $function$;
-comment on function public.ops_now(p_now timestamp with time zone, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer) is 'Operator page''s "now" tiles: active jobs stale by each of the sweeper''s three rules (the same predicates and partial indexes as sweep_jobs and reconcile) and the rows of quota_drift (always 0; the one full aggregate on the page, as reconcile''s).';
+comment on function public.ops_now(p_now timestamp with time zone, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer) is 'Operator page''s "now" tiles: active jobs stale by each of the sweeper''s three rules (the same predicates and partial indexes as sweep_jobs and reconcile), and the rows of quota_drift in the periods that can still change (those starting at or after drift_since; closed periods are npm run reconcile''s).';
 
 CREATE OR REPLACE FUNCTION public.ops_provider_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval)
  RETURNS TABLE(bucket timestamp with time zone, provider_tokens bigint, quota_429s bigint, gate_closed_seconds double precision)
@@ -1963,6 +2003,7 @@ grant delete, insert, maintain, references, select, trigger, truncate, update on
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.user_plans to service_role;
 grant execute on function private.cancel_refunds(p_job public.generation_jobs) to service_role;
 grant execute on function private.document_input() to service_role;
+grant execute on function private.drift_rows_since(p_since timestamp with time zone) to service_role;
 grant execute on function private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb, p_own integer, p_running_cancel boolean) to service_role;
 grant execute on function private.erase_deleted_user() to service_role;
 grant execute on function private.erase_user_data(p_user_id uuid, p_now timestamp with time zone) to service_role;
@@ -1973,6 +2014,7 @@ grant execute on function private.forbid_changing_final_jobs() to service_role;
 grant execute on function private.job_json(j public.generation_jobs) to service_role;
 grant execute on function private.log_event(p_job public.generation_jobs, p_event text, p_from_status text, p_now timestamp with time zone, p_detail jsonb) to service_role;
 grant execute on function private.offer_documents() to service_role;
+grant execute on function private.open_periods_since(p_now timestamp with time zone) to service_role;
 grant execute on function private.ops_buckets(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) to service_role;
 grant execute on function private.period_end(p_period text, p_start timestamp with time zone) to service_role;
 grant execute on function private.period_start(p_period text, p_now timestamp with time zone) to service_role;

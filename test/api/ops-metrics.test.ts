@@ -80,6 +80,11 @@ describe("GET /api/ops/metrics", () => {
     expect(sum("providerTokens")).toBeGreaterThan(0);
     expect(m.latency.queueLatency.jobs.reduce((a: number, b: number) => a + b, 0)).toBe(1);
     expect(m.now.driftRows).toBe(0);
+    // Nothing is active once the job ended: the tile reads from this UTC month.
+    const month = new Date(m.now.at);
+    expect(m.now.driftSince).toBe(
+      new Date(Date.UTC(month.getUTCFullYear(), month.getUTCMonth(), 1)).toISOString(),
+    );
     expect(m.now.stuck).toEqual({
       running_lease_expired: 0,
       active_past_max_age: 0,

@@ -172,6 +172,9 @@ test("an operator sees each chart drawn from the jobs this test ran; axe finds n
   );
   expect(await page.locator("#stuck-value").textContent()).toBe("0");
   expect(await page.locator("#drift-value").textContent()).toBe("0");
+  expect(await page.locator("#drift-detail").textContent()).toMatch(
+    /^quota periods from \S.* \(UTC\), the ones that can still change;/,
+  );
   expect(await page.locator("section#failures").getAttribute("aria-label")).toBeNull();
   expect(await page.locator("section#failures .plot").getAttribute("aria-label")).toContain(
     "model_refused 1",
