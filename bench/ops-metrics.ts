@@ -8,7 +8,9 @@
  * Each window (hour, day, week) is timed (median of 5) and its plan kept with EXPLAIN (ANALYZE,
  * BUFFERS): the window must be read through the time indexes, never a scan of the table.
  *
- *   npx tsx bench/ops-metrics.ts [jobs]      (default 1000000)
+ * Then the drift tile against the quota_drift view it replaced, on the same data (median of 5).
+ *
+ *   npx tsx bench/ops-metrics.ts [jobs] [spread|dense]     (default 1000000, both layouts)
  */
 import { bulkJobs, createUsers, startBenchDb } from "./support/pg.ts";
 import { log, median, round } from "./support/util.ts";
@@ -37,7 +39,9 @@ const EVENTS_SQL = `
   from public.generation_jobs where finished_at is not null`;
 
 async function main() {
+  const only = process.argv[3];
   for (const [layout, createdSql] of Object.entries(layouts)) {
+    if (only && layout !== only) continue;
     const db = await startBenchDb();
     try {
       const users = await createUsers(db.admin, 10_000, "bench");
@@ -95,6 +99,39 @@ async function main() {
           client.release();
         }
         for (const plan of plans) console.log(`--- ${layout} ${name}\n${plan}`);
+      }
+      // The drift tile side by side with what it replaced, on the same data in the same run:
+      // the quota_drift view over every job (the tile until it was bounded, and still the full
+      // check), the bounded tile as the page calls it today, and the bounded tile with last
+      // month's periods open as well (a job of last month still active: a whole month and more).
+      const drift = {
+        "quota_drift (every job)": "select count(*) from public.quota_drift",
+        "tile today": "select private.drift_rows_since(private.open_periods_since(now()))",
+        "tile, last month open too":
+          "select private.drift_rows_since(private.period_start('month', now() - interval '1 month'))",
+      };
+      for (const [name, sql] of Object.entries(drift)) {
+        const ms: number[] = [];
+        for (let i = 0; i < 5; i++) {
+          const t = performance.now();
+          await db.admin.query(sql);
+          ms.push(performance.now() - t);
+        }
+        const { rows } = await db.admin.query(
+          "select count(*)::int n from public.generation_jobs where period_start >= $1",
+          [
+            name === "tile today"
+              ? (await db.admin.query("select private.open_periods_since(now()) s")).rows[0].s
+              : name === "tile, last month open too"
+                ? (
+                    await db.admin.query(
+                      "select private.period_start('month', now() - interval '1 month') s",
+                    )
+                  ).rows[0].s
+                : new Date(0),
+          ],
+        );
+        log(`${layout} drift, ${name}: median ${round(median(ms), 1)} ms (jobs read ${rows[0].n})`);
       }
     } finally {
       await db.stop();

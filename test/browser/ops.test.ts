@@ -68,7 +68,8 @@ async function api(method: string, path: string, token: string, body?: unknown) 
     headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
-  return { status: res.status, body: (await res.json()) as any };
+  // The fields these tests read of an enqueue's answer; any other answer leaves `job` unset.
+  return { status: res.status, body: (await res.json()) as { job?: { id: string } } };
 }
 
 async function jobIn(id: string, where: string): Promise<void> {
@@ -84,21 +85,26 @@ async function jobIn(id: string, where: string): Promise<void> {
   );
 }
 
+function jobId(answer: { status: number; body: { job?: { id: string } } }): string {
+  expect(answer.status).toBe(202);
+  return answer.body.job?.id ?? "";
+}
+
 /** A success, a refusal, and a provider 429 that is then canceled, through the real API. */
 async function runJobs(): Promise<void> {
   const { accessToken } = await h.stack().signIn({ plan: "pro" });
   const ok = await api("POST", "/api/jobs", accessToken, { prompt: "A haiku about queues" });
   expect(ok.status).toBe(202);
-  await jobIn(ok.body.job.id, "status = 'succeeded'");
+  await jobIn(jobId(ok), "status = 'succeeded'");
   const refused = await api("POST", "/api/jobs", accessToken, {
     prompt: "[fake:refuse] Something",
   });
-  await jobIn(refused.body.job.id, "status = 'failed'");
+  await jobIn(jobId(refused), "status = 'failed'");
   const limited = await api("POST", "/api/jobs", accessToken, {
     prompt: "[fake:rate_limit_exceeded:900] Summarise the news",
   });
-  await jobIn(limited.body.job.id, "status = 'queued' and provider_quota_hits = 1");
-  expect((await api("DELETE", `/api/jobs/${limited.body.job.id}`, accessToken)).status).toBe(200);
+  await jobIn(jobId(limited), "status = 'queued' and provider_quota_hits = 1");
+  expect((await api("DELETE", `/api/jobs/${jobId(limited)}`, accessToken)).status).toBe(200);
 }
 
 async function openOps(): Promise<{
@@ -182,7 +188,7 @@ test("an operator sees each chart drawn from the jobs this test ran; axe finds n
   expect(await page.locator("section#provider-429s .plot").getAttribute("aria-label")).toContain(
     "429s counted by jobs 1",
   );
-  await page.screenshot({ path: "/tmp/ops-operator.png", fullPage: true });
+  await h.screenshot(page, "ops-01-operator");
   expect(await axeViolations(page)).toEqual([]);
   expect(await csp()).toEqual([]);
 });
@@ -199,7 +205,7 @@ test("a signed-in user without the operator role gets 403 and sees no data", asy
   expect(answers).toEqual([403]);
   expect(await page.locator("#dashboard").isHidden()).toBe(true);
   expect(await page.locator("section.chart").count()).toBe(0);
-  await page.screenshot({ path: "/tmp/ops-forbidden.png", fullPage: true });
+  await h.screenshot(page, "ops-02-forbidden");
   expect(await axeViolations(page)).toEqual([]);
   expect(await csp()).toEqual([]);
 });
