@@ -1974,6 +1974,7 @@ comment on function public.sweep_jobs(p_now timestamp with time zone, p_batch_si
 
 -- triggers ----------------------------------------------------------------------------------------
 
+CREATE TRIGGER erase_user_data BEFORE DELETE ON auth.users FOR EACH ROW EXECUTE FUNCTION private.erase_deleted_user();
 CREATE TRIGGER generation_jobs_document_input BEFORE INSERT ON public.generation_jobs FOR EACH ROW EXECUTE FUNCTION private.document_input();
 CREATE TRIGGER generation_jobs_final_is_final BEFORE UPDATE ON public.generation_jobs FOR EACH ROW WHEN (old.status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) EXECUTE FUNCTION private.forbid_changing_final_jobs();
 CREATE TRIGGER job_events_append_only BEFORE DELETE OR UPDATE ON public.job_events FOR EACH ROW EXECUTE FUNCTION private.forbid_changing_events();

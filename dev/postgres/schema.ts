@@ -169,11 +169,15 @@ async function dump(client: pg.ClientBase): Promise<string> {
   section("triggers");
   for (const t of await rows(
     client,
+    // On our tables, and on another schema's table when the function is ours (the erasure's
+    // trigger on auth.users: Supabase's table, the project's behaviour).
     `select pg_get_triggerdef(t.oid, true) as def
      from pg_trigger t join pg_class c on c.oid = t.tgrelid
        join pg_namespace n on n.oid = c.relnamespace
-     where n.nspname = any($1) and not t.tgisinternal and t.tgparentid = 0
-     order by c.relname, t.tgname`,
+       join pg_proc p on p.oid = t.tgfoid join pg_namespace pn on pn.oid = p.pronamespace
+     where (n.nspname = any($1) or pn.nspname = any($1)) and not t.tgisinternal
+       and t.tgparentid = 0
+     order by n.nspname, c.relname, t.tgname`,
   ))
     out.push(`${t.def};`);
   out.push("");
