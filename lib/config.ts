@@ -386,6 +386,11 @@ export const VARIABLES = {
   ),
   RATE_LIMIT_REQUESTS: tunable(10, 1, "enqueue requests per user per window"),
   RATE_LIMIT_WINDOW_SECONDS: tunable(60, 1, "the rate-limit window"),
+  EXPORT_RATE_LIMIT_PER_HOUR: tunable(
+    6,
+    1,
+    "GET /api/me/export requests per user per hour (each reads the user's whole history)",
+  ),
   PROGRESS_INTERVAL_MS: tunable(
     1000,
     100,

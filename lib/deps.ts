@@ -56,6 +56,13 @@ export function createDeps(config: Config): Deps {
       windowSeconds: config.rateLimitWindowSeconds,
     });
   });
+  const exportLimiter = onFirstUse(async () =>
+    (await import("./rate-limit.ts")).createRateLimiter(await redis(), {
+      requests: config.exportRateLimitPerHour,
+      windowSeconds: 3600,
+      prefix: "quota-jobs:ratelimit:export",
+    }),
+  );
   const gate = onFirstUse(async () => createProviderGate(await redis()));
   const alerts = onFirstUse(async () =>
     createAlerter({
@@ -74,6 +81,7 @@ export function createDeps(config: Config): Deps {
     },
     auth: createAuth({ jwtSecret: config.supabaseJwtSecret, supabaseUrl: config.supabaseUrl }),
     rateLimiter: { check: async (userId) => (await rateLimiter()).check(userId) },
+    exportLimiter: { check: async (userId) => (await exportLimiter()).check(userId) },
     gate: {
       resumeAt: async (now) => (await gate()).resumeAt(now),
       holdUntil: async (at) => (await gate()).holdUntil(at),

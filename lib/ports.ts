@@ -22,6 +22,8 @@ export interface Deps {
   };
   auth: { userFromRequest(req: Request): Promise<AuthUser> };
   rateLimiter: { check(userId: string): Promise<RateLimitResult> };
+  /** GET /api/me/export's own limit: an export reads the user's whole history. */
+  exportLimiter: { check(userId: string): Promise<RateLimitResult> };
   gate: { resumeAt(now?: Date): Promise<Date | null>; holdUntil(at: Date): Promise<void> };
   /** Pages (`send`), user-caused failures counted for the window summary (`record`, `flush`). */
   alerts: Alerter;

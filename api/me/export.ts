@@ -5,6 +5,7 @@
  */
 import { type Deps, getDeps } from "../../lib/deps.ts";
 import { exportUser } from "../../lib/erasure.ts";
+import { HttpError } from "../../lib/errors.ts";
 import { handle } from "../../lib/http.ts";
 
 export function createHandler(deps: () => Deps) {
@@ -12,6 +13,16 @@ export function createHandler(deps: () => Deps) {
     async GET(req) {
       const d = deps();
       const { userId } = await d.auth.userFromRequest(req);
+      // Before the database is asked: an export reads the caller's whole history, so a loop of
+      // them is load on everyone's database for free.
+      const limit = await d.exportLimiter.check(userId);
+      if (!limit.ok)
+        throw new HttpError(
+          429,
+          "rate_limited",
+          `Too many exports. Try again in ${limit.retryAfterSeconds} s.`,
+          { "retry-after": String(limit.retryAfterSeconds) },
+        );
       const body = await exportUser(d, userId);
       return new Response(body, {
         status: 200,

@@ -69,6 +69,25 @@ describe("GET /api/me/export", () => {
     expect(body.jobs.map((j) => j.id)).toEqual(ids);
   });
 
+  test("an export reads the whole history: past EXPORT_RATE_LIMIT_PER_HOUR (6) an hour, 429 rate_limited with Retry-After; another user is not held back", async () => {
+    const user = await app.newUser("pro");
+    const other = await app.newUser("pro");
+    for (let i = 0; i < 6; i++) {
+      const res = await exported(user);
+      expect(res.status).toBe(200);
+      await res.body?.cancel();
+    }
+    const refused = await exported(user);
+    expect(refused.status).toBe(429);
+    const retryAfter = Number(refused.headers.get("retry-after"));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(3600);
+    const body = await refused.json();
+    expect(body.error).toMatchObject({ code: "rate_limited" });
+    expect(body.error.message).toMatch(/^Too many exports\. Try again in \d+ s\.$/);
+    expect((await exported(other)).status).toBe(200);
+  });
+
   test("no token: 401", async () => {
     const res = await exported();
     expect(res.status).toBe(401);

@@ -349,6 +349,11 @@ export class Sim {
         requests: this.config.rateLimitRequests,
         windowSeconds: this.config.rateLimitWindowSeconds,
       }),
+      exportLimiter: createRateLimiter(redis, {
+        requests: this.config.exportRateLimitPerHour,
+        windowSeconds: 3600,
+        prefix: "quota-jobs:ratelimit:export",
+      }),
       gate: createProviderGate(redis),
       alerts: createAlerter({
         redis,
