@@ -1,7 +1,9 @@
 /**
- * `npm run dev:token -- [--plan free|pro|team] [--user <uuid>] [--expires <seconds>]`: a signed
- * access token for a local user, printed alone on stdout (so `TOKEN=$(npm run -s dev:token)`
- * works). Creates the user in the RUNNING dev stack's database (auth.users, and user_plans for
+ * `npm run dev:token -- [--plan free|pro|team] [--user <uuid>] [--expires <seconds>] [--operator]`:
+ * a signed access token for a local user, printed alone on stdout (so `TOKEN=$(npm run -s
+ * dev:token)` works). `--operator` puts the operator role in the token's `app_metadata`, as the
+ * service role would through Auth's admin API (docs/RUNBOOK.md#operators): the key to
+ * `GET /api/ops/metrics`. Creates the user in the RUNNING dev stack's database (auth.users, and user_plans for
  * pro), signed by the running local project's Auth stand-in (dev/auth/: ES256 on the default,
  * new-shape project; HS256 with `DEV_SUPABASE_SHAPE=legacy`). A command, never an API route:
  * nothing here can ship.
@@ -25,7 +27,7 @@ function fail(message: string): never {
 const args = process.argv.slice(2);
 if (args.includes("--help")) {
   process.stdout.write(
-    "usage: npm run -s dev:token -- [--plan free|pro|team] [--user <uuid>] [--expires <seconds>]\n",
+    "usage: npm run -s dev:token -- [--plan free|pro|team] [--user <uuid>] [--expires <seconds>] [--operator]\n",
   );
   process.exit(0);
 }
@@ -62,9 +64,15 @@ try {
   fail('the running database has no local Auth project beside it: start it with "npm run dev"');
 }
 try {
-  const session = await signInDevUser(db, { ...input, project, expiresInSeconds: expires });
+  const operator = args.includes("--operator");
+  const session = await signInDevUser(db, {
+    ...input,
+    project,
+    expiresInSeconds: expires,
+    ...(operator ? { appMetadata: { role: "operator" } } : {}),
+  });
   process.stderr.write(
-    `user ${session.userId} (${session.plan}), token expires ${session.expiresAt}\n`,
+    `user ${session.userId} (${session.plan}${operator ? ", operator" : ""}), token expires ${session.expiresAt}\n`,
   );
   process.stdout.write(`${session.accessToken}\n`);
 } catch (error) {

@@ -43,6 +43,8 @@ export async function signInDevUser(
     /** The local project whose Auth signs the token (dev/auth/). */
     project: Pick<ProjectFile, "shape" | "issuer" | "jwtSecret" | "signingKey">;
     expiresInSeconds?: number;
+    /** Claims the service role would have set (e.g. `{ role: "operator" }` for /ops). */
+    appMetadata?: Record<string, unknown>;
   },
 ): Promise<DevSession> {
   const userId = input.userId ?? randomUUID();
@@ -63,7 +65,12 @@ export async function signInDevUser(
   }
   const expiresInSeconds = input.expiresInSeconds ?? 8 * 3600;
   const now = new Date();
-  const accessToken = await signAccessToken(input.project, { userId, expiresInSeconds, now });
+  const accessToken = await signAccessToken(input.project, {
+    userId,
+    expiresInSeconds,
+    now,
+    ...(input.appMetadata ? { appMetadata: input.appMetadata } : {}),
+  });
   const expiresAt = new Date(Math.floor(now.getTime() / 1000) * 1000 + expiresInSeconds * 1000);
   return { userId, accessToken, plan, expiresAt: expiresAt.toISOString() };
 }

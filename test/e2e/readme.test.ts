@@ -63,6 +63,25 @@ test("the README's quick start works as written: a token, a job that succeeds, t
   expect(JSON.parse(await sh(usage, env))).toMatchObject({ plan: "pro", used: 1 });
 });
 
+test("the README's operator lines: a token with the operator role reads the operator page's data; a user's token does not", async () => {
+  const { stack } = fixture;
+  const local = "http://127.0.0.1:3000";
+  const token = readmeCommand("OPS_TOKEN=$(npm run -s dev:token");
+  const metrics = readmeCommand(`curl -s "${local}/api/ops/metrics`).replaceAll(
+    local,
+    stack.urls.app,
+  );
+  const env: Record<string, string> = { DEV_DATABASE_URL: stack.urls.postgres };
+  env.OPS_TOKEN = (await sh(`${token}\nprintf %s "$OPS_TOKEN"`, env)).trim();
+  const body = JSON.parse(await sh(metrics, env)) as { window?: string; now?: unknown };
+  expect(body.window).toBe("hour");
+  expect(body.now).toMatchObject({ driftRows: 0 });
+  // The same request with a token without the role: 403, no data.
+  env.OPS_TOKEN = (await sh("npm run -s dev:token", env)).trim();
+  const refused = JSON.parse(await sh(metrics, env)) as { error?: { code: string } };
+  expect(refused).toEqual({ error: expect.objectContaining({ code: "forbidden" }) });
+});
+
 test("the README's after-the-first-deploy checks: health, security headers, the sweeper's bearer, no drift, an alert for a job with no message", async () => {
   const { stack } = fixture;
   const env = { CRON_SECRET: stack.env.CRON_SECRET ?? assert.fail("no CRON_SECRET") };

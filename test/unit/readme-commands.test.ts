@@ -18,6 +18,7 @@ const README_E2E = "test/e2e/readme.test.ts";
 const DEV_E2E = "test/e2e/dev-command.test.ts";
 const QUICK_START = "the README's quick start works as written";
 const DEPLOY_CHECKS = "the README's after-the-first-deploy checks";
+const OPERATOR = "the README's operator lines";
 const SQL = "the README's SQL for plans";
 const DB_PUSH = "the README's `npx supabase db push --include-seed`";
 const DEV = "`npm run dev`, as the README runs it";
@@ -44,6 +45,9 @@ const RUN: Record<string, RunBy> = {
     byReadmeTest(QUICK_START),
   'curl -s http://127.0.0.1:3000/api/usage -H "authorization: Bearer $TOKEN"':
     byReadmeTest(QUICK_START),
+  "OPS_TOKEN=$(npm run -s dev:token -- --operator)": byReadmeTest(OPERATOR),
+  'curl -s "http://127.0.0.1:3000/api/ops/metrics?window=hour" -H "authorization: Bearer $OPS_TOKEN"':
+    byReadmeTest(OPERATOR),
   "npx supabase db push --include-seed": byReadmeTest(DB_PUSH),
   "supabase db push --include-seed": byReadmeTest(DB_PUSH),
   "supabase db push": byReadmeTest(DB_PUSH),
