@@ -324,6 +324,49 @@ describe("npm run reconcile", () => {
     expect((await reconcile({ dbUrl: databaseUrl() })).ok).toBe(true);
   });
 
+  test("a legacy running cancel (refunded, no `counted` key) counts against the counter only before the first event that says `counted`", async () => {
+    // The first counted event, by the transition itself.
+    const counted = await db.user("free");
+    const first = await enqueue(counted, new Date());
+    await rpc(service, "start_job", { p_job_id: first, p_lease_seconds: 90 });
+    expect(
+      (await rpc(service, "cancel_job", { p_job_id: first, p_user_id: counted })).refunded,
+    ).toBe(true);
+    // Running cancels as the code before counted events wrote them: raw writes, the unit back.
+    const legacy = async (at: Date) => {
+      const user = await db.user("pro");
+      const id = await enqueue(user, at);
+      await admin.query(
+        `update public.generation_jobs set status = 'canceled', finished_at = $2, refunded_at = $2,
+           captured = 0, attempts = 1, started_at = $2 where id = $1`,
+        [id, at],
+      );
+      await admin.query(
+        "update public.quota_usage set units_used = units_used - 1 where user_id = $1",
+        [user],
+      );
+      await admin.query(
+        `insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
+         values ($1, $2, $3, 'canceled', 'running', 'canceled', '{"refunded": true}')`,
+        [id, user, at],
+      );
+      return user;
+    };
+    const before = await legacy(hoursAgo(48));
+    await legacy(new Date(Date.now() + 60_000));
+    const report = await reconcile({ dbUrl: databaseUrl() });
+    expect(checks(report.findings)).toEqual({ running_cancel_count_mismatch: 1 });
+    expect(report.findings[0]?.rows).toEqual([
+      expect.objectContaining({ user_id: before, refunded_running_cancels: 0, events: 1 }),
+    ]);
+    // The counter as the legacy event says: clean.
+    await admin.query(
+      "update public.quota_usage set refunded_running_cancels = 1 where user_id = $1",
+      [before],
+    );
+    expect((await reconcile({ dbUrl: databaseUrl() })).ok).toBe(true);
+  });
+
   test("refunds after spend are judged by the SQL's own bound (private.refund_bound): a refund past it and a withholding under it are reported", async () => {
     await admin.query(
       `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_refunded_running_cancels)
