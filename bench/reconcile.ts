@@ -339,6 +339,15 @@ async function main() {
               ).rows
                 .map((x: Record<string, string>) => x["QUERY PLAN"])
                 .join("\n");
+          // The previous succeeded_with_refund is one pass only while the planner expects its
+          // set of job ids to fit in work_mem (times hash_mem_multiplier): its plan at 2 MB.
+          await c.query("set local work_mem = '2MB'");
+          plans["previous succeeded_with_refund at work_mem 2MB (not analyzed)"] = (
+            await c.query(`explain ${PREVIOUS.succeeded_with_refund}`)
+          ).rows
+            .map((x: Record<string, string>) => x["QUERY PLAN"])
+            .join("\n");
+          await c.query("set local work_mem to default");
         } finally {
           await c.query("rollback");
         }
