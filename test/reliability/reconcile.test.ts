@@ -217,6 +217,156 @@ describe("npm run reconcile", () => {
     expect((await reconcile({ dbUrl: databaseUrl() })).ok).toBe(true);
   });
 
+  test("a refund withheld past the bound of paid refunds needs its own ending's event saying so; a job ended twice is reported", async () => {
+    // A plan that refunds nothing after spend, so every withholding below is one the bound
+    // called for (refund_after_spend_past_bound stays clean).
+    await admin.query(
+      `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_refunded_running_cancels)
+       values ('reconcile_none', 'None', 'day', 10, 3, 0) on conflict (id) do nothing`,
+    );
+    const user = await db.user("reconcile_none");
+    const withheld = { refunded: false, reason: "paid_refund_limit" };
+    // Raw writes, as an old database could hold them: each job ended with its unit kept.
+    const end = async (status: "failed" | "canceled", event: { from: string; to: string }) => {
+      const id = await enqueue(user, new Date());
+      await admin.query(
+        `update public.generation_jobs set status = $2, finished_at = now(), captured = 1,
+           refund_withheld = 'paid_refund_limit',
+           failure_reason = case when $2 = 'failed' then 'model_refused' end
+         where id = $1`,
+        [id, status],
+      );
+      await admin.query(
+        `insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
+         values ($1, $2, now(), $4, $3, $4, $5)`,
+        [id, user, event.from, event.to, withheld],
+      );
+      return id;
+    };
+    await end("failed", { from: "running", to: "failed" });
+    await end("canceled", { from: "queued", to: "canceled" });
+    expect((await reconcile({ dbUrl: databaseUrl() })).ok).toBe(true);
+
+    // A failed job whose withholding event is a cancel's: not its own ending's.
+    const wrong = await end("failed", { from: "running", to: "canceled" });
+    const report = await reconcile({ dbUrl: databaseUrl() });
+    expect(checks(report.findings)).toEqual({ failed_or_canceled_without_refund: 1 });
+    expect(report.findings[0]?.rows).toEqual([
+      expect.objectContaining({ id: wrong, status: "failed", refund_events: 1 }),
+    ]);
+
+    // A canceled job with its refund and two cancels in its events.
+    const twice = await enqueue(user, new Date());
+    await rpc(service, "cancel_job", { p_job_id: twice, p_user_id: user });
+    await admin.query(
+      `insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
+       values ($1, $2, now(), 'canceled', 'queued', 'canceled', '{"refunded": true}')`,
+      [twice, user],
+    );
+    const both = await reconcile({ dbUrl: databaseUrl() });
+    expect(
+      both.findings.find((f) => f.check === "failed_or_canceled_without_refund")?.rows,
+    ).toEqual([
+      expect.objectContaining({ id: wrong, refund_events: 1 }),
+      expect.objectContaining({ id: twice, status: "canceled", refund_events: 2 }),
+    ]);
+
+    // Clean up for the next tests: job_events is append-only; the test, as the table's owner,
+    // lifts the guard to take back what it planted.
+    await admin.query("alter table public.job_events disable trigger job_events_append_only");
+    try {
+      await admin.query(
+        "delete from public.job_events where job_id = $1 and to_status = 'canceled'",
+        [wrong],
+      );
+      await admin.query(
+        "insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail) values ($1, $2, now(), 'failed', 'running', 'failed', $3)",
+        [wrong, user, withheld],
+      );
+      await admin.query(
+        "delete from public.job_events where id = (select max(id) from public.job_events where job_id = $1)",
+        [twice],
+      );
+    } finally {
+      await admin.query("alter table public.job_events enable trigger job_events_append_only");
+    }
+    expect((await reconcile({ dbUrl: databaseUrl() })).ok).toBe(true);
+  });
+
+  test("a succeeded job with a refund-bearing event is reported; a record that changes no status is not one", async () => {
+    const user = await db.user("pro");
+    const id = await enqueue(user, new Date());
+    await rpc(service, "start_job", { p_job_id: id, p_lease_seconds: 90 });
+    await rpc(service, "complete_job", { p_job_id: id, p_attempt: 1, p_output: "done" });
+    const plantEvent = (from: string, to: string) =>
+      admin.query(
+        `insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
+         values ($1, $2, now(), $4, $3, $4, '{"refunded": true}')`,
+        [id, user, from, to],
+      );
+    await plantEvent("failed", "failed");
+    expect((await reconcile({ dbUrl: databaseUrl() })).ok).toBe(true);
+
+    await plantEvent("running", "failed");
+    const report = await reconcile({ dbUrl: databaseUrl() });
+    expect(checks(report.findings)).toEqual({ succeeded_with_refund: 1 });
+    expect(report.findings[0]?.rows).toEqual([{ id, user_id: user, refunded_at: null }]);
+
+    await admin.query("alter table public.job_events disable trigger job_events_append_only");
+    try {
+      await admin.query(
+        "delete from public.job_events where job_id = $1 and to_status = 'failed'",
+        [id],
+      );
+    } finally {
+      await admin.query("alter table public.job_events enable trigger job_events_append_only");
+    }
+    expect((await reconcile({ dbUrl: databaseUrl() })).ok).toBe(true);
+  });
+
+  test("a legacy running cancel (refunded, no `counted` key) counts against the counter only before the first event that says `counted`", async () => {
+    // The first counted event, by the transition itself.
+    const counted = await db.user("free");
+    const first = await enqueue(counted, new Date());
+    await rpc(service, "start_job", { p_job_id: first, p_lease_seconds: 90 });
+    expect(
+      (await rpc(service, "cancel_job", { p_job_id: first, p_user_id: counted })).refunded,
+    ).toBe(true);
+    // Running cancels as the code before counted events wrote them: raw writes, the unit back.
+    const legacy = async (at: Date) => {
+      const user = await db.user("pro");
+      const id = await enqueue(user, at);
+      await admin.query(
+        `update public.generation_jobs set status = 'canceled', finished_at = $2, refunded_at = $2,
+           captured = 0, attempts = 1, started_at = $2 where id = $1`,
+        [id, at],
+      );
+      await admin.query(
+        "update public.quota_usage set units_used = units_used - 1 where user_id = $1",
+        [user],
+      );
+      await admin.query(
+        `insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
+         values ($1, $2, $3, 'canceled', 'running', 'canceled', '{"refunded": true}')`,
+        [id, user, at],
+      );
+      return user;
+    };
+    const before = await legacy(hoursAgo(48));
+    await legacy(new Date(Date.now() + 60_000));
+    const report = await reconcile({ dbUrl: databaseUrl() });
+    expect(checks(report.findings)).toEqual({ running_cancel_count_mismatch: 1 });
+    expect(report.findings[0]?.rows).toEqual([
+      expect.objectContaining({ user_id: before, refunded_running_cancels: 0, events: 1 }),
+    ]);
+    // The counter as the legacy event says: clean.
+    await admin.query(
+      "update public.quota_usage set refunded_running_cancels = 1 where user_id = $1",
+      [before],
+    );
+    expect((await reconcile({ dbUrl: databaseUrl() })).ok).toBe(true);
+  });
+
   test("refunds after spend are judged by the SQL's own bound (private.refund_bound): a refund past it and a withholding under it are reported", async () => {
     await admin.query(
       `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_refunded_running_cancels)
