@@ -16,19 +16,8 @@
  */
 import type pg from "pg";
 import { reconcile } from "../ops/reconcile.ts";
-import { bulkJobs, createUsers, driftRows, startBenchDb } from "./support/pg.ts";
+import { bulkJobs, createUsers, driftRows, GROWTH_LAYOUT, startBenchDb } from "./support/pg.ts";
 import { log, median, quantile, round, table, writeResult } from "./support/util.ts";
-
-const STATUS_SQL = `case
-  when (hashint8(i) & 2147483647) % 100 < 10 then case when i % 2 = 0 then 'queued' else 'running' end
-  when (hashint8(i) & 2147483647) % 100 < 11 then 'running'
-  when (hashint8(i) & 2147483647) % 100 < 80 then 'succeeded'
-  when (hashint8(i) & 2147483647) % 100 < 90 then 'failed'
-  else 'canceled' end`;
-const CREATED_SQL = `case
-  when (hashint8(i) & 2147483647) % 100 < 10 then now() - interval '4 hours' - make_interval(secs => i % 3600)
-  when (hashint8(i) & 2147483647) % 100 < 11 then now() - make_interval(secs => i % 600)
-  else now() - make_interval(days => (i % 365)::int, secs => i % 86400) end`;
 
 type Stat = { medianMs: number; p99Ms: number; n: number };
 
@@ -109,8 +98,8 @@ export async function runGrowth(opts: { quick: boolean }) {
           users,
           from: loaded,
           to: size - 1,
-          statusSql: STATUS_SQL,
-          createdSql: CREATED_SQL,
+          statusSql: GROWTH_LAYOUT.statusSql,
+          createdSql: GROWTH_LAYOUT.createdSql,
           events: true,
         });
         await db.admin.query(

@@ -20,19 +20,8 @@
 import { execSync } from "node:child_process";
 import type pg from "pg";
 import { CHECKS, type Check, type Param } from "../ops/reconcile.ts";
-import { bulkJobs, createUsers, startBenchDb } from "./support/pg.ts";
+import { bulkJobs, createUsers, GROWTH_LAYOUT, startBenchDb } from "./support/pg.ts";
 import { log, round, table, writeResult } from "./support/util.ts";
-
-const STATUS_SQL = `case
-  when (hashint8(i) & 2147483647) % 100 < 10 then case when i % 2 = 0 then 'queued' else 'running' end
-  when (hashint8(i) & 2147483647) % 100 < 11 then 'running'
-  when (hashint8(i) & 2147483647) % 100 < 80 then 'succeeded'
-  when (hashint8(i) & 2147483647) % 100 < 90 then 'failed'
-  else 'canceled' end`;
-const CREATED_SQL = `case
-  when (hashint8(i) & 2147483647) % 100 < 10 then now() - interval '4 hours' - make_interval(secs => i % 3600)
-  when (hashint8(i) & 2147483647) % 100 < 11 then now() - make_interval(secs => i % 600)
-  else now() - make_interval(days => (i % 365)::int, secs => i % 86400) end`;
 
 /**
  * THE PREVIOUS SQL of the four checks that read job_events, kept here only to compare with
@@ -282,8 +271,8 @@ async function main() {
         users,
         from,
         to: Math.min(size, from + chunk) - 1,
-        statusSql: STATUS_SQL,
-        createdSql: CREATED_SQL,
+        statusSql: GROWTH_LAYOUT.statusSql,
+        createdSql: GROWTH_LAYOUT.createdSql,
         events: true,
       });
       log(`  reconcile: ${Math.min(size, from + chunk)} jobs loaded`);

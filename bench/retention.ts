@@ -11,19 +11,8 @@
  * - `export_user`, one first page of 200, five users;
  * and shows the batch's plan (it must walk generation_jobs_finished_unerased).
  */
-import { bulkJobs, createUsers, driftRows, startBenchDb } from "./support/pg.ts";
+import { bulkJobs, createUsers, driftRows, GROWTH_LAYOUT, startBenchDb } from "./support/pg.ts";
 import { log, median, round, table } from "./support/util.ts";
-
-const STATUS_SQL = `case
-  when (hashint8(i) & 2147483647) % 100 < 10 then case when i % 2 = 0 then 'queued' else 'running' end
-  when (hashint8(i) & 2147483647) % 100 < 11 then 'running'
-  when (hashint8(i) & 2147483647) % 100 < 80 then 'succeeded'
-  when (hashint8(i) & 2147483647) % 100 < 90 then 'failed'
-  else 'canceled' end`;
-const CREATED_SQL = `case
-  when (hashint8(i) & 2147483647) % 100 < 10 then now() - interval '4 hours' - make_interval(secs => i % 3600)
-  when (hashint8(i) & 2147483647) % 100 < 11 then now() - make_interval(secs => i % 600)
-  else now() - make_interval(days => (i % 365)::int, secs => i % 86400) end`;
 
 async function ms(fn: () => Promise<unknown>): Promise<number> {
   const t = performance.now();
@@ -47,8 +36,8 @@ async function main() {
         users,
         from: loaded,
         to: size - 1,
-        statusSql: STATUS_SQL,
-        createdSql: CREATED_SQL,
+        statusSql: GROWTH_LAYOUT.statusSql,
+        createdSql: GROWTH_LAYOUT.createdSql,
       });
       await db.admin.query("analyze public.generation_jobs; analyze public.quota_usage");
       loaded = size;

@@ -175,3 +175,22 @@ export async function driftRows(db: pg.Pool | pg.Client): Promise<number> {
   );
   return rows[0]?.n ?? -1;
 }
+
+/**
+ * The growth bench's table, as `bulkJobs`'s `statusSql` and `createdSql` (row number `i`): 10 %
+ * stale active jobs (4–5 hours old, half queued, half running), 1 % running now, the rest finished
+ * over the past year (69 % succeeded, 10 % failed, 10 % canceled).
+ * Shared by the benches that load "the growth bench's layout" (growth, retention, reconcile).
+ */
+export const GROWTH_LAYOUT = {
+  statusSql: `case
+  when (hashint8(i) & 2147483647) % 100 < 10 then case when i % 2 = 0 then 'queued' else 'running' end
+  when (hashint8(i) & 2147483647) % 100 < 11 then 'running'
+  when (hashint8(i) & 2147483647) % 100 < 80 then 'succeeded'
+  when (hashint8(i) & 2147483647) % 100 < 90 then 'failed'
+  else 'canceled' end`,
+  createdSql: `case
+  when (hashint8(i) & 2147483647) % 100 < 10 then now() - interval '4 hours' - make_interval(secs => i % 3600)
+  when (hashint8(i) & 2147483647) % 100 < 11 then now() - make_interval(secs => i % 600)
+  else now() - make_interval(days => (i % 365)::int, secs => i % 86400) end`,
+};
