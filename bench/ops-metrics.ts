@@ -106,9 +106,10 @@ async function main() {
       // month's periods open as well (a job of last month still active: a whole month and more).
       const drift = {
         "quota_drift (every job)": "select count(*) from public.quota_drift",
-        "tile today": "select private.drift_rows_since(private.open_periods_since(now()))",
+        "tile today":
+          "select count(*) from private.quota_drift_since(private.open_periods_since(now()))",
         "tile, last month open too":
-          "select private.drift_rows_since(private.period_start('month', now() - interval '1 month'))",
+          "select count(*) from private.quota_drift_since(private.period_start('month', now() - interval '1 month'))",
       };
       for (const [name, sql] of Object.entries(drift)) {
         const ms: number[] = [];

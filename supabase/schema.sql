@@ -263,22 +263,12 @@ CREATE INDEX superseded_callbacks_at ON public.superseded_callbacks USING btree 
 -- views -------------------------------------------------------------------------------------------
 
 create view public.quota_drift with (security_invoker=true) as
- WITH reserved AS (
-         SELECT generation_jobs.user_id,
-            generation_jobs.period_start,
-            generation_jobs.meter,
-            sum(COALESCE(generation_jobs.captured, generation_jobs.hold)) AS units_expected
-           FROM public.generation_jobs
-          GROUP BY generation_jobs.user_id, generation_jobs.period_start, generation_jobs.meter
-        )
- SELECT COALESCE(u.user_id, r.user_id) AS user_id,
-    COALESCE(u.period_start, r.period_start) AS period_start,
-    COALESCE(u.units_used, 0) AS units_used,
-    COALESCE(r.units_expected, 0::bigint) AS units_expected,
-    COALESCE(u.meter, r.meter) AS meter
-   FROM public.quota_usage u
-     FULL JOIN reserved r ON r.user_id = u.user_id AND r.period_start = u.period_start AND r.meter = u.meter
-  WHERE COALESCE(u.units_used, 0) <> COALESCE(r.units_expected, 0::bigint);
+ SELECT user_id,
+    period_start,
+    units_used,
+    units_expected,
+    meter
+   FROM private.quota_drift_since('-infinity'::timestamp with time zone) d(user_id, period_start, units_used, units_expected, meter);
 comment on view public.quota_drift is 'Users, periods and meters whose counter differs from their open holds plus their captures (an active job counts its hold, a final one what it captured). Always empty.';
 
 -- functions ---------------------------------------------------------------------------------------
@@ -317,30 +307,6 @@ begin
 end
 $function$;
 comment on function private.document_input() is 'A document row inserted without an input gets {"prompt": prompt}; any other kind must bring its own.';
-
-CREATE OR REPLACE FUNCTION private.drift_rows_since(p_since timestamp with time zone)
- RETURNS bigint
- LANGUAGE sql
- STABLE
- SET search_path TO ''
-AS $function$
-  with reserved as (
-    select j.user_id, j.period_start, j.meter, sum(coalesce(j.captured, j.hold)) as units_expected
-    from public.generation_jobs j
-    where j.period_start >= p_since
-    group by j.user_id, j.period_start, j.meter
-  ), used as (
-    select u.user_id, u.period_start, u.meter, u.units_used
-    from public.quota_usage u
-    where u.period_start >= p_since
-  )
-  select count(*)
-  from used u
-  full join reserved r
-    on r.user_id = u.user_id and r.period_start = u.period_start and r.meter = u.meter
-  where coalesce(u.units_used, 0) <> coalesce(r.units_expected, 0)
-$function$;
-comment on function private.drift_rows_since(p_since timestamp with time zone) is 'Rows quota_drift has for periods that start at or after p_since, read through generation_jobs_period and quota_usage_period rather than the whole tables.';
 
 CREATE OR REPLACE FUNCTION private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb DEFAULT '{}'::jsonb, p_own integer DEFAULT NULL::integer, p_running_cancel boolean DEFAULT false)
  RETURNS public.generation_jobs
@@ -749,6 +715,35 @@ AS $function$
   select coalesce(j.resume_at, j.queued_at)
 $function$;
 comment on function private.queued_due_since(j public.generation_jobs) is 'Since when a queued job should have been delivered: its resume time after a provider 429, else when it was (re)queued. The generation_jobs_queued_since index is on this expression. Inlined by the planner, hence no search_path setting (see its migration).';
+
+CREATE OR REPLACE FUNCTION private.quota_drift_since(p_since timestamp with time zone)
+ RETURNS TABLE(user_id uuid, period_start timestamp with time zone, units_used integer, units_expected bigint, meter text)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  with reserved as (
+    select j.user_id, j.period_start, j.meter, sum(coalesce(j.captured, j.hold)) as units_expected
+    from public.generation_jobs j
+    where j.period_start >= p_since
+    group by j.user_id, j.period_start, j.meter
+  ), used as (
+    select u.user_id, u.period_start, u.meter, u.units_used
+    from public.quota_usage u
+    where u.period_start >= p_since
+  )
+  select
+    coalesce(u.user_id, r.user_id),
+    coalesce(u.period_start, r.period_start),
+    coalesce(u.units_used, 0),
+    coalesce(r.units_expected, 0)::bigint,
+    coalesce(u.meter, r.meter)
+  from used u
+  full join reserved r
+    on r.user_id = u.user_id and r.period_start = u.period_start and r.meter = u.meter
+  where coalesce(u.units_used, 0) <> coalesce(r.units_expected, 0)
+$function$;
+comment on function private.quota_drift_since(p_since timestamp with time zone) is 'quota_drift''s rows for the periods that start at or after p_since (-infinity: all of them, the view), read through generation_jobs_period and quota_usage_period.';
 
 CREATE OR REPLACE FUNCTION private.refund(p_job public.generation_jobs, p_now timestamp with time zone)
  RETURNS void
@@ -1519,7 +1514,7 @@ AS $function$
       'queued_never_delivered', (select count(*) from public.generation_jobs j
         where private.stale_undelivered(j, p_now, p_undelivered_after_seconds))),
     'drift_since', s.since,
-    'drift_rows', private.drift_rows_since(s.since))
+    'drift_rows', (select count(*) from private.quota_drift_since(s.since)))
   from (select private.open_periods_since(p_now) as since) s
 $function$;
 comment on function public.ops_now(p_now timestamp with time zone, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer) is 'Operator page''s "now" tiles: active jobs stale by each of the sweeper''s three rules (the same predicates and partial indexes as sweep_jobs and reconcile), and the rows of quota_drift in the periods that can still change (those starting at or after drift_since; closed periods are npm run reconcile''s).';
@@ -2004,7 +1999,6 @@ grant delete, insert, maintain, references, select, trigger, truncate, update on
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.user_plans to service_role;
 grant execute on function private.cancel_refunds(p_job public.generation_jobs) to service_role;
 grant execute on function private.document_input() to service_role;
-grant execute on function private.drift_rows_since(p_since timestamp with time zone) to service_role;
 grant execute on function private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb, p_own integer, p_running_cancel boolean) to service_role;
 grant execute on function private.erase_deleted_user() to service_role;
 grant execute on function private.erase_user_data(p_user_id uuid, p_now timestamp with time zone) to service_role;
@@ -2022,6 +2016,7 @@ grant execute on function private.period_start(p_period text, p_now timestamp wi
 grant execute on function private.plan_for(p_user_id uuid) to service_role;
 grant execute on function private.plan_kinds_json(p_plan_id text) to service_role;
 grant execute on function private.queued_due_since(j public.generation_jobs) to service_role;
+grant execute on function private.quota_drift_since(p_since timestamp with time zone) to service_role;
 grant execute on function private.refund(p_job public.generation_jobs, p_now timestamp with time zone) to service_role;
 grant execute on function private.refund_bound(p_plan public.plans) to service_role;
 grant execute on function private.stale_lease_expired(j public.generation_jobs, p_now timestamp with time zone, p_lease_grace_seconds integer) to service_role;

@@ -40,11 +40,13 @@ comment on function private.open_periods_since(p_now timestamptz) is
   'of the oldest active job''s created_at, whichever is earlier. Earlier periods are closed and '
   'all their jobs final.';
 
--- quota_drift's rule (public.quota_drift, 20261201090000_paid_endings.sql), on the keys whose
--- period starts at or after p_since. The view stays the full check; a test holds the two to the
--- same answer on the periods both read.
-create function private.drift_rows_since(p_since timestamptz)
-returns bigint
+-- quota_drift's rule, once, with the periods it reads as a parameter: the view is this function
+-- over every period (the full check, as npm run reconcile reads it), the tile the same function
+-- from drift_since on. Not inlined (it sets its search_path), so p_since reaches the scans as a
+-- value and the open periods are an index range.
+create function private.quota_drift_since(p_since timestamptz)
+returns table (user_id uuid, period_start timestamptz, units_used integer, units_expected bigint,
+  meter text)
 language sql
 stable
 set search_path = ''
@@ -59,15 +61,27 @@ as $$
     from public.quota_usage u
     where u.period_start >= p_since
   )
-  select count(*)
+  select
+    coalesce(u.user_id, r.user_id),
+    coalesce(u.period_start, r.period_start),
+    coalesce(u.units_used, 0),
+    coalesce(r.units_expected, 0)::bigint,
+    coalesce(u.meter, r.meter)
   from used u
   full join reserved r
     on r.user_id = u.user_id and r.period_start = u.period_start and r.meter = u.meter
   where coalesce(u.units_used, 0) <> coalesce(r.units_expected, 0)
 $$;
-comment on function private.drift_rows_since(p_since timestamptz) is
-  'Rows quota_drift has for periods that start at or after p_since, read through '
-  'generation_jobs_period and quota_usage_period rather than the whole tables.';
+comment on function private.quota_drift_since(p_since timestamptz) is
+  'quota_drift''s rows for the periods that start at or after p_since (-infinity: all of them, '
+  'the view), read through generation_jobs_period and quota_usage_period.';
+
+create or replace view public.quota_drift with (security_invoker = true) as
+  select d.user_id, d.period_start, d.units_used, d.units_expected, d.meter
+  from private.quota_drift_since('-infinity') d;
+comment on view public.quota_drift is
+  'Users, periods and meters whose counter differs from their open holds plus their captures (an '
+  'active job counts its hold, a final one what it captured). Always empty.';
 
 create or replace function public.ops_now(
   p_now timestamptz default now(),
@@ -89,12 +103,12 @@ as $$
       'queued_never_delivered', (select count(*) from public.generation_jobs j
         where private.stale_undelivered(j, p_now, p_undelivered_after_seconds))),
     'drift_since', s.since,
-    'drift_rows', private.drift_rows_since(s.since))
+    'drift_rows', (select count(*) from private.quota_drift_since(s.since)))
   from (select private.open_periods_since(p_now) as since) s
 $$;
 comment on function public.ops_now(p_now timestamptz, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer) is 'Operator page''s "now" tiles: active jobs stale by each of the sweeper''s three rules (the same predicates and partial indexes as sweep_jobs and reconcile), and the rows of quota_drift in the periods that can still change (those starting at or after drift_since; closed periods are npm run reconcile''s).';
 
 revoke all on function private.open_periods_since(timestamptz) from public, anon, authenticated;
-revoke all on function private.drift_rows_since(timestamptz) from public, anon, authenticated;
+revoke all on function private.quota_drift_since(timestamptz) from public, anon, authenticated;
 grant execute on function private.open_periods_since(timestamptz) to service_role;
-grant execute on function private.drift_rows_since(timestamptz) to service_role;
+grant execute on function private.quota_drift_since(timestamptz) to service_role;
