@@ -87,7 +87,8 @@ test("cancel while the model runs: canceled, refunded once, the model call cut, 
 });
 
 test("provider 429 rate_limit_exceeded: waiting_for_provider with resumeAt, then succeeded", async () => {
-  fixture.stack.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 2 });
+  // The phase shows only until the resume time: 5 s, so a loaded machine's polls still see it.
+  fixture.stack.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 5 });
   const { api, id, modelCalls, events } = await newUserJob(
     fixture,
     "Summarise the quarterly report",
@@ -109,7 +110,9 @@ test("provider 429 rate_limit_exceeded: waiting_for_provider with resumeAt, then
 });
 
 test("cancel while queued (waiting for the provider): canceled, refunded once, never run again", async () => {
-  fixture.stack.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 2 });
+  // The job must be seen waiting and canceled before its message comes back at the resume
+  // time: 5 s, so a loaded machine's polls and the cancel's round trip fit inside it.
+  fixture.stack.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 5 });
   const { stack, api, id, modelCalls, events, refundEvents } = await newUserJob(
     fixture,
     "Draft a polite reminder",
