@@ -35,9 +35,11 @@ test("happy path: enqueue → delivered → model → succeeded, output readable
 });
 
 test("the same message delivered twice: one model call", async () => {
+  // The model answers after 5 s: the job must be seen running and the second delivery reach
+  // the app before then, a loaded machine's polls and round trips included.
   const { stack, api, id, modelCalls, events, redeliver } = await newUserJob(
     fixture,
-    "[fake:slow:1500] a slow document",
+    "[fake:slow:5000] a slow document",
   );
   await api.waitRunning(id);
   // A second delivery of {jobId} while the first still runs (QStash is at-least-once).
