@@ -247,9 +247,14 @@ describe("POST /api/dlq", () => {
       const resumeAt = (await app.jobRow(id)).resume_at?.getTime() ?? 0;
       await new Promise((r) => setTimeout(r, Math.max(0, resumeAt - Date.now()) + 100));
 
-      // The new message is delivered and claimed; the model takes a second to answer.
-      app.model.failNext("slow", 1, { delayMs: 1000 });
-      const running = app.deliver(second);
+      // The new message is delivered and claimed; the model takes 3 s to answer (inside a 10 s
+      // model timeout), the window in which the old message's callback must be handled, a
+      // loaded machine's polls and round trips included.
+      app.model.failNext("slow", 1, { delayMs: 3_000 });
+      const slow = app.makeDeps({ MODEL_TIMEOUT_MS: "10000" });
+      const running = app.deliver(second, {
+        handlers: app.handlersFor(slow.deps, slow.workerDeps),
+      });
       await until("the second claim", async () => (await app.jobRow(id)).attempts === 2);
       expect(await app.jobRow(id)).toMatchObject({
         status: "running",

@@ -360,8 +360,7 @@ describe("POST /api/jobs", () => {
 
   test("429 rate_limited with Retry-After once a user exceeds RATE_LIMIT_REQUESTS", async () => {
     const limited = app.handlersFor(app.makeDeps({ RATE_LIMIT_REQUESTS: "2" }).deps);
-    const user = await app.newUser("pro");
-    const post = () =>
+    const post = (user: { headers: Record<string, string> }) =>
       app.call(
         "jobs",
         "/api/jobs",
@@ -372,9 +371,22 @@ describe("POST /api/jobs", () => {
         },
         limited,
       );
-    expect((await post()).status).toBe(202);
-    expect((await post()).status).toBe(202);
-    const res = await post();
+    // The sliding window weighs the previous window's count down and rounds it down, so posts
+    // that straddle a window boundary (windows start at multiples of RATE_LIMIT_WINDOW_SECONDS,
+    // 60 s) are let through once more: such a run is made again by another user. At most once:
+    // the run is far shorter than a window.
+    const windowOf = (t: number) => Math.floor(t / 60_000);
+    let user = await app.newUser("pro");
+    let statuses: number[] = [];
+    let res = new Response();
+    for (let attempt = 0; attempt < 2; attempt++) {
+      if (attempt > 0) user = await app.newUser("pro");
+      const started = Date.now();
+      statuses = [(await post(user)).status, (await post(user)).status];
+      res = await post(user);
+      if (windowOf(started) === windowOf(Date.now())) break;
+    }
+    expect(statuses).toEqual([202, 202]);
     expect(res.status).toBe(429);
     expect((await errorOf(res)).code).toBe("rate_limited");
     const retryAfter = Number(res.headers.get("retry-after"));

@@ -64,13 +64,17 @@ describe("POST /api/worker: delivery", () => {
 
   test("a duplicate delivery while the job runs, and one after it succeeded: 200, no second model call", async () => {
     const { id, message } = await queuedJob();
-    app.model.failNext("slow", 1, { delayMs: 700 });
-    const first = app.deliver(message);
+    // The duplicate must arrive while the first still runs: the model answers after 3 s (inside
+    // a model timeout of 10 s), room for a loaded machine's polls and the duplicate's own claim.
+    const { deps, workerDeps } = app.makeDeps({ MODEL_TIMEOUT_MS: "10000" });
+    const handlers = app.handlersFor(deps, workerDeps);
+    app.model.failNext("slow", 1, { delayMs: 3_000 });
+    const first = app.deliver(message, { handlers });
     await eventually(async () => (await app.jobRow(id)).status === "running", {
       what: "the first delivery to claim the job",
     });
 
-    const duplicate = await app.deliver(message, { retried: 1 });
+    const duplicate = await app.deliver(message, { retried: 1, handlers });
     expect(duplicate.status).toBe(200);
     expect(await outcomeOf(duplicate)).toBe("already_running");
 
@@ -78,7 +82,7 @@ describe("POST /api/worker: delivery", () => {
     expect(done.status).toBe(200);
     expect(await outcomeOf(done)).toBe("completed");
 
-    const late = await app.deliver(message, { retried: 1 });
+    const late = await app.deliver(message, { retried: 1, handlers });
     expect(late.status).toBe(200);
     expect(await outcomeOf(late)).toBe("already_final");
     expect(app.model.calls()).toBe(1);

@@ -310,7 +310,9 @@ describe("the job page in a browser", () => {
   test("polling pauses while the tab is hidden and looks again as soon as it is visible", async () => {
     const { page } = await h.open();
     await devSignIn(page, "pro");
-    await generate(page, "[fake:slow:2500] Notes for a hidden tab");
+    // The tab must be hidden before the job ends: the model answers after 6 s, room for a
+    // loaded machine to show the card first.
+    await generate(page, "[fake:slow:6000] Notes for a hidden tab");
     const job = card(page);
     await job.waitFor();
     const jobId = (await job.getAttribute("data-job-id")) ?? "";

@@ -263,7 +263,8 @@ describe("fake OpenAI model, through the openai SDK", () => {
   test("the load the provider saw: requests open at once (a stream until its end or the client leaves) and when each arrived", async () => {
     fake.reset();
     const t0 = Date.now();
-    await Promise.all([1, 2, 3, 4].map((n) => chat(`[fake:slow:300] ${n}`)));
+    // Each held 1 s: all four are open at once however late a loaded machine sends the last.
+    await Promise.all([1, 2, 3, 4].map((n) => chat(`[fake:slow:1000] ${n}`)));
     expect(fake.stats()).toMatchObject({ concurrent: 0, maxConcurrent: 4 });
     await chat("one more, alone");
     const stream = await openai().chat.completions.create({

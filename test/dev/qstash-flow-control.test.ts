@@ -14,7 +14,8 @@ interface Call {
   at: number;
 }
 
-type Answer = { status: number; holdMs?: number } | "hang";
+/** `gate`: the call is held open until it settles (then `holdMs` more). */
+type Answer = { status: number; holdMs?: number; gate?: Promise<void> } | "hang";
 
 async function destination(answer: (call: Call) => Answer = () => ({ status: 200 })) {
   const port = await freePort();
@@ -37,6 +38,7 @@ async function destination(answer: (call: Call) => Answer = () => ({ status: 200
       req.socket.once("close", () => open--);
       return;
     }
+    await a.gate;
     await new Promise((resolve) => setTimeout(resolve, a.holdMs ?? 0));
     open--;
     res.writeHead(a.status);
@@ -76,7 +78,13 @@ const key = () => `test.${Math.random().toString(36).slice(2)}`;
 
 test("parallelism: at most N calls open at once; the rest wait in order, accepted, not retried", async () => {
   const { qstash, client } = await standIn();
-  const dest = await destination(() => ({ status: 200, holdMs: 80 }));
+  // The first calls are held open until the busy key has been looked at: however slowly the
+  // publishes go, the waitlist is still there to be seen.
+  let release = () => {};
+  const gate = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const dest = await destination(() => ({ status: 200, holdMs: 80, gate }));
   const k = key();
   for (let n = 0; n < 8; n++) {
     // Over the limit is not refused: every publish is accepted with a message id.
@@ -90,9 +98,17 @@ test("parallelism: at most N calls open at once; the rest wait in order, accepte
   await until(async () => (await client.flowControl.get(k)).parallelismCount === 2, "2 in flight");
   const busy = await client.flowControl.get(k);
   expect(busy).toMatchObject({ flowControlKey: k, parallelismMax: 2, parallelismCount: 2 });
-  expect(busy.waitListSize).toBeGreaterThan(0);
+  expect(busy.waitListSize).toBe(6);
+  release();
   await qstash.waitIdle(8000);
-  expect(dest.calls.map((c) => c.n)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+  // Two calls start together whenever both slots free up at once, each on a connection of its
+  // own, so they may reach the destination in either order. What the waitlist's order does
+  // guarantee: a message starts only once all but one (parallelism − 1) of those published
+  // before it have ended, so at most one of them reaches the destination after it.
+  const order = dest.calls.map((c) => c.n);
+  expect([...order].sort((a, b) => a - b)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+  for (const [i, n] of order.entries())
+    expect(order.slice(0, i).filter((m) => m < n).length, `${order}`).toBeGreaterThanOrEqual(n - 1);
   expect(dest.calls.every((c) => c.retried === 0)).toBe(true);
   expect(dest.maxOpen()).toBe(2);
   expect(await client.flowControl.get(k)).toMatchObject({ waitListSize: 0, parallelismCount: 0 });
@@ -115,6 +131,8 @@ test("rate per period: at most `rate` deliveries start in a period, the next one
   await client.flowControl.pause(k);
   for (let n = 0; n < 7; n++) await publish(n);
   await until(async () => (await client.flowControl.get(k)).waitListSize === 7, "7 waiting");
+  // The period starts at the reset: no earlier than this, on the stand-in's own clock.
+  const resetAt = Date.now();
   await client.flowControl.resetRate(k);
   expect(await client.flowControl.get(k)).toMatchObject({
     rateMax: 3,
@@ -131,14 +149,18 @@ test("rate per period: at most `rate` deliveries start in a period, the next one
   const n = dest.calls.map((c) => c.n);
   const group = (from: number, to: number) => n.slice(from, to).sort((a, b) => a - b);
   expect([group(0, 3), group(3, 6), group(6, 7)]).toEqual([[0, 1, 2], [3, 4, 5], [6]]);
-  // Three groups, a period apart (measured at the destination, so less a request's travel).
+  // Three groups, one after the other. The first starts at the resume, which comes a few round
+  // trips (more on a loaded machine) into the period the reset began; the second no earlier
+  // than that period's end, the third a whole period after the second began. A destination's
+  // clock reads each call after it started, so these lower bounds hold however late a call
+  // arrives (a gap measured between two groups' arrivals would not).
   const at = dest.calls.map((c) => c.at);
   const first = (from: number, to: number) => Math.min(...at.slice(from, to));
   const last = (from: number, to: number) => Math.max(...at.slice(from, to));
   expect(last(0, 3)).toBeLessThan(first(3, 6));
-  expect(first(3, 6) - first(0, 3)).toBeGreaterThanOrEqual(800);
+  expect(first(3, 6) - resetAt).toBeGreaterThanOrEqual(1000);
   expect(last(3, 6)).toBeLessThan(first(6, 7));
-  expect(first(6, 7) - first(3, 6)).toBeGreaterThanOrEqual(800);
+  expect(first(6, 7) - resetAt).toBeGreaterThanOrEqual(2000);
 });
 
 test("a retry passes the key again; waiting is not an attempt; the DLQ and failure callback keep working", async () => {
@@ -170,6 +192,7 @@ test("a delivery that times out frees its slot", async () => {
   const { qstash, client } = await standIn();
   const dest = await destination((c) => (c.n === 0 ? "hang" : { status: 200 }));
   const k = key();
+  const publishedAt = Date.now();
   for (let n = 0; n < 2; n++)
     await client.publishJSON({
       url: dest.url,
@@ -181,7 +204,11 @@ test("a delivery that times out frees its slot", async () => {
   await qstash.waitIdle(8000);
   const [first, second] = dest.calls;
   expect([first?.n, second?.n]).toEqual([0, 1]);
-  expect((second?.at ?? 0) - (first?.at ?? 0)).toBeGreaterThanOrEqual(950);
+  // The slot frees when the first delivery times out, 1 s after it started, itself after the
+  // publish: the second starts no earlier. (Measured from the publish, not from the first call's
+  // arrival, whose travel a loaded machine lengthens; 10 ms for the timer's and the clock's
+  // whole milliseconds.)
+  expect((second?.at ?? 0) - publishedAt).toBeGreaterThanOrEqual(990);
   expect(qstash.stats().dlq).toBe(1);
 });
 

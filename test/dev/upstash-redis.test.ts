@@ -269,15 +269,6 @@ describe("Upstash Redis REST stand-in, through @upstash/redis", () => {
       prefix,
       ephemeralCache: false,
     });
-    const user = randomUUID();
-    const results = [];
-    for (let i = 0; i < 4; i++) results.push(await limiter.limit(user));
-    expect(results.map((r) => r.success)).toEqual([true, true, true, false]);
-    expect(results.map((r) => r.remaining)).toEqual([2, 1, 0, 0]);
-    const denied = results[3];
-    expect(denied?.reason).toBeUndefined(); // not "timeout": Redis answered
-    expect(denied?.reset).toBeGreaterThan(Date.now());
-    expect(denied?.reset).toBeLessThanOrEqual(Date.now() + 10_000);
     // A second limiter finds the script loaded (EVALSHA succeeds) and shares the count.
     const again = new Ratelimit({
       redis: client({ autoPipelining: false }),
@@ -285,7 +276,29 @@ describe("Upstash Redis REST stand-in, through @upstash/redis", () => {
       prefix,
       ephemeralCache: false,
     });
-    expect((await again.limit(user)).success).toBe(false);
+    // The sliding window weighs the previous window's count down and rounds it down, so calls
+    // that straddle a window boundary (windows start at multiples of 10 s) are let through once
+    // more, as Upstash's own script does: such a run is made again with another user. At most
+    // once: the run is far shorter than a window.
+    const windowOf = (t: number) => Math.floor(t / 10_000);
+    let user = "";
+    let results: Awaited<ReturnType<typeof limiter.limit>>[] = [];
+    let sharedCount = true;
+    for (let attempt = 0; attempt < 2; attempt++) {
+      user = randomUUID();
+      results = [];
+      const started = Date.now();
+      for (let i = 0; i < 4; i++) results.push(await limiter.limit(user));
+      sharedCount = (await again.limit(user)).success;
+      if (windowOf(started) === windowOf(Date.now())) break;
+    }
+    expect(results.map((r) => r.success)).toEqual([true, true, true, false]);
+    expect(results.map((r) => r.remaining)).toEqual([2, 1, 0, 0]);
+    const denied = results[3];
+    expect(denied?.reason).toBeUndefined(); // not "timeout": Redis answered
+    expect(denied?.reset).toBeGreaterThan(Date.now());
+    expect(denied?.reset).toBeLessThanOrEqual(Date.now() + 10_000);
+    expect(sharedCount).toBe(false);
     expect((await again.limit(randomUUID())).success).toBe(true);
   });
 

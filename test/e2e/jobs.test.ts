@@ -35,9 +35,11 @@ test("happy path: enqueue → delivered → model → succeeded, output readable
 });
 
 test("the same message delivered twice: one model call", async () => {
+  // The model answers after 5 s: the job must be seen running and the second delivery reach
+  // the app before then, a loaded machine's polls and round trips included.
   const { stack, api, id, modelCalls, events, redeliver } = await newUserJob(
     fixture,
-    "[fake:slow:1500] a slow document",
+    "[fake:slow:5000] a slow document",
   );
   await api.waitRunning(id);
   // A second delivery of {jobId} while the first still runs (QStash is at-least-once).
@@ -87,7 +89,8 @@ test("cancel while the model runs: canceled, refunded once, the model call cut, 
 });
 
 test("provider 429 rate_limit_exceeded: waiting_for_provider with resumeAt, then succeeded", async () => {
-  fixture.stack.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 2 });
+  // The phase shows only until the resume time: 5 s, so a loaded machine's polls still see it.
+  fixture.stack.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 5 });
   const { api, id, modelCalls, events } = await newUserJob(
     fixture,
     "Summarise the quarterly report",
@@ -109,7 +112,9 @@ test("provider 429 rate_limit_exceeded: waiting_for_provider with resumeAt, then
 });
 
 test("cancel while queued (waiting for the provider): canceled, refunded once, never run again", async () => {
-  fixture.stack.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 2 });
+  // The job must be seen waiting and canceled before its message comes back at the resume
+  // time: 5 s, so a loaded machine's polls and the cancel's round trip fit inside it.
+  fixture.stack.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 5 });
   const { stack, api, id, modelCalls, events, refundEvents } = await newUserJob(
     fixture,
     "Draft a polite reminder",

@@ -79,4 +79,6 @@ test("a timeout loop across many jobs: at most QSTASH_RETRIES + 1 model calls ea
   expect(new Set(windows).size).toBe(summaries.length);
   expect(summaries.length).toBeLessThanOrEqual(lastWindow - firstWindow + 1);
   expect(counted).toBe(perJob.length);
-});
+  // 12 jobs one after another, each failing twice, then a window's close: ~20 s on a quiet
+  // machine, so the default 60 s was only three times that.
+}, 120_000);

@@ -157,10 +157,12 @@ test("a provider 429: the requeue's publish carries the trace, the later success
 });
 
 test("a cancel is a span of the job's trace; another user's cancel of it stays out", async () => {
-  fixture.stack.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 2 });
+  // Both cancels must land while the job waits, before its message returns at the resume time:
+  // the stranger signs up first, and the wait is 5 s, so a loaded machine's round trips fit.
+  const stranger = await (await import("../support/stack.ts")).newUser(fixture.stack);
+  fixture.stack.model.failNext("rate_limit_exceeded", 1, { retryAfterSeconds: 5 });
   const { api, id } = await newUserJob(fixture, "Draft a polite reminder");
   await api.waitFor(id, (j) => j.phase === "waiting_for_provider", "waiting");
-  const stranger = await (await import("../support/stack.ts")).newUser(fixture.stack);
   expect((await stranger.api.cancel(id)).status).toBe(404);
   expect((await api.cancel(id)).status).toBe(200);
   const spans = await traceOf(id, (s) => named(s, "DELETE /api/jobs/:id").length === 1);
