@@ -3,10 +3,10 @@
  * a signed access token for a local user, printed alone on stdout (so `TOKEN=$(npm run -s
  * dev:token)` works). `--operator` puts the operator role in the token's `app_metadata`, as the
  * service role would through Auth's admin API (docs/RUNBOOK.md#operators): the key to
- * `GET /api/ops/metrics`. Creates the user in the RUNNING dev stack's database (auth.users, and user_plans for
- * pro), signed by the running local project's Auth stand-in (dev/auth/: ES256 on the default,
- * new-shape project; HS256 with `DEV_SUPABASE_SHAPE=legacy`). A command, never an API route:
- * nothing here can ship.
+ * `GET /api/ops/metrics`. Creates the user in the RUNNING dev stack's database (auth.users, and
+ * user_plans for pro), signed by the running local project's Auth stand-in (dev/auth/: ES256 on
+ * the default, new-shape project; HS256 with `DEV_SUPABASE_SHAPE=legacy`). A command, never an
+ * API route: nothing here can ship.
  */
 import { dirname } from "node:path";
 import pg from "pg";
