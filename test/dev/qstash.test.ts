@@ -375,6 +375,13 @@ test("the runbook's DLQ: listed and paged, one dead letter retried by its id (pa
   expect(await byPath.json()).toEqual({ messageId: expect.stringMatching(/^msg_/) });
   // By dlqIds, as the SDK's retry(id) sends it.
   expect((await client.dlq.retry(two?.dlqId ?? "")).responses).toHaveLength(1);
+  // Both retries reach the destination, then the stand-in settles their failures. Waiting on
+  // the deliveries themselves: on a loaded machine CI once saw the stand-in idle before the
+  // second retry's delivery had started.
+  await until(
+    () => receiver.to("/dead-1").length === 2 && receiver.to("/dead-2").length === 2,
+    "both retries delivered",
+  );
   await idle(qstash);
   expect(receiver.to("/dead-1")).toHaveLength(2);
   expect(receiver.to("/dead-2")).toHaveLength(2);
