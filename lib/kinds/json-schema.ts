@@ -58,6 +58,8 @@
  */
 import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
+import { within } from "./deadline.ts";
+import { type CostRules, checkEvaluationCost } from "./schema-cost.ts";
 
 export interface InputProblem {
   /** Where, like `input.schema.properties.age.type` or `output.items[0].name`. */
@@ -304,6 +306,11 @@ function firstTooDeep(value: unknown, limit: number): string[] | undefined {
  * @example checkStrictSchema({ type: "object", properties: {}, required: [], additionalProperties: false }) // []
  */
 export function checkStrictSchema(schema: unknown, path = "input.schema"): InputProblem[] {
+  return strictProblems(schema, path, "all");
+}
+
+/** {@link checkStrictSchema}, with `cost` saying which of lib/kinds/schema-cost.ts's rules apply. */
+function strictProblems(schema: unknown, path: string, cost: CostRules): InputProblem[] {
   if (schema === null || typeof schema !== "object" || Array.isArray(schema)) {
     return [{ path, message: "The schema must be a JSON object." }];
   }
@@ -350,6 +357,8 @@ export function checkStrictSchema(schema: unknown, path = "input.schema"): Input
     }
   }
   walk(schema as Record<string, unknown>, add);
+  // What checking an answer can cost, once every $ref is known to resolve (lib/kinds/schema-cost.ts).
+  if (problems.length === 0) checkEvaluationCost(schema as Record<string, unknown>, add, cost);
   return problems.slice(0, MAX_PROBLEMS);
 }
 
@@ -569,9 +578,11 @@ function outputValidator(schema: object): ValidateFunction {
     return hit;
   }
   // Ajv compiles the schema into JavaScript: only a schema inside the subset may reach it (no
-  // pattern, no remote $ref, bounded size and nesting). Callers check it at the edge; this
-  // check is the guard for a caller that did not.
-  const problems = checkStrictSchema(schema, "schema");
+  // pattern, no remote $ref, bounded size and nesting, no reference cycle: Ajv's compiler
+  // overflows the stack on one). Callers check it at the edge; this check is the guard for a
+  // caller that did not, or a job stored before a rule was added. The rules on what checking
+  // costs are left to the deadline here: it bounds what they bound.
+  const problems = strictProblems(schema, "schema", "cycles");
   if (problems.length > 0) {
     throw new Error(
       `validateAgainst: the schema is outside the strict subset (${problems.length} problems)`,
@@ -602,16 +613,39 @@ export function validatorCacheSize(): number {
 }
 
 /**
+ * The longest an output's check may run, in milliseconds, before it is stopped and the output
+ * refused: the check runs on the worker's event loop, which every other job of the instance
+ * shares (their progress writes, their cancels). A schema inside the subset is linear to check
+ * (lib/kinds/schema-cost.ts); this is the bound for one that is slow anyway. A conforming
+ * 16 KiB answer to a 16 KiB schema checks in about 1 ms.
+ */
+export const OUTPUT_CHECK_DEADLINE_MS = 50;
+
+/**
  * Checks a parsed model output against the extraction's schema, which must have passed
- * {@link checkStrictSchema} (else this throws: a bug). Compiles once per schema.
+ * {@link checkStrictSchema} (else this throws: a bug). Compiles once per schema; the check
+ * itself runs under {@link OUTPUT_CHECK_DEADLINE_MS} (lib/kinds/deadline.ts), and one stopped
+ * there is one problem at `output`.
  *
  * Messages name the schema's expectation, never the output's content (an output is user data).
  *
  * @returns `[]` when it conforms; else its problems, at most {@link MAX_PROBLEMS}, at paths like
  *   `output.items[0].name`.
  */
-export function validateAgainst(schema: object, value: unknown): InputProblem[] {
+export function validateAgainst(
+  schema: object,
+  value: unknown,
+  deadlineMs = OUTPUT_CHECK_DEADLINE_MS,
+): InputProblem[] {
   const validate = outputValidator(schema);
+  const checked = within(deadlineMs, () => check(validate, value));
+  if (checked.ok) return checked.value;
+  return [
+    { path: "output", message: `took more than ${deadlineMs} ms to check against the schema` },
+  ];
+}
+
+function check(validate: ValidateFunction, value: unknown): InputProblem[] {
   if (value !== null && typeof value === "object") {
     const deep = firstTooDeep(value, MAX_OUTPUT_NESTING);
     if (deep !== undefined) {
