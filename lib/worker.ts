@@ -8,7 +8,7 @@
 
 import type { AttemptUsage, JobRow, JobStatus, RequeueResult, StartResult } from "./jobs.ts";
 import { loadKind } from "./kinds/index.ts";
-import type { Kind, ModelRequest } from "./kinds/kind.ts";
+import type { Kind, ModelRequest, OutputRead } from "./kinds/kind.ts";
 import { log } from "./log.ts";
 import { deliveryDedupId, messageOf } from "./message.ts";
 import {
@@ -126,7 +126,7 @@ export async function runJob(
   }
 
   const usage = toAttemptUsage(call.result.usage);
-  const read = await kind.readOutput(call.result.text, call.result.finishReason, job.input ?? {});
+  const read = await readOutput(kind, call.result, job.input ?? {}, jobId, attempt);
   if (!read.ok) {
     // Not an answer of the kind (an extraction that does not parse or validate, or one cut at the
     // bound): the attempt fails through the usual path, with its usage, so the usual refund
@@ -171,6 +171,33 @@ export async function runJob(
     status: "job" in done ? done.job.status : null,
   });
   return { retry: false, outcome: "late_output_dropped" };
+}
+
+/**
+ * The kind's reading of a generation. A throw from it (a bug, or a schema its checks let
+ * through that the validator cannot handle) is the model's answer refused, `output_invalid`:
+ * the attempt was billed, so it ends through the usual path with its usage, never a 500 that
+ * QStash would retry into `already_running` while the job waits for the sweeper. The log names
+ * the error's class only: its message can quote the output.
+ */
+async function readOutput(
+  kind: Kind,
+  result: Generation,
+  input: object,
+  jobId: string,
+  attempt: number,
+): Promise<OutputRead> {
+  try {
+    return await kind.readOutput(result.text, result.finishReason, input);
+  } catch (error) {
+    const name = error instanceof Error ? error.name : typeof error;
+    log.error("job_output_unreadable", { jobId, attempt, kind: kind.id, error: name });
+    return {
+      ok: false,
+      reason: "output_invalid",
+      problem: `the output could not be checked (${name})`,
+    };
+  }
 }
 
 /**
