@@ -44,6 +44,11 @@
  * - Subschemas nest at most 32 deep (anyOf in anyOf included), checked without recursion before
  *   Ajv sees the schema: Ajv recurses per level, and 16 KiB of nested anyOf overflows its stack.
  *   Likewise an output nested over 1000 levels is refused before Ajv validates it.
+ * - What checking an answer may cost is bounded (lib/kinds/schema-cost.ts): no `$ref` cycle
+ *   through no property or item, one branch per value that recurses through a given property,
+ *   at most 64 schemas on one value. OpenAI's limits admit schemas that Ajv, which memoises
+ *   nothing, checks in time exponential in the answer's depth. The check itself also stops at
+ *   {@link OUTPUT_CHECK_DEADLINE_MS}.
  * - `enum` and `const` values are strings, numbers, booleans or null, of the schema's type, and
  *   an enum lists a value once. As in JSON Schema, `type` and `enum` both hold: OpenAI's own
  *   `"type": ["string", "null"], "enum": ["F", "C"]` does not let null through; list null in
