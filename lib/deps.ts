@@ -74,7 +74,7 @@ export function createDeps(config: Config): Deps {
   );
   return {
     config,
-    jobs: createJobs(rpc),
+    jobs: createJobs(rpc, { defaultModel: config.openaiModel }),
     queue: {
       publishJob: async (input) => (await queue()).publishJob(input),
       flowBacklog: async () => (await queue()).flowBacklog(),

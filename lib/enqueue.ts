@@ -26,6 +26,8 @@ export type EnqueueOutcome =
   | { outcome: "kind_not_in_plan"; kinds: PlanKind[] }
   /** The token's user has no account (deleted, or never created): nothing held. */
   | { outcome: "user_not_found" }
+  /** The job's model is past its shutdown date: nothing held. */
+  | { outcome: "model_retired"; model: string; shutdownDate: string }
   | { outcome: "unavailable"; jobId: string; refunded: boolean };
 
 export async function enqueueJob(
@@ -64,6 +66,11 @@ export async function enqueueJob(
       };
     case "kind_not_in_plan":
       return { outcome: r.outcome, kinds: r.kinds };
+    case "model_retired":
+      // An operator's fault (the plan still names a model the provider no longer serves): the
+      // log says which; the client is told it is not theirs.
+      log.error("model_retired", { model: r.model, shutdownDate: r.shutdown_date });
+      return { outcome: r.outcome, model: r.model, shutdownDate: r.shutdown_date };
     case "too_many_active_jobs":
     case "idempotency_key_reused":
     case "invalid_prompt":
