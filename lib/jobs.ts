@@ -461,6 +461,28 @@ export function createJobs(
         p_after_created_at: i.after?.createdAt ?? null,
         p_after_id: i.after?.id ?? null,
       }),
+    /** Every model a plan runs on (the default model for plans naming none), with its plans. */
+    watchedModels: () =>
+      call<WatchedModel[]>("watched_models", {
+        ...(options.defaultModel === undefined ? {} : { p_default_model: options.defaultModel }),
+      }),
+    /** What the provider's catalogue says of a priced model: its shutdown date, or none. */
+    recordCatalogue: (model: string, shutdownDate: string | null, now?: Date) =>
+      call<{ outcome: "recorded"; changed: boolean } | { outcome: "not_priced" }>(
+        "record_model_catalogue",
+        { p_model: model, p_shutdown_date: shutdownDate, ...at(now) },
+      ),
   };
 }
 export type Jobs = ReturnType<typeof createJobs>;
+
+/** A model a plan runs on (public.watched_models). */
+export interface WatchedModel {
+  model: string;
+  plans: string[];
+  /** Whether the price book (public.models) has it. */
+  priced: boolean;
+  /** The shutdown date last read from the provider (YYYY-MM-DD), or null. */
+  shutdown_date: string | null;
+  checked_at: string | null;
+}
