@@ -192,9 +192,10 @@ export function appEnv(
       ? {
           OPENAI_API_KEY: LOCAL_VALUES.openaiKey,
           OPENAI_BASE_URL: s.openai.url,
-          OPENAI_SAFETY_IDENTIFIER_KEY: LOCAL_VALUES.safetyIdentifierKey,
         }
       : {}),
+    // the app's own, whichever model it calls: a real endpoint tried locally gets identifiers too
+    OPENAI_SAFETY_IDENTIFIER_KEY: LOCAL_VALUES.safetyIdentifierKey,
     OPENAI_MODEL: "gpt-4o-mini",
     APP_URL: o.appUrl,
     // dev only: the app server passes the page's /auth/v1 calls to the project's Auth
