@@ -89,10 +89,23 @@ import {
   answer,
   chatCompletion,
   isRecord,
+  type Prompt,
   parseChatRequest,
   parseResponsesRequest,
   response,
 } from "./answers.ts";
+import {
+  type CatalogueModel,
+  catalogueWith,
+  checkDate,
+  DEFAULT_EFFORT,
+  modelObject,
+  parseShutdownDates,
+  REASONING_MS_PER_TOKEN,
+  REASONING_TOKENS,
+  retired,
+  type ShutdownDates,
+} from "./catalogue.ts";
 import {
   type ErrorReply,
   FAIL_KINDS,
@@ -100,6 +113,7 @@ import {
   type FailOptions,
   type Failure,
   failureReply,
+  flexNotSupported,
   flexUnavailable,
   incorrectKey,
   invalidUrl,
@@ -107,10 +121,12 @@ import {
   type MidStreamKind,
   markerFailure,
   missingKey,
+  modelNotFound,
   unparsableBody,
 } from "./errors.ts";
 import { type MidStream, promptTokens, streamAnswer, tokenizer } from "./stream.ts";
 
+export type { CatalogueModel, ShutdownDates } from "./catalogue.ts";
 export type { FailKind, FailOptions } from "./errors.ts";
 
 export interface FakeOpenAIOptions {
@@ -119,6 +135,13 @@ export interface FakeOpenAIOptions {
   host?: string;
   /** The pause before each streamed token's chunk. @default 0 */
   chunkMs?: number;
+  /**
+   * Shutdown dates moved from the catalogue's (catalogue.ts), by model: `YYYY-MM-DD`, or null
+   * for none announced. @default the `FAKE_OPENAI_SHUTDOWN_DATES` environment variable's
+   */
+  shutdownDates?: ShutdownDates;
+  /** Today, for shutdown dates. @default () => new Date() */
+  now?: () => Date;
 }
 
 /** A reasoning model's silent start: hidden tokens spent over `ms` before the first visible one. */
@@ -139,11 +162,21 @@ export interface FakeRequest {
   format: string | null;
   /** The input tokens billed (instructions included). */
   promptTokens: number;
+  /** Of the prompt tokens, those billed as cached input (`[fake:cached:N]`). */
+  cachedTokens: number;
   maxCompletionTokens: number | null;
   /** Visible completion tokens. */
   completionTokens: number;
   /** Hidden reasoning tokens (billed as output too). */
   reasoningTokens: number;
+  /**
+   * Every output token billed: visible and reasoning, whether or not the client saw them (a
+   * stream cut short reports no usage, yet what was generated is billed).
+   */
+  outputTokens: number;
+  model: string;
+  /** The tier that served it (what the response reports), not what was asked (`serviceTier`). */
+  servedTier: string;
   finishReason: string;
 }
 
@@ -176,9 +209,19 @@ export interface FakeOpenAI {
   revokeKey(key: string): void;
   /** Whether flex capacity is there; without it a flex request gets the 429. @default true */
   setFlexCapacity(available: boolean): void;
-  /** Every later stream's silent start when the prompt names none (null: none). */
+  /**
+   * Every later stream's silent start when the prompt names none (null: the model's own, none
+   * for a model that does not reason).
+   */
   setReasoning(reasoning: FakeReasoning | null): void;
-  /** Forget queued failures, revoked keys, the counts, the chunk pause, flex and reasoning. */
+  /** Move a model's shutdown date (`YYYY-MM-DD`, null: none announced) until `reset`. */
+  setShutdownDate(model: string, date: string | null): void;
+  /** The catalogue as served now (shutdown dates as moved). */
+  models(): CatalogueModel[];
+  /**
+   * Forget queued failures, revoked keys, the counts, the chunk pause, flex, reasoning and moved
+   * shutdown dates (back to the options').
+   */
   reset(): void;
 }
 
@@ -194,6 +237,10 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
   let queue: Failure[] = [];
   let flexAvailable = true;
   let reasoning: FakeReasoning | null = null;
+  const startDates =
+    options.shutdownDates ?? parseShutdownDates(process.env.FAKE_OPENAI_SHUTDOWN_DATES);
+  let catalogue = catalogueWith(startDates);
+  const now = options.now ?? (() => new Date());
   const revoked = new Set<string>();
   const inFlight = new Set<AbortController>();
   let concurrent = 0;
@@ -216,6 +263,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     revoked.clear();
     flexAvailable = true;
     reasoning = null;
+    catalogue = catalogueWith(startDates);
     maxConcurrent = concurrent;
     startedAt = [];
   };
@@ -237,6 +285,17 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     maxConcurrent,
     startedAt: [...startedAt],
   });
+  const setShutdownDate = (id: string, date: string | null) => {
+    catalogue = catalogueWith({
+      ...Object.fromEntries([...catalogue].map(([k, m]) => [k, m.shutdownDate])),
+      [id]: checkDate(date),
+    });
+  };
+  /** The model as served today: undefined when unknown or retired. */
+  const serving = (id: string): CatalogueModel | undefined => {
+    const m = catalogue.get(id);
+    return m && !retired(m, now()) ? m : undefined;
+  };
   const setChunkMs = (ms: number) => {
     if (!Number.isFinite(ms) || ms < 0) throw new Error(`chunkMs must be >= 0, got ${ms}`);
     chunkMs = ms;
@@ -247,12 +306,14 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     const path = new URL(request.url).pathname.replace(/\/+$/, "");
     const text = await request.text();
     if (path.startsWith("/__fake/")) return control(request.method, path, text);
-    if (!MODEL_ROUTES.has(path) || request.method !== "POST")
+    const listing = request.method === "GET" && /^\/v1\/models(\/[^/]+)?$/.test(path);
+    if (!listing && (!MODEL_ROUTES.has(path) || request.method !== "POST"))
       return reply(invalidUrl(request.method, path));
-    calls += 1;
+    if (!listing) calls += 1;
     if (!/^Bearer \S+/.test(request.headers.get("authorization") ?? "")) return reply(missingKey);
     const apiKey = (request.headers.get("authorization") ?? "").slice("Bearer ".length).trim();
     if (revoked.has(apiKey)) return reply(incorrectKey(apiKey));
+    if (listing) return models(decodeURIComponent(path.slice("/v1/models/".length)));
 
     let body: unknown;
     try {
@@ -264,6 +325,10 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     const prompt =
       path === "/v1/chat/completions" ? parseChatRequest(body) : parseResponsesRequest(body);
     if ("status" in prompt) return reply(prompt);
+    const served = serving(prompt.model);
+    if (!served) return reply(modelNotFound(prompt.model, catalogue.has(prompt.model)));
+    if (prompt.serviceTier === "flex" && !served.tiers.includes("flex"))
+      return reply(flexNotSupported(prompt.model));
     // Flex capacity is OpenAI's, not a failure of this request: it leaves the queue alone.
     if (
       prompt.serviceTier === "flex" &&
@@ -293,23 +358,39 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
       return reply(failureReply({ ...failure, kind }, prompt.model, apiKey, prompt.api));
     }
     const id = randomBytes(12).toString("hex");
-    // A stream is cut by tokens as it is written (stream.ts), not here by characters.
-    const result = answer(prompt.stream ? { ...prompt, maxTokens: undefined } : prompt);
+    const thinks = reasoningFor(prompt, served, reasoning);
+    const servedTier = tierServed(prompt, served);
+    // A stream is cut by tokens as it is written (stream.ts), not here by characters; a call
+    // that does not stream has the bound less its reasoning for its text.
+    const reasoned = Math.min(thinks?.tokens ?? 0, prompt.maxTokens ?? Number.POSITIVE_INFINITY);
+    const result = answer(
+      prompt.stream
+        ? { ...prompt, maxTokens: undefined }
+        : {
+            ...prompt,
+            maxTokens: prompt.maxTokens === undefined ? undefined : prompt.maxTokens - reasoned,
+          },
+    );
     const maxCompletionTokens = prompt.maxTokens ?? null;
+    const billedPrompt = prompt.stream
+      ? promptTokens(await tokenizer(prompt.model), prompt.messages)
+      : result.promptTokens;
+    const cached = /\[fake:cached:(\d+)\]/.exec(prompt.all);
+    const cachedTokens = Math.min(Number(cached?.[1] ?? 0), billedPrompt);
     const asked = {
       api: prompt.api,
+      model: prompt.model,
+      servedTier,
+      cachedTokens,
       serviceTier: prompt.serviceTier ?? null,
       safetyIdentifier: prompt.safetyIdentifier ?? null,
       instructions: prompt.messages.some((m) => m.role === "system" || m.role === "developer"),
       format: prompt.format?.name ?? (prompt.json ? "json_object" : null),
-      promptTokens: prompt.stream
-        ? promptTokens(await tokenizer(prompt.model), prompt.messages)
-        : result.promptTokens,
+      promptTokens: billedPrompt,
       maxCompletionTokens,
     };
     if (prompt.stream) {
       const marker = /\[fake:chunk_ms:(\d+)\]/.exec(prompt.all);
-      const thinks = /\[fake:reasoning:(\d+):(\d+)\]/.exec(prompt.all);
       const { response: streamed, outcome } = streamAnswer(
         {
           id,
@@ -317,7 +398,10 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
           result,
           chunkMs: marker ? Number(marker[1]) : chunkMs,
           headers: { "x-request-id": `req_${randomBytes(16).toString("hex")}`, ...RATE_HEADERS },
-          reasoning: thinks ? { tokens: Number(thinks[1]), ms: Number(thinks[2]) } : reasoning,
+          reasoning: thinks,
+          reasoningEffort: served.reasons ? (prompt.reasoningEffort ?? DEFAULT_EFFORT) : null,
+          servedTier,
+          cachedTokens,
           midStream,
           onToken: () => {
             streamedTokens += 1;
@@ -329,27 +413,48 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
         },
         signal,
       );
-      void outcome.then((r) => answered({ ...asked, stream: true, ...r }));
+      void outcome.then((r) =>
+        answered({
+          ...asked,
+          stream: true,
+          ...r,
+          outputTokens: r.completionTokens + r.reasoningTokens,
+        }),
+      );
       return streamed;
     }
-    completionTokens += result.completionTokens;
+    completionTokens += result.completionTokens + reasoned;
     answered({
       ...asked,
       stream: false,
       completionTokens: result.completionTokens,
-      reasoningTokens: 0,
+      reasoningTokens: reasoned,
+      outputTokens: result.completionTokens + reasoned,
       finishReason: result.truncated ? "length" : "stop",
     });
+    const bill = { tier: servedTier, reasoningTokens: reasoned, cachedTokens };
     const payload =
       path === "/v1/chat/completions"
-        ? chatCompletion(id, prompt, result)
-        : response(id, prompt, result);
+        ? chatCompletion(id, prompt, result, bill)
+        : response(id, prompt, result, bill);
     return send(200, payload, {
       ...RATE_HEADERS,
       "x-ratelimit-remaining-tokens": String(
-        200_000 - result.promptTokens - result.completionTokens,
+        200_000 - result.promptTokens - result.completionTokens - reasoned,
       ),
     });
+  }
+
+  /** `GET /v1/models` (a list, retired models left out) and `GET /v1/models/{id}`. */
+  function models(id: string): Response {
+    const today = now();
+    if (id === "")
+      return send(200, {
+        object: "list",
+        data: [...catalogue.values()].filter((m) => !retired(m, today)).map(modelObject),
+      });
+    const m = serving(id);
+    return m ? send(200, modelObject(m)) : reply(modelNotFound(id, catalogue.has(id)));
   }
 
   /** Waits `ms`, resolving false early if the client disconnects or the fake closes. */
@@ -398,6 +503,17 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
           throw new Error('body must be {"tokens": <n>, "ms": <ms>}');
         setReasoning({ tokens: body.tokens, ms: body.ms });
         return send(200, reasoning);
+      } catch (error) {
+        return send(400, { error: (error as Error).message });
+      }
+    }
+    if (method === "POST" && path === "/__fake/models") {
+      try {
+        const body: unknown = JSON.parse(text || "{}");
+        if (!isRecord(body) || typeof body.id !== "string" || !("shutdownDate" in body))
+          throw new Error('body must be {"id": <model>, "shutdownDate": "YYYY-MM-DD" | null}');
+        setShutdownDate(body.id, body.shutdownDate as string | null);
+        return send(200, modelObject(catalogue.get(body.id) as CatalogueModel));
       } catch (error) {
         return send(400, { error: (error as Error).message });
       }
@@ -506,8 +622,42 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
       flexAvailable = available;
     },
     setReasoning,
+    setShutdownDate,
+    models: () => [...catalogue.values()],
     reset,
   };
+}
+
+/**
+ * The hidden reasoning before the text: the prompt's `[fake:reasoning:N:MS]`, else the control
+ * API's, else the model's own (a reasoning model reasons by default, `REASONING_TOKENS` by the
+ * effort asked, `medium` when none), else none.
+ */
+function reasoningFor(
+  prompt: Prompt,
+  model: CatalogueModel,
+  set: FakeReasoning | null,
+): FakeReasoning | null {
+  const marker = /\[fake:reasoning:(\d+):(\d+)\]/.exec(prompt.all);
+  if (marker) return { tokens: Number(marker[1]), ms: Number(marker[2]) };
+  if (set) return set;
+  if (!model.reasons) return null;
+  const tokens = REASONING_TOKENS[prompt.reasoningEffort ?? DEFAULT_EFFORT] ?? 0;
+  return tokens > 0 ? { tokens, ms: tokens * REASONING_MS_PER_TOKEN } : null;
+}
+
+/**
+ * The tier that serves the call: flex when asked (the model has it, else it was refused),
+ * priority when asked and the model has it, the default tier otherwise (`auto`, `default`,
+ * `scale`, none, a priority the model lacks); `[fake:served_tier:<tier>]` serves another, as
+ * OpenAI may serve a flex or priority request at another tier.
+ */
+function tierServed(prompt: Prompt, model: CatalogueModel): string {
+  const marker = /\[fake:served_tier:([a-z]+)\]/.exec(prompt.all);
+  if (marker) return marker[1] as string;
+  const asked = prompt.serviceTier;
+  if (asked === "flex" || (asked === "priority" && model.tiers.includes("priority"))) return asked;
+  return "default";
 }
 
 const RATE_HEADERS = {

@@ -95,11 +95,13 @@ function expectRefusedBilled(err: unknown) {
 }
 
 describe.each(APIS)("the model port on %s", (api) => {
-  const model = (o: { timeoutMs?: number; baseURL?: string; apiKey?: string } = {}) =>
+  const model = (
+    o: { timeoutMs?: number; baseURL?: string; apiKey?: string; model?: string } = {},
+  ) =>
     createModel({
       apiKey: o.apiKey ?? "sk-test-key-000000",
       baseURL: o.baseURL ?? fake.url,
-      model: "gpt-4o-mini",
+      model: o.model ?? "gpt-4o-mini",
       api,
       timeoutMs: o.timeoutMs ?? 5_000,
     });
@@ -133,8 +135,8 @@ describe.each(APIS)("the model port on %s", (api) => {
   });
 
   test("the tier and the safety identifier are sent when given, and only then", async () => {
-    await model().generate("hi", {
-      maxOutputTokens: 64,
+    await model({ model: "gpt-5.4-mini" }).generate("hi", {
+      maxOutputTokens: 256,
       serviceTier: "flex",
       safetyIdentifier: "u_4f2a",
     });
@@ -146,9 +148,9 @@ describe.each(APIS)("the model port on %s", (api) => {
   });
 
   test("the output bound ends the answer with finish reason length, the text kept", async () => {
-    const result = await model().generate("[fake:tokens:500] go on", { maxOutputTokens: 7 });
+    const result = await model().generate("[fake:tokens:500] go on", { maxOutputTokens: 16 });
     expect(result.finishReason).toBe("length");
-    expect(result.usage).toMatchObject({ completionTokens: 7, source: "provider" });
+    expect(result.usage).toMatchObject({ completionTokens: 16, source: "provider" });
   });
 
   test("a reasoning model's silent start: onThinking before any text, reasoning billed as output", async () => {
@@ -327,7 +329,7 @@ describe.each(APIS)("the model port on %s", (api) => {
 
     test("flex out of capacity: 429 Resource Unavailable → capacity_unavailable, never a rate limit", async () => {
       fake.setFlexCapacity(false);
-      const err = await failure("hi", { serviceTier: "flex" });
+      const err = await failure("hi", { serviceTier: "flex" }, model({ model: "gpt-5.4-mini" }));
       expect((err as ModelCallError).cause).toBeInstanceOf(RateLimitError);
       expect(classifyModelError(err)).toEqual({
         kind: "capacity_unavailable",
