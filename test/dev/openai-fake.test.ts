@@ -648,9 +648,9 @@ describe("fake OpenAI model, the Responses API streaming through the openai SDK"
     for await (const e of await respond("x", flex))
       if (e.type === "response.completed") tier = e.response.service_tier;
     expect(tier).toBe("flex");
-    expect(
-      await failureOf(respond("x [fake:flex_unavailable]", flex)),
-    ).toBeInstanceOf(RateLimitError);
+    expect(await failureOf(respond("x [fake:flex_unavailable]", flex))).toBeInstanceOf(
+      RateLimitError,
+    );
   });
 
   test("failures inside the stream: an error event throws an APIError, response.failed arrives as an event, a cut ends the stream", async () => {
