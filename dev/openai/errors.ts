@@ -254,8 +254,9 @@ export function belowMinimum(param: string, minimum: number, got: number): Error
  * The error inside a stream OpenAI had accepted (HTTP 200): the usual error object, nested under
  * `error` in a Responses `error` event (`{"type":"error","error":{…},"sequence_number":n}`) or a
  * Chat Completions `data: {"error":{…}}` chunk, with the `type` the same failure has over HTTP:
- * `insufficient_quota`, `tokens` for a rate limit (`rate_limit_exceeded`), `invalid_request_error`
- * for a prompt too long (`context_length_exceeded`), else `server_error`.
+ * `insufficient_quota` (code `insufficient_quota`, or `credit_balance_exhausted` as a prepaid
+ * account out of credit sees it), `tokens` for a rate limit (`rate_limit_exceeded`),
+ * `invalid_request_error` for a prompt too long (`context_length_exceeded`), else `server_error`.
  */
 export function streamErrorObject(
   code: string | null,
@@ -265,6 +266,14 @@ export function streamErrorObject(
   switch (code) {
     case "insufficient_quota":
       return { ...failureReply({ kind: "insufficient_quota" }, model).body.error, param: null };
+    case "credit_balance_exhausted":
+      return {
+        message:
+          "You have no credits remaining. Add credits to continue using the API. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.",
+        type: "insufficient_quota",
+        param: null,
+        code,
+      };
     case "rate_limit_exceeded":
       return {
         message: `Rate limit reached for ${model} in organization org-fake on tokens per min (TPM): Limit 200000, Used 199600, Requested 900. Please try again in 150ms. Visit https://platform.openai.com/account/rate-limits to learn more.`,

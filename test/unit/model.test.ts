@@ -6,7 +6,7 @@
  */
 import { Ajv2020 } from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
-import { BadRequestError, PermissionDeniedError, RateLimitError } from "openai";
+import { APIError, BadRequestError, PermissionDeniedError, RateLimitError } from "openai";
 import { get_encoding } from "tiktoken";
 import { beforeEach, describe, expect, test } from "vitest";
 import {
@@ -421,14 +421,73 @@ describe.each(APIS)("the model port on %s", (api) => {
 
     test("a failure inside the stream with a quota code → provider_quota; a prompt's code → refused", async () => {
       fake.failNext("stream_failed", 1, { afterTokens: 0, code: "rate_limit_exceeded" });
-      expect(classifyModelError(await failure("hi"))).toEqual({
+      expect(classifyModelError(await failure("hi"))).toMatchObject({
         kind: "provider_quota",
         reason: "rate_limit_exceeded",
-        retryAfterSeconds: null,
       });
       fake.failNext("stream_error", 1, { afterTokens: 0, code: "invalid_prompt" });
       expect(classifyModelError(await failure("hi"))).toMatchObject({
         kind: "refused",
+        status: 200,
+      });
+    });
+
+    test.each([
+      [
+        "insufficient_quota",
+        "insufficient_quota",
+        { kind: "provider_quota", reason: "insufficient_quota", retryAfterSeconds: null },
+        { kind: "provider_quota", reason: "insufficient_quota", retryAfterSeconds: null },
+      ],
+      [
+        "credit_balance_exhausted",
+        "insufficient_quota",
+        { kind: "provider_quota", reason: "insufficient_quota", retryAfterSeconds: null },
+        { kind: "provider_quota", reason: "insufficient_quota", retryAfterSeconds: null },
+      ],
+      [
+        "rate_limit_exceeded",
+        "rate_limit_exceeded",
+        // Over HTTP the wait is the retry-after header (7 s); in the stream, the message's 150 ms.
+        { kind: "provider_quota", reason: "rate_limit_exceeded", retryAfterSeconds: 7 },
+        { kind: "provider_quota", reason: "rate_limit_exceeded", retryAfterSeconds: 1 },
+      ],
+      [
+        "context_length_exceeded",
+        "bad_request",
+        { kind: "refused", status: 400, message: expect.stringContaining("maximum context") },
+        { kind: "refused", status: 200, message: expect.stringContaining("maximum context") },
+      ],
+    ] as const)(
+      "[fake:stream_error:%s]: a 200 whose next event is the error, classified as its HTTP twin",
+      async (code, httpKind, overHttp, inStream) => {
+        fake.failNext(httpKind, 1, { retryAfterSeconds: 7 });
+        expect(classifyModelError(await failure("hi"))).toEqual(overHttp);
+        const err = await failure(`[fake:stream_error:${code}] hi`, streamed);
+        expect(classifyModelError(err)).toEqual(inStream);
+        expect(texts).toEqual([]);
+        expect(fake.stats().requests.at(-1)).toMatchObject({
+          finishReason: "stream_error",
+          outputTokens: 0,
+        });
+      },
+    );
+
+    test("an in-stream invalid_request_error about our parameter is an operator fault, as over HTTP", () => {
+      const inStream = new APIError(
+        undefined,
+        {
+          type: "invalid_request_error",
+          code: null,
+          message: "Unsupported value: 'service_tier' does not support 'flex' with this model.",
+          param: "service_tier",
+        },
+        undefined,
+        undefined,
+      );
+      expect(classifyModelError(inStream)).toMatchObject({
+        kind: "operator_fault",
+        fault: "request",
         status: 200,
       });
     });
