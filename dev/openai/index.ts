@@ -21,6 +21,17 @@
  *        [fake:refuse]                    a refusal instead of JSON
  *        [fake:tokens:N]                  the first free-text string is about N tokens long, so
  *                                         the output bound cuts the JSON (a prefix, `length`)
+ * - Models (catalogue.ts, the fake's own list): only the catalogue's, each until its shutdown date
+ *   (a retired or unknown model is OpenAI's 404 `model_not_found`); `GET /v1/models` and
+ *   `GET /v1/models/{id}` answer openai-node's `Model` with `shutdown_date`. A test moves a date
+ *   with the `shutdownDates` option, `setShutdownDate`, `POST /__fake/models` or
+ *   `FAKE_OPENAI_SHUTDOWN_DATES`. Flex is per model (400 `service_tier` on one without it);
+ *   the response's `service_tier` is the tier that served it:
+ *        [fake:served_tier:default]       served (and reported) at another tier than asked
+ *   A reasoning model reasons by default (64 hidden tokens at medium effort, `reasoning.effort` /
+ *   `reasoning_effort` sets it), streamed or not, inside the output bound and billed as output;
+ *   `max_output_tokens` below 16 is OpenAI's 400 `integer_below_min_value`.
+ *        [fake:cached:N]                  N of the input tokens reported as cached
  * - `Authorization: Bearer <anything non-empty>` is required (else 401, OpenAI's error shape).
  * - Failures, exactly as OpenAI answers them (see errors.ts), come from
  *   1. `failNext(kind, count, opts)` or the control API, consumed one per model request, else
@@ -53,11 +64,16 @@
  *                                         billed as output (else the control API's)
  *        [fake:stream_failed:N]           after N tokens (default 3): `response.failed`, code
  *                                         server_error (Chat Completions: an error chunk)
- *        [fake:stream_error:N]            after N tokens: an `error` event (Chat: an error chunk)
+ *        [fake:stream_error:N]            after N tokens: an `error` event (Chat: an error chunk),
+ *                                         its fields nested under `error` as OpenAI sends them
+ *        [fake:stream_error:insufficient_quota]  right after the response opens, an `error` event
+ *                                         of that code and its HTTP type (also
+ *                                         `credit_balance_exhausted`, `rate_limit_exceeded`,
+ *                                         `context_length_exceeded`; `:N` after N tokens)
  *        [fake:stream_cut:N]              after N tokens the connection drops, no last event
  *        [fake:refuse]                    the model refuses: the text streams as a refusal
  *        [fake:hold_open]                 the connection stays open after the last event
- * - Flex capacity: a request with `service_tier: "flex"` gets OpenAI's 429 "Resource
+ * - Flex capacity: a flex request (to a model with flex) gets OpenAI's 429 "Resource
  *   Unavailable" (errors.ts) while the fake is out of flex capacity (`setFlexCapacity(false)`,
  *   the control API) or the prompt says `[fake:flex_unavailable]`; other tiers are served.
  * - Non-streamed calls are served on both APIs; an unknown request parameter is refused with
@@ -67,6 +83,7 @@
  *     POST /__fake/stream {"chunkMs"} → {"chunkMs": n}: the pause before each streamed token
  *     POST /__fake/reasoning {"tokens","ms"} → the same: every later stream's silent start
  *     POST /__fake/flex {"available"} → {"available": b}: flex capacity
+ *     POST /__fake/models {"id","shutdownDate"} → the model as listed: a shutdown date moved
  *     GET  /__fake/stats → {"calls", "completionTokens", "streamedTokens", "requests",
  *                           "concurrent", "maxConcurrent", "startedAt"}
  *     POST /__fake/reset → {"ok": true}
@@ -74,11 +91,12 @@
  * `completionTokens` is every completion token the fake sent (what a provider would bill);
  * `streamedTokens` the streamed part of it, counted as each chunk is written, so a stream the
  * client cut counts only what was written. `requests` lists the last 1000 model requests that
- * got an answer: `{api, stream, serviceTier, safetyIdentifier, instructions, format, promptTokens,
- * maxCompletionTokens, completionTokens, reasoningTokens, finishReason}` (instructions: whether
- * any came; format: the json_schema's name, `json_object` or null; completionTokens: visible
- * ones; finishReason `client_closed` for a stream the client cut, or the mid-stream failure's
- * kind). The load the provider saw: `concurrent` model requests open now (arrived, answer not
+ * got an answer, the bill of each: `{api, model, stream, serviceTier, servedTier, safetyIdentifier,
+ * instructions, format, promptTokens, cachedTokens, maxCompletionTokens, completionTokens,
+ * reasoningTokens, outputTokens, finishReason}` (instructions: whether any came; format: the
+ * json_schema's name, `json_object` or null; completionTokens: visible ones; outputTokens: every
+ * output token billed, reasoning included, whether or not the client saw them; finishReason
+ * `client_closed` for a stream the client cut, or the mid-stream failure's kind). The load the provider saw: `concurrent` model requests open now (arrived, answer not
  * yet wholly sent: a stream until its last byte or the client leaving), `maxConcurrent` the
  * most at once, `startedAt` when each arrived (the last 10,000), so a test can count the
  * requests in any window; `reset` starts them again.
