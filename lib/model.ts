@@ -83,6 +83,8 @@ export interface ModelUsage {
   completionTokens: number;
   /** Output tokens spent on hidden reasoning, included in completionTokens (billed as output). 0 when none were reported. */
   reasoningTokens?: number;
+  /** Of the prompt tokens, those the provider served from its prompt cache (billed lower). Provider usage only. */
+  cachedTokens?: number;
   source: "provider" | "counted";
 }
 
@@ -115,6 +117,12 @@ export interface Generation {
   text: string;
   usage: ModelUsage;
   finishReason: string | null;
+  /**
+   * The tier that served the call, as the provider's final usage says (`default`, `flex`,
+   * `priority`; flex may be served at another tier): price by it, not by what was asked. Null
+   * when the provider did not say.
+   */
+  serviceTier?: string | null;
 }
 
 /** The worker's port: one bounded, streamed call. */
@@ -201,6 +209,7 @@ export function createModel(options: ModelOptions): Model {
       let finishReason: string | null = null;
       let reasoning = 0;
       let reported: ModelUsage | null = null;
+      let servedTier: string | null = null;
       let failed: unknown = null;
       const consumed = (): ModelUsage =>
         reported ??
@@ -251,8 +260,10 @@ export function createModel(options: ModelOptions): Model {
                 promptTokens: step.promptTokens,
                 completionTokens: step.completionTokens,
                 reasoningTokens: step.reasoningTokens,
+                cachedTokens: step.cachedTokens,
                 source: "provider",
               };
+              servedTier = step.serviceTier;
               break;
             case "finish":
               finishReason = step.reason;
@@ -281,7 +292,7 @@ export function createModel(options: ModelOptions): Model {
       if (finishReason === null)
         // No finish reason: the stream was cut without an error (a proxy, a dropped connection).
         throw fail(new APIConnectionError({ message: "the stream ended without a finish reason" }));
-      return { text, usage: consumed(), finishReason };
+      return { text, usage: consumed(), finishReason, serviceTier: servedTier };
     },
   };
 }

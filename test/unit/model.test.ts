@@ -130,8 +130,34 @@ describe.each(APIS)("the model port on %s", (api) => {
       promptTokens: expect.any(Number),
       completionTokens: seen?.completionTokens,
       reasoningTokens: 0,
+      cachedTokens: 0,
       source: "provider",
     });
+    expect(result.serviceTier).toBe("default");
+  });
+
+  test("on a reasoning model (gpt-5.4-mini): its default reasoning, cached input and the tier that served it are the provider's", async () => {
+    const m = model({ model: "gpt-5.4-mini" });
+    const flex = await m.generate("[fake:cached:4] hi", {
+      maxOutputTokens: 256,
+      serviceTier: "flex",
+    });
+    const [bill] = fake.stats().requests;
+    expect(flex.serviceTier).toBe("flex");
+    expect(flex.usage).toEqual({
+      promptTokens: bill?.promptTokens,
+      completionTokens: bill?.outputTokens,
+      reasoningTokens: 64,
+      cachedTokens: 4,
+      source: "provider",
+    });
+    expect(bill?.outputTokens).toBe((bill?.completionTokens ?? 0) + 64);
+    // Flex asked, the default tier served: the call says what served it.
+    const other = await m.generate("[fake:served_tier:default] hi", {
+      maxOutputTokens: 256,
+      serviceTier: "flex",
+    });
+    expect(other.serviceTier).toBe("default");
   });
 
   test("the tier and the safety identifier are sent when given, and only then", async () => {
@@ -169,6 +195,7 @@ describe.each(APIS)("the model port on %s", (api) => {
       promptTokens: expect.any(Number),
       completionTokens: (seen?.completionTokens ?? 0) + 200,
       reasoningTokens: 200,
+      cachedTokens: 0,
       source: "provider",
     });
   });
