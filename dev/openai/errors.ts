@@ -291,6 +291,17 @@ export function streamErrorObject(
   }
 }
 
+/** The HTTP failure an in-stream error's code is over HTTP: a quota, a limit, a long prompt. */
+export function httpTwin(
+  code: string | null | undefined,
+): "insufficient_quota" | "rate_limit_exceeded" | "bad_request" | "server_error" {
+  if (code === "insufficient_quota" || code === "credit_balance_exhausted")
+    return "insufficient_quota";
+  if (code === "rate_limit_exceeded") return "rate_limit_exceeded";
+  if (code === "context_length_exceeded") return "bad_request";
+  return "server_error";
+}
+
 const SERVER_ERROR =
   "The server had an error while processing your request. Sorry about that! You can retry your request, or contact us through our help center at help.openai.com if the error persists.";
 

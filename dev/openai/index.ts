@@ -133,6 +133,7 @@ import {
   failureReply,
   flexNotSupported,
   flexUnavailable,
+  httpTwin,
   incorrectKey,
   invalidUrl,
   MID_STREAM_KINDS,
@@ -257,7 +258,8 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
   let reasoning: FakeReasoning | null = null;
   const startDates =
     options.shutdownDates ?? parseShutdownDates(process.env.FAKE_OPENAI_SHUTDOWN_DATES);
-  let catalogue = catalogueWith(startDates);
+  let moved: ShutdownDates = { ...startDates };
+  let catalogue = catalogueWith(moved);
   const now = options.now ?? (() => new Date());
   const revoked = new Set<string>();
   const inFlight = new Set<AbortController>();
@@ -281,7 +283,8 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     revoked.clear();
     flexAvailable = true;
     reasoning = null;
-    catalogue = catalogueWith(startDates);
+    moved = { ...startDates };
+    catalogue = catalogueWith(moved);
     maxConcurrent = concurrent;
     startedAt = [];
   };
@@ -304,10 +307,8 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     startedAt: [...startedAt],
   });
   const setShutdownDate = (id: string, date: string | null) => {
-    catalogue = catalogueWith({
-      ...Object.fromEntries([...catalogue].map(([k, m]) => [k, m.shutdownDate])),
-      [id]: checkDate(date),
-    });
+    moved = { ...moved, [id]: checkDate(date) };
+    catalogue = catalogueWith(moved);
   };
   /** The model as served today: undefined when unknown or retired. */
   const serving = (id: string): CatalogueModel | undefined => {
@@ -359,8 +360,10 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
       // The client left (or the fake closed): nobody reads this answer.
       if (!(await delay(failure.delayMs ?? 10_000, signal))) return new Response(null);
     } else if (failure && isMidStream(failure.kind)) {
-      // Inside a stream; a call that does not stream fails as OpenAI's would, with a 500.
-      if (!prompt.stream) return reply(failureReply({ kind: "server_error" }, prompt.model));
+      // Inside a stream; a call that does not stream fails as the same error over HTTP would
+      // (a quota as its 429, a prompt too long as its 400), else with a 500.
+      if (!prompt.stream)
+        return reply(failureReply({ kind: httpTwin(failure.code) }, prompt.model));
       midStream = {
         kind: failure.kind,
         afterTokens: failure.afterTokens ?? 3,
@@ -375,6 +378,16 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
       const kind = failure.kind as Exclude<FailKind, "slow" | MidStreamKind>;
       return reply(failureReply({ ...failure, kind }, prompt.model, apiKey, prompt.api));
     }
+    return answerCall(prompt, served, midStream, signal);
+  }
+
+  /** The answer to an accepted call, streamed or whole, and its bill in `requests`. */
+  async function answerCall(
+    prompt: Prompt,
+    served: CatalogueModel,
+    midStream: MidStream | null,
+    signal: AbortSignal,
+  ): Promise<Response> {
     const id = randomBytes(12).toString("hex");
     const thinks = reasoningFor(prompt, served, reasoning);
     const servedTier = tierServed(prompt, served);
@@ -452,7 +465,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     });
     const bill = { tier: servedTier, reasoningTokens: reasoned, cachedTokens };
     const payload =
-      path === "/v1/chat/completions"
+      prompt.api === "chat"
         ? chatCompletion(id, prompt, result, bill)
         : response(id, prompt, result, bill);
     return send(200, payload, {

@@ -389,6 +389,23 @@ describe("errors inside a stream, nested under error as OpenAI sends them", () =
     },
   );
 
+  test("a call that does not stream gets the same error over HTTP: a 429 for the quota, a 400 for the prompt", async () => {
+    const quota = await failureOf(
+      openai().responses.create({
+        model: "gpt-5.4-mini",
+        input: "[fake:stream_error:insufficient_quota] hi",
+      }),
+    );
+    expect(quota).toMatchObject({ status: 429, code: "insufficient_quota" });
+    const long = await failureOf(
+      openai().responses.create({
+        model: "gpt-5.4-mini",
+        input: "[fake:stream_error:context_length_exceeded] hi",
+      }),
+    );
+    expect(long).toMatchObject({ status: 400, code: "context_length_exceeded" });
+  });
+
   test("Chat Completions: the role chunk, then a data: {error} chunk of the same shape", async () => {
     const text = await rawStream("chat/completions", {
       model: "gpt-5.4-mini",
