@@ -13,12 +13,14 @@ import OpenAI, {
 import { chatCompletionsAdapter } from "./model/chat-completions.ts";
 import {
   faultMessage,
+  inStreamQuota,
   type OperatorFault,
   operatorFault,
   PROMPT_CODES,
   quotaReason,
   retryAfterSeconds,
   safeMessage,
+  waitInMessage,
   word,
 } from "./model/classify.ts";
 import { responsesAdapter } from "./model/responses.ts";
@@ -81,6 +83,8 @@ export interface ModelUsage {
   completionTokens: number;
   /** Output tokens spent on hidden reasoning, included in completionTokens (billed as output). 0 when none were reported. */
   reasoningTokens?: number;
+  /** Of the prompt tokens, those the provider served from its prompt cache (billed lower). Provider usage only. */
+  cachedTokens?: number;
   source: "provider" | "counted";
 }
 
@@ -113,6 +117,12 @@ export interface Generation {
   text: string;
   usage: ModelUsage;
   finishReason: string | null;
+  /**
+   * The tier that served the call, as the provider's final usage says (`default`, `flex`,
+   * `priority`; flex may be served at another tier): price by it, not by what was asked. Null
+   * when the provider did not say.
+   */
+  serviceTier?: string | null;
 }
 
 /** The worker's port: one bounded, streamed call. */
@@ -199,6 +209,7 @@ export function createModel(options: ModelOptions): Model {
       let finishReason: string | null = null;
       let reasoning = 0;
       let reported: ModelUsage | null = null;
+      let servedTier: string | null = null;
       let failed: unknown = null;
       const consumed = (): ModelUsage =>
         reported ??
@@ -249,8 +260,10 @@ export function createModel(options: ModelOptions): Model {
                 promptTokens: step.promptTokens,
                 completionTokens: step.completionTokens,
                 reasoningTokens: step.reasoningTokens,
+                cachedTokens: step.cachedTokens,
                 source: "provider",
               };
+              servedTier = step.serviceTier;
               break;
             case "finish":
               finishReason = step.reason;
@@ -279,7 +292,7 @@ export function createModel(options: ModelOptions): Model {
       if (finishReason === null)
         // No finish reason: the stream was cut without an error (a proxy, a dropped connection).
         throw fail(new APIConnectionError({ message: "the stream ended without a finish reason" }));
-      return { text, usage: consumed(), finishReason };
+      return { text, usage: consumed(), finishReason, serviceTier: servedTier };
     },
   };
 }
@@ -294,8 +307,9 @@ export function createModel(options: ModelOptions): Model {
  *   configuration is wrong: fail, refund and page now);
  * - any other 4xx, or a 200 without usable output → `refused` (fail and refund now);
  * - a failure inside a 200 stream (a Responses `error` or `response.failed` event, a Chat
- *   Completions error chunk): by its code, as above (`insufficient_quota`, `rate_limit_exceeded`,
- *   a prompt's code → refused with status 200), else `transient`.
+ *   Completions error chunk): by its type and code, as the same error over HTTP (a quota or rate
+ *   limit → `provider_quota` / `capacity_unavailable`; an `invalid_request_error` or a prompt's
+ *   code → `operator_fault` or `refused`, status 200), else `transient`.
  *
  * @example
  * classifyModelError(new AuthenticationError(401, { code: "invalid_api_key" }, undefined, headers));
@@ -337,30 +351,42 @@ export function classifyModelError(failure: unknown, now: Date = new Date()): Mo
       return { kind: "refused", status, message: safeMessage(err.message) };
     }
   }
-  if (err instanceof APIError) return streamFailure(err, flex);
+  if (err instanceof APIError) return streamFailure(err, flex, now);
   const message = err instanceof Error ? err.message : String(err);
   return { kind: "transient", status: null, message: safeMessage(message) };
 }
 
-/** A failure the provider reported inside a stream it had accepted (HTTP 200, no status). */
-function streamFailure(err: APIError, flex: boolean): ModelFailure {
+/**
+ * A failure the provider reported inside a stream it had accepted (HTTP 200, no status). It
+ * carries the error object an HTTP answer would (OpenAI nests it under the event's `error`, with
+ * its `type`), so it is classified as that answer would be: a quota or a rate limit as its 429
+ * (the wait from the message, as no header comes with it), our request or the prompt as its 400,
+ * with status 200 (what the provider answered); anything else (a server error) is transient.
+ */
+function streamFailure(err: APIError, flex: boolean, now: Date): ModelFailure {
   const code = word(err.code);
-  if (
-    code === "insufficient_quota" ||
-    code === "rate_limit_exceeded" ||
-    code === "resource_unavailable"
-  ) {
+  if (inStreamQuota(err)) {
     const reason = quotaReason(err, flex);
+    const wait = retryAfterSeconds(err.headers, now) ?? waitInMessage(err.message);
     return reason === "capacity_unavailable"
-      ? { kind: "capacity_unavailable", retryAfterSeconds: null }
-      : { kind: "provider_quota", reason, retryAfterSeconds: null };
+      ? { kind: "capacity_unavailable", retryAfterSeconds: wait }
+      : { kind: "provider_quota", reason, retryAfterSeconds: wait };
   }
-  // The prompt's fault (a policy refusal, an image it carries): the same prompt fails again.
-  if (
+  const prompts =
     code !== null &&
-    (PROMPT_CODES.has(code) || code.startsWith("image_") || code.startsWith("invalid_image"))
-  )
+    (PROMPT_CODES.has(code) || code.startsWith("image_") || code.startsWith("invalid_image"));
+  if (word(err.type) === "invalid_request_error" || prompts || code === "model_not_found") {
+    const fault = operatorFault(err, 400);
+    if (fault !== null)
+      return {
+        kind: "operator_fault",
+        fault,
+        status: 200,
+        code,
+        message: faultMessage(fault, code, err.message),
+      };
     return { kind: "refused", status: 200, message: safeMessage(err.message) };
+  }
   return { kind: "transient", status: null, message: safeMessage(err.message) };
 }
 
