@@ -69,6 +69,8 @@ export const ALERT_LINKS: Record<string, { chart: string; runbook: string }> = {
   stuck_jobs: { chart: "stuck", runbook: "stuck-jobs" },
   user_failures: { chart: "failures", runbook: "user-failures" },
   dlq_failure: { chart: "failure-callbacks", runbook: "delivery-failed" },
+  model_shutdown: { chart: "models", runbook: "model-shutdown" },
+  model_retired: { chart: "models", runbook: "model-shutdown" },
 };
 
 /** The chart and runbook links of an alert: URLs where configured, else the places as text. */

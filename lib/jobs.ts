@@ -218,6 +218,10 @@ export interface AttemptUsage {
   completion_tokens: number;
   /** `provider`: the provider's own count; `counted`: the stream was cut, counted by us. */
   source: "provider" | "counted";
+  /** Of the prompt tokens, those served from the provider's cache (priced lower). */
+  cached_tokens?: number;
+  /** The tier the provider says served the call (a money plan prices it at that tier). */
+  service_tier?: string;
 }
 export type CancelResult =
   | { outcome: "canceled"; refunded: boolean; job: JobRow }
@@ -462,10 +466,12 @@ export function createJobs(
         p_after_id: i.after?.id ?? null,
       }),
     /** Every model a plan runs on (the default model for plans naming none), with its plans. */
-    watchedModels: () =>
-      call<WatchedModel[]>("watched_models", {
-        ...(options.defaultModel === undefined ? {} : { p_default_model: options.defaultModel }),
-      }),
+    watchedModels: async () =>
+      (
+        await call<{ outcome: "listed"; models: WatchedModel[] }>("watched_models", {
+          ...(options.defaultModel === undefined ? {} : { p_default_model: options.defaultModel }),
+        })
+      ).models,
     /** What the provider's catalogue says of a priced model: its shutdown date, or none. */
     recordCatalogue: (model: string, shutdownDate: string | null, now?: Date) =>
       call<{ outcome: "recorded"; changed: boolean } | { outcome: "not_priced" }>(

@@ -95,8 +95,12 @@ export interface GenerateOptions {
   signal?: AbortSignal;
   /** Called with the whole text so far after each chunk that added text. */
   onText?: (textSoFar: string) => void;
-  /** OpenAI's service tier: "flex" is priced at Batch rates, slower, and may answer 429 resource unavailable. Omitted = the project's default tier. */
-  serviceTier?: "flex" | "default" | undefined;
+  /** OpenAI's service tier: "flex" is priced at Batch rates, slower, and may answer 429 resource unavailable; "priority" costs more. Omitted = the project's default tier. */
+  serviceTier?: "flex" | "default" | "priority" | undefined;
+  /** The model of this call (the job's plan's). Omitted = the port's model (OPENAI_MODEL). */
+  model?: string | undefined;
+  /** The plan's reasoning effort (`reasoning.effort` / `reasoning_effort`). Omitted = the model's default. */
+  reasoningEffort?: string | undefined;
   /** A stable, non-identifying id of the end user (OpenAI's abuse attribution); never an email or the raw user id. */
   safetyIdentifier?: string | undefined;
   /** Called while the model streams no visible text but reports it is working (reasoning): with the reasoning tokens reported so far, or null when the provider has not reported a count yet. */
@@ -148,7 +152,7 @@ export class ModelCallError extends Error {
   constructor(
     override readonly cause: unknown,
     readonly usage: ModelUsage,
-    readonly serviceTier: "flex" | "default" | undefined = undefined,
+    readonly serviceTier: "flex" | "default" | "priority" | undefined = undefined,
   ) {
     super(cause instanceof Error ? cause.message : String(cause));
   }
@@ -190,12 +194,13 @@ export function createModel(options: ModelOptions): Model {
     async generate(prompt, o) {
       // Loaded before the call (once per instance): `consumed` counts synchronously when the
       // call fails, with a counter that cannot throw, so no failure loses the attempt's usage.
-      const countTokens = await tokenCounter(options.model);
+      const countTokens = await tokenCounter(o.model ?? options.model);
       // The SDK's own timeout stops at the response headers; this deadline covers the stream.
       const deadline = AbortSignal.timeout(options.timeoutMs);
       const signal = o.signal ? AbortSignal.any([o.signal, deadline]) : deadline;
       const request: CallRequest = {
-        model: options.model,
+        model: o.model ?? options.model,
+        reasoningEffort: o.reasoningEffort,
         prompt,
         maxOutputTokens: o.maxOutputTokens,
         serviceTier: o.serviceTier,

@@ -1689,6 +1689,26 @@ AS $function$
 $function$;
 comment on function public.ops_now(p_now timestamp with time zone, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer) is 'Operator page''s "now" tiles: active jobs stale by each of the sweeper''s three rules (the same predicates and partial indexes as sweep_jobs and reconcile), and the rows of quota_drift in the periods that can still change (those starting at or after drift_since; closed periods are npm run reconcile''s).';
 
+CREATE OR REPLACE FUNCTION public.ops_plans(p_default_model text DEFAULT NULL::text, p_attempts integer DEFAULT 2)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select jsonb_build_object('outcome', 'listed', 'plans', coalesce(jsonb_agg(jsonb_build_object(
+    'plan', w.plan_id,
+    'meter', w.meter,
+    'model', w.model,
+    'service_tier', w.service_tier,
+    'worst_case_micro_usd', w.worst_case_micro_usd,
+    'shutdown_date', m.shutdown_date,
+    'checked_at', m.catalogue_checked_at
+  ) order by w.plan_id), '[]'::jsonb))
+  from public.plan_worst_case(p_default_model, p_attempts) w
+  left join public.models m on m.id = w.model
+$function$;
+comment on function public.ops_plans(p_default_model text, p_attempts integer) is 'The operator page''s plans table: each plan''s model, tier and worst-case bill per period (public.plan_worst_case) with the model''s shutdown date as the catalogue watch last read it.';
+
 CREATE OR REPLACE FUNCTION public.ops_provider_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval)
  RETURNS TABLE(bucket timestamp with time zone, provider_tokens bigint, quota_429s bigint, gate_closed_seconds double precision)
  LANGUAGE sql
@@ -2201,13 +2221,13 @@ AS $function$
     from public.plans p
     where coalesce(p.model, p_default_model) is not null
   )
-  select coalesce(jsonb_agg(jsonb_build_object(
+  select jsonb_build_object('outcome', 'listed', 'models', coalesce(jsonb_agg(jsonb_build_object(
     'model', u.model,
     'plans', u.plans,
     'priced', m.id is not null,
     'shutdown_date', m.shutdown_date,
     'checked_at', m.catalogue_checked_at
-  ) order by u.model), '[]'::jsonb)
+  ) order by u.model), '[]'::jsonb))
   from (select u.model, jsonb_agg(u.plan_id order by u.plan_id) as plans from used u group by u.model) u
   left join public.models m on m.id = u.model
 $function$;
@@ -2297,6 +2317,7 @@ grant execute on function public.ops_job_series(p_from timestamp with time zone,
 grant execute on function public.ops_latency_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) to service_role;
 grant execute on function public.ops_metrics(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval, p_now timestamp with time zone, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer) to service_role;
 grant execute on function public.ops_now(p_now timestamp with time zone, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer) to service_role;
+grant execute on function public.ops_plans(p_default_model text, p_attempts integer) to service_role;
 grant execute on function public.ops_provider_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) to service_role;
 grant execute on function public.plan_worst_case(p_default_model text, p_attempts integer, p_prompt_tokens integer) to service_role;
 grant execute on function public.record_attempt_usage(p_job_id uuid, p_attempt integer, p_usage jsonb, p_now timestamp with time zone) to service_role;

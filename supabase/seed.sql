@@ -12,11 +12,13 @@
 -- the standard tier (that would bill at full price): a job waits for flex capacity within its
 -- max age, then fails capacity_unavailable, refunded. Flex is offered on some models only
 -- (public.model_tiers): economy names gpt-5.4-mini at low reasoning effort. The other plans name no
--- model: they run on the deployment's OPENAI_MODEL.
+-- model: they run on the deployment's OPENAI_MODEL (a reasoning model by default). team sends
+-- reasoning effort none: a token plan's cancel then captures what streamed, where hidden
+-- reasoning cut short would cost the attempt's whole bound.
 insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_output_tokens, max_refunded_running_cancels, meter, service_tier, flex_fallback_after_seconds, model, reasoning_effort) values
   ('free', 'Free', 'day', 1, 1, 512, 1, 'jobs', 'default', null, null, null),
   ('pro', 'Pro', 'month', 100, 3, 8000, 20, 'jobs', 'default', null, null, null),
-  ('team', 'Team', 'month', 2000000, 3, 2048, null, 'tokens', 'default', null, null, null),
+  ('team', 'Team', 'month', 2000000, 3, 2048, null, 'tokens', 'default', null, null, 'none'),
   ('economy', 'Economy', 'month', 200, 3, 2048, 40, 'jobs', 'flex', null, 'gpt-5.4-mini', 'low')
 on conflict (id) do update set
   name = excluded.name,

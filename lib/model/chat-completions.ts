@@ -27,6 +27,9 @@ export const chatCompletionsAdapter: Adapter = async (client, r, signal) => {
       stream: true,
       stream_options: { include_usage: true },
       ...(r.serviceTier ? { service_tier: r.serviceTier } : {}),
+      ...(r.reasoningEffort
+        ? { reasoning_effort: r.reasoningEffort as "low" | "medium" | "high" }
+        : {}),
       ...(r.safetyIdentifier ? { safety_identifier: r.safetyIdentifier } : {}),
       ...(r.format
         ? {

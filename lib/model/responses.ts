@@ -36,6 +36,9 @@ export const responsesAdapter: Adapter = async (client, r, signal) => {
       stream: true,
       store: false,
       ...(r.serviceTier ? { service_tier: r.serviceTier } : {}),
+      ...(r.reasoningEffort
+        ? { reasoning: { effort: r.reasoningEffort as "low" | "medium" | "high" } }
+        : {}),
       ...(r.safetyIdentifier ? { safety_identifier: r.safetyIdentifier } : {}),
       ...(r.instructions ? { instructions: r.instructions } : {}),
       ...(r.format

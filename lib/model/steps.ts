@@ -19,7 +19,9 @@ export interface CallRequest {
   model: string;
   prompt: string;
   maxOutputTokens: number;
-  serviceTier: "flex" | "default" | undefined;
+  serviceTier: "flex" | "default" | "priority" | undefined;
+  /** Sent only when given: Responses `reasoning.effort`, Chat Completions `reasoning_effort`. */
+  reasoningEffort: string | undefined;
   safetyIdentifier: string | undefined;
   /** Sent only when given: Responses `instructions`, Chat Completions a leading system message. */
   instructions: string | undefined;

@@ -888,13 +888,13 @@ as $$
     from public.plans p
     where coalesce(p.model, p_default_model) is not null
   )
-  select coalesce(jsonb_agg(jsonb_build_object(
+  select jsonb_build_object('outcome', 'listed', 'models', coalesce(jsonb_agg(jsonb_build_object(
     'model', u.model,
     'plans', u.plans,
     'priced', m.id is not null,
     'shutdown_date', m.shutdown_date,
     'checked_at', m.catalogue_checked_at
-  ) order by u.model), '[]'::jsonb)
+  ) order by u.model), '[]'::jsonb))
   from (select u.model, jsonb_agg(u.plan_id order by u.plan_id) as plans from used u group by u.model) u
   left join public.models m on m.id = u.model
 $$;
@@ -964,6 +964,28 @@ comment on function public.plan_worst_case(text, integer, integer) is
   'dearest token price; a money plan''s twice its micro-dollars. Null where the model is not '
   'priced. docs/DESIGN.md#metering-hold-and-capture says why each bound holds.';
 
+create function public.ops_plans(p_default_model text default null, p_attempts integer default 2)
+returns jsonb
+language sql
+stable
+set search_path = ''
+as $$
+  select jsonb_build_object('outcome', 'listed', 'plans', coalesce(jsonb_agg(jsonb_build_object(
+    'plan', w.plan_id,
+    'meter', w.meter,
+    'model', w.model,
+    'service_tier', w.service_tier,
+    'worst_case_micro_usd', w.worst_case_micro_usd,
+    'shutdown_date', m.shutdown_date,
+    'checked_at', m.catalogue_checked_at
+  ) order by w.plan_id), '[]'::jsonb))
+  from public.plan_worst_case(p_default_model, p_attempts) w
+  left join public.models m on m.id = w.model
+$$;
+comment on function public.ops_plans(text, integer) is
+  'The operator page''s plans table: each plan''s model, tier and worst-case bill per period '
+  '(public.plan_worst_case) with the model''s shutdown date as the catalogue watch last read it.';
+
 -- grants --------------------------------------------------------------------------------------------
 -- Default privileges (20261201000000_closed_by_default.sql) already close these to everyone but
 -- the service role; said again here so the intent is in the file that makes them.
@@ -975,7 +997,7 @@ grant all on table public.models, public.model_tiers to service_role;
 
 revoke all on function public.enqueue_job(uuid, text, text, timestamptz, integer, text, jsonb, text),
   public.watched_models(text), public.record_model_catalogue(text, date, timestamptz),
-  public.plan_worst_case(text, integer, integer),
+  public.plan_worst_case(text, integer, integer), public.ops_plans(text, integer),
   private.held_prices(text, text),
   private.attempt_cost(public.generation_jobs, integer, integer, integer, text, boolean),
   private.usage_cost(public.generation_jobs, jsonb), private.running_cost(public.generation_jobs),
@@ -983,7 +1005,7 @@ revoke all on function public.enqueue_job(uuid, text, text, timestamptz, integer
   from public, anon, authenticated;
 grant execute on function public.enqueue_job(uuid, text, text, timestamptz, integer, text, jsonb, text),
   public.watched_models(text), public.record_model_catalogue(text, date, timestamptz),
-  public.plan_worst_case(text, integer, integer),
+  public.plan_worst_case(text, integer, integer), public.ops_plans(text, integer),
   private.held_prices(text, text),
   private.attempt_cost(public.generation_jobs, integer, integer, integer, text, boolean),
   private.usage_cost(public.generation_jobs, jsonb), private.running_cost(public.generation_jobs),

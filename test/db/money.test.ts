@@ -224,13 +224,18 @@ describe("hidden reasoning cut short costs the attempt's bound", () => {
   });
 
   test("on a token plan, the deployment's reasoning model makes a cancel capture the hold; a non-reasoning one its count", async () => {
-    const reasoning = await db.user("team");
+    await plan("tokens_thinking", { meter: "tokens", model: null });
+    const reasoning = await db.user("tokens_thinking");
     const job = await running(reasoning, { p_model: "gpt-5.4-mini" });
-    expect(job).toMatchObject({ model: "gpt-5.4-mini", reasons: true, hold: 200 + 2048 });
+    expect(job).toMatchObject({ model: "gpt-5.4-mini", reasons: true, hold: 200 + 1000 });
     const r = await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: reasoning, p_now: T0 });
-    expect(r.job.captured).toBe(2248);
+    expect(r.job.captured).toBe(1200);
+    // team sends reasoning effort none: no hidden reasoning, its cancel captures its count.
+    const team = await db.user("team");
+    const plainTeam = await running(team, { p_model: "gpt-5.4-mini" });
+    expect(plainTeam.reasons).toBe(false);
 
-    const plain = await db.user("team");
+    const plain = await db.user("tokens_thinking");
     const other = await running(plain, { p_model: "gpt-4o-mini" });
     expect(other.reasons).toBe(false);
     const s = await rpc(svc, "cancel_job", { p_job_id: other.id, p_user_id: plain, p_now: T0 });
@@ -238,13 +243,15 @@ describe("hidden reasoning cut short costs the attempt's bound", () => {
   });
 
   test("a model the price book does not know is taken to reason", async () => {
-    const user = await db.user("team");
+    await plan("tokens_thinking", { meter: "tokens", model: null });
+    const user = await db.user("tokens_thinking");
     const job = await running(user, { p_model: "some-compatible-model" });
     expect(job).toMatchObject({ model: "some-compatible-model", reasons: true });
   });
 
   test("a timeout the worker counted costs the bound; the provider's own report is what it says; a refused call costs nothing", async () => {
-    const user = await db.user("team");
+    await plan("tokens_thinking", { meter: "tokens", model: null });
+    const user = await db.user("tokens_thinking");
     const job = await running(user, { p_model: "gpt-5.4-mini" });
     const r = await rpc(svc, "release_job", {
       p_job_id: job.id,
@@ -252,7 +259,7 @@ describe("hidden reasoning cut short costs the attempt's bound", () => {
       p_now: T0,
       p_usage: { prompt_tokens: 190, completion_tokens: 12, source: "counted" },
     });
-    expect(r).toMatchObject({ outcome: "released", job: { consumed: 2248 } });
+    expect(r).toMatchObject({ outcome: "released", job: { consumed: 1200 } });
     const again = await db.started(job.id, { now: T0 });
     // A 400 bills nothing: 0 and 0, counted, costs 0 even on a reasoning model.
     const f = await rpc(svc, "fail_job", {
@@ -262,9 +269,9 @@ describe("hidden reasoning cut short costs the attempt's bound", () => {
       p_now: T0,
       p_usage: { prompt_tokens: 0, completion_tokens: 0, source: "counted" },
     });
-    expect(f.job).toMatchObject({ status: "failed", captured: 2248 });
+    expect(f.job).toMatchObject({ status: "failed", captured: 1200 });
 
-    const reported = await db.user("team");
+    const reported = await db.user("tokens_thinking");
     const done = await running(reported, { p_model: "gpt-5.4-mini" });
     const c = await complete(done, { prompt_tokens: 190, completion_tokens: 700 });
     expect(c.job.captured).toBe(890);

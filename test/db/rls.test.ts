@@ -166,6 +166,7 @@ describe("row level security", () => {
       "ops_latency_series",
       "ops_metrics",
       "ops_now",
+      "ops_plans",
       "ops_provider_series",
       "plan_worst_case",
       "record_attempt_usage",

@@ -11,23 +11,40 @@
 import { expect, test } from "vitest";
 import { newUser, useStack } from "../support/stack.ts";
 
-// The deployment runs on a reasoning model; team meters tokens.
-const fixture = useStack({ env: { OPENAI_MODEL: "gpt-5.4-mini", MODEL_TIMEOUT_MS: "30000" } });
+const fixture = useStack({ env: { MODEL_TIMEOUT_MS: "30000" } });
 
 const ROUNDS = 3;
 
 test(`a team user's cancel during hidden reasoning (${ROUNDS} rounds): the captures cover what the provider billed`, async () => {
   const { stack } = fixture;
   stack.model.reset();
-  const { api } = await newUser(stack, "team");
+  // A token plan at the model's default effort (team itself sends effort none: no hidden reasoning).
+  await stack.sql.query(
+    `insert into public.plans (id, name, period, units_per_period, max_active_jobs,
+       max_output_tokens, meter, model)
+     values ('team_thinking', 'Team, thinking', 'month', 2000000, 3, 2048, 'tokens', 'gpt-5.4-mini')
+     on conflict (id) do nothing`,
+  );
+  const { api, userId } = await newUser(stack, "team");
+  await stack.sql.query(
+    "update public.user_plans set plan_id = 'team_thinking' where user_id = $1",
+    [userId],
+  );
   let billed = 0;
   let captured = 0;
   for (let round = 0; round < ROUNDS; round++) {
     // 1,900 hidden tokens over 20 s before any text: a cancel 2 s in cuts ~190 of them.
-    const created = await api.enqueue(`[fake:reasoning:1900:20000] Think it through, round ${round}`);
+    const created = await api.enqueue(
+      `[fake:reasoning:1900:20000] Think it through, round ${round}`,
+    );
     expect(created.status).toBe(202);
     const id = created.body.job.id as string;
-    const thinking = await api.waitFor(id, (j) => j.status === "running" && j.thinking, "thinking", 15_000);
+    const thinking = await api.waitFor(
+      id,
+      (j) => j.status === "running" && j.thinking,
+      "thinking",
+      15_000,
+    );
     // Told before confirming: this cancel keeps what the attempt may have cost.
     expect(thinking.cancelRefunds).toBe(true);
     expect(thinking.cancelCharges).toBe("bound");
@@ -45,7 +62,10 @@ test(`a team user's cancel during hidden reasoning (${ROUNDS} rounds): the captu
     }
     const request = last.at(-1);
     expect(request).toBeDefined();
-    const bill = (request?.promptTokens ?? 0) + (request?.completionTokens ?? 0) + (request?.reasoningTokens ?? 0);
+    const bill =
+      (request?.promptTokens ?? 0) +
+      (request?.completionTokens ?? 0) +
+      (request?.reasoningTokens ?? 0);
     expect(request?.reasoningTokens ?? 0).toBeGreaterThan(0);
     // The bound: the prompt's bytes + 8 and the plan's 2,048 output tokens.
     expect(job.captured).toBe(job.hold);
