@@ -15,7 +15,9 @@ import { get_encoding } from "tiktoken";
 import { describe, expect, test } from "vitest";
 import { useFakeOpenAI } from "../support/fake-openai.ts";
 
-const fake = useFakeOpenAI();
+// The catalogue as of the day these tests were written: gpt-4o-mini, which most of them call,
+// shuts down on 2027-01-14, and a fake on today's clock would answer it 404 from then on.
+const fake = useFakeOpenAI({ now: () => new Date("2026-12-02T12:00:00Z") });
 
 /** A client of the fake, SDK retries off; `options` overrides the key, the timeout, headers. */
 const openai = (options: Pick<ClientOptions, "apiKey" | "timeout" | "defaultHeaders"> = {}) =>

@@ -11,7 +11,9 @@
 import { expect, test } from "vitest";
 import { newUser, useStack } from "../support/stack.ts";
 
-const fixture = useStack({ env: { MODEL_TIMEOUT_MS: "30000" } });
+const fixture = useStack({
+  env: { WORKER_MAX_DURATION_SECONDS: "40", MODEL_TIMEOUT_MS: "30000", JOB_LEASE_SECONDS: "45" },
+});
 
 const ROUNDS = 3;
 

@@ -23,7 +23,9 @@ import {
 import { useFakeOpenAI } from "../support/fake-openai.ts";
 import { freePort } from "../support/ports.ts";
 
-const fake = useFakeOpenAI();
+// The catalogue as of the day these tests were written: gpt-4o-mini, which most of them call,
+// shuts down on 2027-01-14, and a fake on today's clock would answer it 404 from then on.
+const fake = useFakeOpenAI({ now: () => new Date("2026-12-02T12:00:00Z") });
 beforeEach(() => fake.reset());
 
 const APIS: ModelApi[] = ["responses", "chat_completions"];
