@@ -175,6 +175,7 @@ describe("row level security", () => {
       "retention_run",
       "start_job",
       "sweep_jobs",
+      "user_pseudonym",
     ]);
     for (const row of fns.rows)
       expect(row).toMatchObject({ service: true, authed: false, anon: false });

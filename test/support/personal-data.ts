@@ -35,8 +35,10 @@ export interface Planted {
 /**
  * Seven jobs of `user`, the marker in each: succeeded (output, and a partial output before),
  * failed with an error, canceled while queued, released after a transient error (queued, error
- * kept), requeued after a quota hit (queued, error kept), running with a partial output, and
- * queued; inputs carry it beyond the prompt, idempotency keys too.
+ * kept), requeued after a quota hit (queued, error kept, and its first message's failure
+ * callback superseded, its attempt's usage recorded apart), running with a partial output, and
+ * queued; inputs carry it beyond the prompt, idempotency keys too. Every kind of row a job has:
+ * the job, its events (transitions, progress, attempt usage), a superseded callback.
  */
 export async function plantJobs(
   svc: pg.Pool,
@@ -130,6 +132,27 @@ export async function plantJobs(
       p_now: now,
     }),
     "requeued",
+  );
+  // The requeue published a second message (publish_seq 2): the first one's failure callback,
+  // due after its last retry, is superseded and leaves a row in superseded_callbacks.
+  expectOutcome(
+    await rpc(svc, "fail_job", {
+      p_job_id: requeued,
+      p_reason: "delivery_failed",
+      p_seq: 1,
+      p_now: now,
+    }),
+    "superseded",
+  );
+  // Its first attempt's usage, recorded apart from the requeue (an attempt_usage event).
+  expectOutcome(
+    await rpc(svc, "record_attempt_usage", {
+      p_job_id: requeued,
+      p_attempt: 1,
+      p_usage: usage,
+      p_now: now,
+    }),
+    "recorded",
   );
 
   const running = await enqueue("running");
