@@ -4,19 +4,38 @@
  * jobs canceled by the cancel rules, every row about them and their account deleted, what the
  * provider billed kept as an anonymous aggregate).
  */
+import { UpstreamError } from "./errors.ts";
 import type { EraseResult, ExportPage } from "./jobs.ts";
 import { log } from "./log.ts";
+import { forgetPseudonym } from "./log-pseudonym.ts";
 import type { Deps } from "./ports.ts";
 
 /** Jobs per `export_user` page: the memory an export holds at once, whatever its size. */
 export const EXPORT_PAGE = 200;
 
 /**
- * Erases the user (idempotent: a second call erases nothing). The log line has counts only: the
- * user is gone, their id is not written next to what they did.
+ * Erases the user (idempotent: a second call erases nothing): their rows in Postgres (and their
+ * log pseudonym), then what names them in Redis: their rate-limit keys and their id in the alert
+ * roll-up's kept windows. Redis failing after the rows went is an `UpstreamError` (503): the
+ * client retries with the same token, which erases no row and clears Redis again. The log line
+ * has counts only: the user is gone, their id is not written next to what they did.
  */
-export async function eraseUser(deps: Pick<Deps, "jobs">, userId: string): Promise<EraseResult> {
+export async function eraseUser(
+  deps: Pick<Deps, "jobs" | "rateLimiter" | "exportLimiter" | "alerts">,
+  userId: string,
+): Promise<EraseResult> {
   const r = await deps.jobs.erase(userId);
+  forgetPseudonym(userId);
+  try {
+    await Promise.all([
+      deps.rateLimiter.forget(userId),
+      deps.exportLimiter.forget(userId),
+      deps.alerts.forget(userId),
+    ]);
+  } catch (error) {
+    log.error("erasure_redis_failed", { error });
+    throw new UpstreamError("redis", "could not clear the erased user's keys");
+  }
   log.info("user_erased", {
     jobs: r.jobs,
     canceled: r.canceled,

@@ -6,6 +6,7 @@
  * every type counts), and the large objects.
  */
 import { randomUUID } from "node:crypto";
+import type { Redis as IORedis } from "ioredis";
 import type pg from "pg";
 import { expect } from "vitest";
 import { type Json, rpc } from "./db.ts";
@@ -190,4 +191,34 @@ export async function findMarker(admin: pg.Pool, marker: string): Promise<string
   );
   if ((lo[0]?.n ?? 0) > 0) found.push("pg_largeobject");
   return found;
+}
+
+/**
+ * Every Redis key whose name or content holds `needle` (strings, hashes, sets, sorted sets and
+ * lists read whole), over the whole keyspace: for a test's own redis-server.
+ */
+export async function findInRedis(redis: IORedis, needle: string): Promise<string[]> {
+  const found: string[] = [];
+  let cursor = "0";
+  do {
+    const [next, keys] = await redis.scan(cursor, "COUNT", 1000);
+    cursor = next;
+    for (const key of keys) {
+      const type = await redis.type(key);
+      const content =
+        type === "string"
+          ? await redis.get(key)
+          : type === "hash"
+            ? await redis.hgetall(key)
+            : type === "set"
+              ? await redis.smembers(key)
+              : type === "zset"
+                ? await redis.zrange(key, "0", "-1")
+                : type === "list"
+                  ? await redis.lrange(key, 0, -1)
+                  : type;
+      if (key.includes(needle) || JSON.stringify(content).includes(needle)) found.push(key);
+    }
+  } while (cursor !== "0");
+  return found.sort();
 }
