@@ -47,7 +47,7 @@ export async function eraseUser(
 
 /**
  * The user's export as a stream of JSON text: `{"exported_at", "user_id", "plan", "usage",
- * "jobs": [...]}`, the jobs oldest first, each with its events, read `EXPORT_PAGE` at a time, so
+ * "log_pseudonym", "jobs": [...]}`, the jobs oldest first, each with its events, read `EXPORT_PAGE` at a time, so
  * an export of any size holds one page in memory. A database failure after the first byte ends
  * the stream with an error (the client sees a broken transfer, never a short document that
  * parses); the first page is read before the response starts, so a failure there is a 503.
@@ -64,6 +64,7 @@ export async function exportUser(
     user_id: userId,
     plan: first.plan ?? null,
     usage: first.usage ?? [],
+    log_pseudonym: first.log_pseudonym ?? null,
   });
   const encoder = new TextEncoder();
   let page: ExportPage | null = first;

@@ -241,6 +241,8 @@ export type ExportPage = {
   plan?: Record<string, unknown> | null;
   /** First page only: the quota_usage rows, every period and meter. */
   usage?: Record<string, unknown>[];
+  /** First page only: the pseudonym log lines name the user by (null: none named them yet). */
+  log_pseudonym?: string | null;
 };
 
 export interface SweepOptions {

@@ -1231,13 +1231,14 @@ AS $function$
     'has_more', (select count(*) from page) > (select n from lim)
   ) || case when p_after_created_at is not null then '{}'::jsonb else jsonb_build_object(
     'plan', (select to_jsonb(up) - 'user_id' from public.user_plans up where up.user_id = p_user_id),
+    'log_pseudonym', (select s.pseudonym from private.user_pseudonyms s where s.user_id = p_user_id),
     'usage', coalesce((
       select jsonb_agg(to_jsonb(q) - 'user_id' order by q.period_start, q.meter)
       from public.quota_usage q where q.user_id = p_user_id
     ), '[]'::jsonb)
   ) end
 $function$;
-comment on function public.export_user(p_user_id uuid, p_after_created_at timestamp with time zone, p_after_id uuid, p_limit integer) is 'GET /api/me/export, one page: the user''s jobs oldest first (every column but the prompt hash, each with its events), keyset-paginated on (created_at, id), at most 500 a page; the first page (no cursor) also carries their user_plans row and quota_usage rows.';
+comment on function public.export_user(p_user_id uuid, p_after_created_at timestamp with time zone, p_after_id uuid, p_limit integer) is 'GET /api/me/export, one page: the user''s jobs oldest first (every column but the prompt hash, each with its events), keyset-paginated on (created_at, id), at most 500 a page; the first page (no cursor) also carries their user_plans row, quota_usage rows and log pseudonym (null when no log line named them yet).';
 
 CREATE OR REPLACE FUNCTION public.fail_job(p_job_id uuid, p_reason text, p_error text DEFAULT NULL::text, p_attempt integer DEFAULT NULL::integer, p_now timestamp with time zone DEFAULT now(), p_usage jsonb DEFAULT NULL::jsonb, p_seq integer DEFAULT NULL::integer)
  RETURNS jsonb

@@ -167,6 +167,56 @@ comment on function private.erase_user_data(p_user_id uuid, p_now timestamptz) i
   'Serialized per user with enqueue (its advisory lock); a second call finds nothing and erases '
   '0. Security definer: deleting events is allowed only to the owner (private.erasing).';
 
+-- the export --------------------------------------------------------------------------------------
+-- As in 20261204010000_retention_erasure.sql; the first page also carries the user's log
+-- pseudonym: it is stored about them, and with it they can ask for the lines that name them.
+
+create or replace function public.export_user(
+  p_user_id uuid,
+  p_after_created_at timestamptz default null,
+  p_after_id uuid default null,
+  p_limit integer default 100
+) returns jsonb
+language sql
+stable
+set search_path = ''
+as $$
+  with lim as (
+    select least(greatest(coalesce(p_limit, 100), 1), 500) as n
+  ), page as (
+    select j from public.generation_jobs j
+    where j.user_id = p_user_id
+      and (p_after_created_at is null or (j.created_at, j.id) > (p_after_created_at, p_after_id))
+    order by j.created_at, j.id
+    limit (select n + 1 from lim)
+  ), shown as (
+    select p.j from page p order by (p.j).created_at, (p.j).id limit (select n from lim)
+  )
+  select jsonb_build_object(
+    'outcome', 'exported',
+    'jobs', coalesce((
+      select jsonb_agg(private.job_json(s.j) || jsonb_build_object('events', coalesce((
+        select jsonb_agg(to_jsonb(e) - 'user_id' - 'job_id' order by e.at, e.id)
+        from public.job_events e where e.job_id = (s.j).id and e.user_id = p_user_id
+      ), '[]'::jsonb)) order by (s.j).created_at, (s.j).id)
+      from shown s
+    ), '[]'::jsonb),
+    'has_more', (select count(*) from page) > (select n from lim)
+  ) || case when p_after_created_at is not null then '{}'::jsonb else jsonb_build_object(
+    'plan', (select to_jsonb(up) - 'user_id' from public.user_plans up where up.user_id = p_user_id),
+    'log_pseudonym', (select s.pseudonym from private.user_pseudonyms s where s.user_id = p_user_id),
+    'usage', coalesce((
+      select jsonb_agg(to_jsonb(q) - 'user_id' order by q.period_start, q.meter)
+      from public.quota_usage q where q.user_id = p_user_id
+    ), '[]'::jsonb)
+  ) end
+$$;
+comment on function public.export_user(p_user_id uuid, p_after_created_at timestamptz, p_after_id uuid, p_limit integer) is
+  'GET /api/me/export, one page: the user''s jobs oldest first (every column but the prompt hash, '
+  'each with its events), keyset-paginated on (created_at, id), at most 500 a page; the first '
+  'page (no cursor) also carries their user_plans row, quota_usage rows and log pseudonym (null '
+  'when no log line named them yet).';
+
 -- grants -------------------------------------------------------------------------------------------------
 -- Default privileges (20261201000000_closed_by_default.sql) already close these to everyone but the
 -- service role; said again here so the intent is in the file that makes them.

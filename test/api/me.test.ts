@@ -32,6 +32,7 @@ async function pastJob(user: TestUser, prompt: string): Promise<string> {
 type Export = {
   exported_at: string;
   user_id: string;
+  log_pseudonym: string | null;
   plan: { plan_id: string } | null;
   usage: Array<{ units_used: number }>;
   jobs: Array<{ id: string; prompt: string; input: unknown; events: Array<{ event: string }> }>;
@@ -55,6 +56,10 @@ describe("GET /api/me/export", () => {
     const text = await res.text();
     const body = JSON.parse(text) as Export;
     expect(body.user_id).toBe(user.id);
+    // The pseudonym their log lines name them by (the enqueue's line made it).
+    const enqueued = app.logs.find((l) => l.includes('"event":"job_enqueued"')) ?? "{}";
+    expect(body.log_pseudonym).toMatch(/^u[0-9a-f]{32}$/);
+    expect(body.log_pseudonym).toBe(JSON.parse(enqueued).user);
     expect(body.plan?.plan_id).toBe("pro");
     expect(body.usage.length).toBe(1);
     expect(body.jobs.map((j) => j.id)).toEqual([...mine, active]);
