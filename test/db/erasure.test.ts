@@ -4,6 +4,7 @@
  * database searched for a marker planted in all their text), the provider's bill kept only as an
  * anonymous aggregate, and the append-only rule still refusing everyone else.
  */
+import { randomUUID } from "node:crypto";
 import { describe, expect, test } from "vitest";
 import { expectNoDrift, rpc } from "../support/db.ts";
 import { dbFixture } from "../support/db-fixture.ts";
@@ -108,6 +109,21 @@ describe("erase_user", () => {
     expect(after).toEqual([{ job_id: null, message_seq: 1, job_seq: 2 }]);
     // A token outliving the user gets no new pseudonym: nothing of them is written again.
     expect(await rpc(svc, "user_pseudonym", { p_user_id: user })).toEqual({
+      outcome: "user_not_found",
+    });
+  });
+
+  test("a user's log pseudonym: one per user however many ask at once, random, none for a user without an account", async () => {
+    const [one, two] = [await userOnRoomyPlan(), await userOnRoomyPlan()];
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, () => rpc(svc, "user_pseudonym", { p_user_id: one })),
+    );
+    const pseudonym = answers[0].pseudonym as string;
+    expect(pseudonym).toMatch(/^u[0-9a-f]{32}$/);
+    expect(answers.map((a) => a.pseudonym)).toEqual(Array(8).fill(pseudonym));
+    expect(pseudonym).not.toContain(one.replaceAll("-", ""));
+    expect((await rpc(svc, "user_pseudonym", { p_user_id: two })).pseudonym).not.toBe(pseudonym);
+    expect(await rpc(svc, "user_pseudonym", { p_user_id: randomUUID() })).toEqual({
       outcome: "user_not_found",
     });
   });
