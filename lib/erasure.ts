@@ -1,8 +1,9 @@
 /**
  * A user's data on request (docs/DESIGN.md#retention-and-erasure): everything stored about them,
- * exported as one JSON document streamed page by page (the rows as stored, snake case), and their erasure (`erase_user`: active
- * jobs canceled by the cancel rules, every row about them and their account deleted, what the
- * provider billed kept as an anonymous aggregate).
+ * exported as one JSON document streamed page by page (the rows as stored, snake case), and
+ * their erasure (`erase_user`: active jobs canceled by the cancel rules, every row about them and
+ * their account deleted, what the provider billed kept as an anonymous aggregate; then their
+ * keys in Redis).
  */
 import { UpstreamError } from "./errors.ts";
 import type { EraseResult, ExportPage } from "./jobs.ts";
@@ -25,6 +26,12 @@ export async function eraseUser(
   userId: string,
 ): Promise<EraseResult> {
   const r = await deps.jobs.erase(userId);
+  log.info("user_erased", {
+    jobs: r.jobs,
+    canceled: r.canceled,
+    events: r.events,
+    accountDeleted: r.account_deleted,
+  });
   forgetPseudonym(userId);
   try {
     await Promise.all([
@@ -36,19 +43,13 @@ export async function eraseUser(
     log.error("erasure_redis_failed", { error });
     throw new UpstreamError("redis", "could not clear the erased user's keys");
   }
-  log.info("user_erased", {
-    jobs: r.jobs,
-    canceled: r.canceled,
-    events: r.events,
-    accountDeleted: r.account_deleted,
-  });
   return r;
 }
 
 /**
  * The user's export as a stream of JSON text: `{"exported_at", "user_id", "plan", "usage",
- * "log_pseudonym", "jobs": [...]}`, the jobs oldest first, each with its events, read `EXPORT_PAGE` at a time, so
- * an export of any size holds one page in memory. A database failure after the first byte ends
+ * "log_pseudonym", "jobs": [...]}`, the jobs oldest first, each with its events, read
+ * `EXPORT_PAGE` at a time, so an export of any size holds one page in memory. A database failure after the first byte ends
  * the stream with an error (the client sees a broken transfer, never a short document that
  * parses); the first page is read before the response starts, so a failure there is a 503.
  */
