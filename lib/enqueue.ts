@@ -6,6 +6,7 @@
 
 import type { JobRow, PlanKind, UsageRow } from "./jobs.ts";
 import { log } from "./log.ts";
+import { userPseudonym } from "./log-pseudonym.ts";
 import { messageOf } from "./message.ts";
 import type { Deps } from "./ports.ts";
 import { annotate, joinJob, traced } from "./trace.ts";
@@ -94,9 +95,11 @@ export async function enqueueJob(
       break;
   }
 
+  // Read while the publish runs (a warm instance knows it): the line names the user by it.
+  const user = userPseudonym(deps.jobs, input.userId);
   try {
     await publish(deps, r.job);
-    log.info("job_enqueued", { jobId: r.job.id, userId: input.userId });
+    log.info("job_enqueued", { jobId: r.job.id, user: await user });
     return r;
   } catch (error) {
     log.error("publish_failed", { jobId: r.job.id, error });

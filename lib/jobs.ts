@@ -261,6 +261,8 @@ export type ExportPage = {
   plan?: Record<string, unknown> | null;
   /** First page only: the quota_usage rows, every period and meter. */
   usage?: Record<string, unknown>[];
+  /** First page only: the pseudonym log lines name the user by (null: none named them yet). */
+  log_pseudonym?: string | null;
 };
 
 export interface SweepOptions {
@@ -457,6 +459,12 @@ export function createJobs(
     /** A user's erasure: active jobs canceled, every row about them and their account gone. */
     erase: (userId: string, now?: Date) =>
       call<EraseResult>("erase_user", { p_user_id: userId, ...at(now) }),
+    /** The user's log pseudonym, made on first use; user_not_found without an account. */
+    pseudonym: (userId: string) =>
+      call<{ outcome: "pseudonym"; pseudonym: string } | { outcome: "user_not_found" }>(
+        "user_pseudonym",
+        { p_user_id: userId },
+      ),
     /** One page of a user's export, oldest job first (the first page also has plan and usage). */
     exportPage: (userId: string, i: { limit: number; after?: { createdAt: string; id: string } }) =>
       call<ExportPage>("export_user", {

@@ -16,6 +16,17 @@ comment on table private.history_horizon is 'One row: every event at or after ev
 create table private.job_events_default partition of public.job_events default;
 comment on table private.job_events_default is 'Events whose month has no partition of its own yet. Normally empty.';
 
+create table private.user_pseudonyms (
+  user_id uuid not null,
+  pseudonym text not null default ('u'::text || replace((gen_random_uuid())::text, '-'::text, ''::text)),
+  created_at timestamp with time zone not null default now(),
+  constraint user_pseudonyms_pkey PRIMARY KEY (user_id),
+  constraint user_pseudonyms_pseudonym_key UNIQUE (pseudonym),
+  constraint user_pseudonyms_user_id_fkey FOREIGN KEY (user_id) REFERENCES auth.users(id) ON DELETE CASCADE
+);
+alter table private.user_pseudonyms enable row level security;
+comment on table private.user_pseudonyms is 'The pseudonym log lines name a user by: random (a v4 UUID''s bits, not derived from the user id), made on first use by public.user_pseudonym. Erasure deletes the row (and the auth.users cascade would): a pseudonym in a log line kept after that links to no one. No policy.';
+
 create table public.erased_usage (
   period_start timestamp with time zone not null,
   plan_id text not null,
@@ -270,15 +281,16 @@ comment on column public.quota_usage.meter is 'What units_used counts: jobs, tok
 
 create table public.superseded_callbacks (
   id bigint not null generated always as identity,
-  job_id uuid not null,
+  job_id uuid,
   at timestamp with time zone not null,
   message_seq integer not null,
   job_seq integer not null,
-  constraint superseded_callbacks_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.generation_jobs(id),
+  constraint superseded_callbacks_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.generation_jobs(id) ON DELETE SET NULL,
   constraint superseded_callbacks_pkey PRIMARY KEY (id)
 );
 alter table public.superseded_callbacks enable row level security;
 comment on table public.superseded_callbacks is 'One row per failure callback that fail_job answered superseded (the failed message was older than the job''s current one): nothing changed, no refund. Read by the operator page; no user reads it (RLS on, no policy).';
+comment on column public.superseded_callbacks.job_id is 'The job whose old message''s callback was superseded; null once the job was erased with its user (private.erase_user_data): the row is kept, anonymous, for the operator page''s count.';
 
 create table public.user_plans (
   user_id uuid not null,
@@ -574,18 +586,21 @@ begin
   perform pg_catalog.set_config('quota_jobs.erasing', 'on', true);
   delete from public.job_events e where e.user_id = p_user_id;
   get diagnostics v_events = row_count;
+  -- Their superseded callbacks keep their rows, without the job id (on delete set null).
   delete from public.generation_jobs j where j.user_id = p_user_id;
   get diagnostics v_jobs = row_count;
   perform pg_catalog.set_config('quota_jobs.erasing', 'off', true);
   -- Every job went with its hold or capture, so the counters go too (quota_drift stays empty).
   delete from public.quota_usage q where q.user_id = p_user_id;
   delete from public.user_plans p where p.user_id = p_user_id;
+  -- A pseudonym in a kept log line now names no one.
+  delete from private.user_pseudonyms s where s.user_id = p_user_id;
 
   return jsonb_build_object('outcome', 'erased', 'jobs', v_jobs, 'canceled', v_canceled,
     'events', v_events);
 end
 $function$;
-comment on function private.erase_user_data(p_user_id uuid, p_now timestamp with time zone) is 'A user''s erasure: cancels their active jobs (cancel_job''s refund rule), adds their jobs'' cost to public.erased_usage (no user), deletes their job_events, generation_jobs, quota_usage and user_plans rows. Serialized per user with enqueue (its advisory lock); a second call finds nothing and erases 0. Security definer: deleting events is allowed only to the owner (private.erasing).';
+comment on function private.erase_user_data(p_user_id uuid, p_now timestamp with time zone) is 'A user''s erasure: cancels their active jobs (cancel_job''s refund rule), adds their jobs'' cost to public.erased_usage (no user), deletes their job_events, generation_jobs (their superseded_callbacks rows keep no job id), quota_usage, user_plans and user_pseudonyms rows. Serialized per user with enqueue (its advisory lock); a second call finds nothing and erases 0. Security definer: deleting events is allowed only to the owner (private.erasing).';
 
 CREATE OR REPLACE FUNCTION private.erasing(p_table regclass)
  RETURNS boolean
@@ -1386,13 +1401,14 @@ AS $function$
     'has_more', (select count(*) from page) > (select n from lim)
   ) || case when p_after_created_at is not null then '{}'::jsonb else jsonb_build_object(
     'plan', (select to_jsonb(up) - 'user_id' from public.user_plans up where up.user_id = p_user_id),
+    'log_pseudonym', (select s.pseudonym from private.user_pseudonyms s where s.user_id = p_user_id),
     'usage', coalesce((
       select jsonb_agg(to_jsonb(q) - 'user_id' order by q.period_start, q.meter)
       from public.quota_usage q where q.user_id = p_user_id
     ), '[]'::jsonb)
   ) end
 $function$;
-comment on function public.export_user(p_user_id uuid, p_after_created_at timestamp with time zone, p_after_id uuid, p_limit integer) is 'GET /api/me/export, one page: the user''s jobs oldest first (every column but the prompt hash, each with its events), keyset-paginated on (created_at, id), at most 500 a page; the first page (no cursor) also carries their user_plans row and quota_usage rows.';
+comment on function public.export_user(p_user_id uuid, p_after_created_at timestamp with time zone, p_after_id uuid, p_limit integer) is 'GET /api/me/export, one page: the user''s jobs oldest first (every column but the prompt hash, each with its events), keyset-paginated on (created_at, id), at most 500 a page; the first page (no cursor) also carries their user_plans row, quota_usage rows and log pseudonym (null when no log line named them yet).';
 
 CREATE OR REPLACE FUNCTION public.fail_job(p_job_id uuid, p_reason text, p_error text DEFAULT NULL::text, p_attempt integer DEFAULT NULL::integer, p_now timestamp with time zone DEFAULT now(), p_usage jsonb DEFAULT NULL::jsonb, p_seq integer DEFAULT NULL::integer)
  RETURNS jsonb
@@ -2210,6 +2226,33 @@ end
 $function$;
 comment on function public.sweep_jobs(p_now timestamp with time zone, p_batch_size integer, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer, p_max_republish integer) is 'Ends what nobody else will, one batch (rows locked with skip locked, so two sweepers share the work): jobs older than the max age, running jobs whose lease expired more than the grace ago, and queued jobs never delivered (republished once, then failed). Every failure refunds. Returns the failed jobs, the jobs to republish (publish_seq grew) and whether more may remain.';
 
+CREATE OR REPLACE FUNCTION public.user_pseudonym(p_user_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+declare
+  v_pseudonym text;
+begin
+  select p.pseudonym into v_pseudonym from private.user_pseudonyms p where p.user_id = p_user_id;
+  if found then
+    return jsonb_build_object('outcome', 'pseudonym', 'pseudonym', v_pseudonym);
+  end if;
+  -- Only for a user Supabase Auth knows: an erased user (a token outliving them) gets none, so
+  -- nothing about them is written again.
+  insert into private.user_pseudonyms (user_id)
+  select u.id from auth.users u where u.id = p_user_id
+  on conflict (user_id) do nothing;
+  select p.pseudonym into v_pseudonym from private.user_pseudonyms p where p.user_id = p_user_id;
+  if not found then
+    return jsonb_build_object('outcome', 'user_not_found');
+  end if;
+  return jsonb_build_object('outcome', 'pseudonym', 'pseudonym', v_pseudonym);
+end
+$function$;
+comment on function public.user_pseudonym(p_user_id uuid) is 'The user''s log pseudonym (private.user_pseudonyms), made on first use; user_not_found for a user without an auth.users row (erased, or never created). Security definer: the table is private.';
+
 CREATE OR REPLACE FUNCTION public.watched_models(p_default_model text DEFAULT NULL::text)
  RETURNS jsonb
  LANGUAGE sql
@@ -2254,6 +2297,7 @@ create policy "users read their own plan" on public.user_plans as permissive for
 
 -- privileges (what each role holds on our objects, beside their owner) ----------------------------
 
+grant delete, insert, maintain, references, select, trigger, truncate, update on table private.user_pseudonyms to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.erased_usage to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.generation_jobs to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.job_events to service_role;
@@ -2329,6 +2373,7 @@ grant execute on function public.retention_batch(p_before timestamp with time zo
 grant execute on function public.retention_run(p_before timestamp with time zone, p_limit integer) to service_role;
 grant execute on function public.start_job(p_job_id uuid, p_lease_seconds integer, p_now timestamp with time zone) to service_role;
 grant execute on function public.sweep_jobs(p_now timestamp with time zone, p_batch_size integer, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer, p_max_republish integer) to service_role;
+grant execute on function public.user_pseudonym(p_user_id uuid) to service_role;
 grant execute on function public.watched_models(p_default_model text) to service_role;
 grant select on table private.history_horizon to service_role;
 grant select on table public.generation_jobs to authenticated;

@@ -14,13 +14,15 @@ const app = useApi();
 const day = (offset: number) =>
   new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10);
 
-async function watch(deps = app.deps): Promise<{ status: number; body: any }> {
+type Report = { models: Array<{ model: string } & Record<string, unknown>> };
+
+async function watch(deps = app.deps): Promise<{ status: number; body: Report }> {
   const res = await createHandler(() => deps)(
     new Request("https://app.test/api/cron/models", {
       headers: { authorization: `Bearer ${CRON_SECRET}` },
     }),
   );
-  return { status: res.status, body: await res.json() };
+  return { status: res.status, body: (await res.json()) as Report };
 }
 
 const recorded = async (model: string) =>

@@ -178,6 +178,7 @@ describe("row level security", () => {
       "retention_run",
       "start_job",
       "sweep_jobs",
+      "user_pseudonym",
       "watched_models",
     ]);
     for (const row of fns.rows)
