@@ -20,7 +20,7 @@ import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import pg from "pg";
 import { readProject } from "./auth/index.ts";
-import { parseSignIn, signInDevUser } from "./dev-users.ts";
+import { parseSignIn, signInDevUser, UnknownPlan } from "./dev-users.ts";
 import { foreignCaller } from "./http/own-origin.ts";
 import { serve } from "./http/serve.ts";
 import { loadVercelOutput, refuseMethod } from "./vercel-output.ts";
@@ -139,7 +139,13 @@ export async function startAppServer(options: {
     const input = parseSignIn(parsed);
     if (typeof input === "string")
       return json(400, { error: { code: "invalid_request", message: input } });
-    return json(200, await signInDevUser(pool, { ...input, project }));
+    try {
+      return json(200, await signInDevUser(pool, { ...input, project }));
+    } catch (error) {
+      if (error instanceof UnknownPlan)
+        return json(400, { error: { code: "invalid_request", message: error.message } });
+      throw error;
+    }
   }
 
   let origin = "";

@@ -1,17 +1,18 @@
 /**
- * `npm run dev:token -- [--plan free|pro|team] [--user <uuid>] [--expires <seconds>] [--operator]`:
+ * `npm run dev:token -- [--plan <plan>] [--user <uuid>] [--expires <seconds>] [--operator]`:
  * a signed access token for a local user, printed alone on stdout (so `TOKEN=$(npm run -s
  * dev:token)` works). `--operator` puts the operator role in the token's `app_metadata`, as the
  * service role would through Auth's admin API (docs/RUNBOOK.md#operators): the key to
- * `GET /api/ops/metrics`. Creates the user in the RUNNING dev stack's database (auth.users, and
- * user_plans for pro), signed by the running local project's Auth stand-in (dev/auth/: ES256 on
- * the default, new-shape project; HS256 with `DEV_SUPABASE_SHAPE=legacy`). A command, never an
- * API route: nothing here can ship.
+ * `GET /api/ops/metrics`. `--plan` takes any plan of the database's `public.plans` (the seeded
+ * ones: free, the default, pro, team, economy, ...). Creates the user in the RUNNING dev stack's
+ * database (auth.users, and user_plans for any plan but free), signed by the running local
+ * project's Auth stand-in (dev/auth/: ES256 on the default, new-shape project; HS256 with
+ * `DEV_SUPABASE_SHAPE=legacy`). A command, never an API route: nothing here can ship.
  */
 import { dirname } from "node:path";
 import pg from "pg";
 import { type ProjectFile, projectFilePath, readProject } from "./auth/index.ts";
-import { parseSignIn, signInDevUser } from "./dev-users.ts";
+import { parseSignIn, signInDevUser, UnknownPlan } from "./dev-users.ts";
 import { DEFAULT_PORTS } from "./ports.ts";
 
 function option(args: string[], name: string): string | undefined {
@@ -27,7 +28,7 @@ function fail(message: string): never {
 const args = process.argv.slice(2);
 if (args.includes("--help")) {
   process.stdout.write(
-    "usage: npm run -s dev:token -- [--plan free|pro|team] [--user <uuid>] [--expires <seconds>] [--operator]\n",
+    "usage: npm run -s dev:token -- [--plan <a plan id of public.plans>] [--user <uuid>] [--expires <seconds>] [--operator]\n",
   );
   process.exit(0);
 }
@@ -76,6 +77,7 @@ try {
   );
   process.stdout.write(`${session.accessToken}\n`);
 } catch (error) {
+  if (error instanceof UnknownPlan) fail(error.message);
   fail(`could not create the user: ${(error as Error).message}`);
 } finally {
   await db.end();

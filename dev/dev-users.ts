@@ -7,7 +7,11 @@ import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import { type ProjectFile, signAccessToken } from "./auth/index.ts";
 
-export type DevPlan = "free" | "pro" | "team";
+/** A plan's id: a row of `public.plans` (supabase/seed.sql seeds them). */
+export type DevPlan = string;
+
+/** The plan asked for is no row of `public.plans`; the message names the ones there are. */
+export class UnknownPlan extends Error {}
 
 export interface DevSession {
   userId: string;
@@ -24,8 +28,8 @@ export function parseSignIn(body: unknown): { plan: DevPlan; userId: string } | 
   const b = (body ?? {}) as { plan?: unknown; userId?: unknown };
   if (typeof body !== "object" || body === null || Array.isArray(body))
     return "body must be a JSON object";
-  if (b.plan !== undefined && b.plan !== "free" && b.plan !== "pro" && b.plan !== "team")
-    return 'plan must be "free", "pro" or "team"';
+  if (b.plan !== undefined && (typeof b.plan !== "string" || !b.plan))
+    return "plan must be a plan's id";
   if (b.userId !== undefined && (typeof b.userId !== "string" || !UUID.test(b.userId)))
     return "userId must be a UUID";
   return {
@@ -34,7 +38,10 @@ export function parseSignIn(body: unknown): { plan: DevPlan; userId: string } | 
   };
 }
 
-/** Creates (or updates) the user and their plan, then mints a token for them. */
+/**
+ * Creates (or updates) the user and their plan, then mints a token for them. Throws
+ * {@link UnknownPlan} for a plan that is no row of `public.plans`.
+ */
 export async function signInDevUser(
   db: Pick<pg.Pool, "query">,
   input: {
@@ -49,6 +56,10 @@ export async function signInDevUser(
 ): Promise<DevSession> {
   const userId = input.userId ?? randomUUID();
   const plan = input.plan ?? "free";
+  // The database's plans, not a list kept here: a plan seeded later is a plan here too.
+  const plans = (await db.query<{ id: string }>("select id from public.plans order by id")).rows;
+  if (!plans.some((p) => p.id === plan))
+    throw new UnknownPlan(`plan must be one of ${plans.map((p) => `"${p.id}"`).join(", ")}`);
   await db.query(
     `with u as (insert into auth.users (id, email) values ($1, $2) on conflict (id) do nothing)
      select 1`,

@@ -11,15 +11,38 @@
  *   - the next alert or counted failure after the window closed (prompt while traffic flows).
  * Whoever claims the window's `sent` key (SET NX) sends it; the others skip, so it is sent once.
  * A webhook that fails releases the claim: the next tick tries again.
+ *
+ * A user's erasure replaces their id in every window still kept by `ERASED` (`forget`): the
+ * counts stay, a later summary names no erased user.
  */
 import type { Redis } from "@upstash/redis";
 
 /** One failure a user could have caused. Ids only: never a prompt, an output or a secret. */
 export type UserFailure = { reason: string; userId: string };
 
+/** What a summary names an erased user by (never a user id: those are UUIDs). */
+export const ERASED = "erased";
+
+/**
+ * For each key (a window's users): the user's count moves to ERASED and the user's member goes,
+ * in one step, so a count landing meanwhile is not lost. How many windows named the user.
+ */
+const FORGET_SCRIPT = `
+local n = 0
+for i = 1, #KEYS do
+  local score = redis.call('ZSCORE', KEYS[i], ARGV[1])
+  if score then
+    redis.call('ZINCRBY', KEYS[i], score, ARGV[2])
+    redis.call('ZREM', KEYS[i], ARGV[1])
+    n = n + 1
+  end
+end
+return n`;
+
 /** What the alerter needs from Redis for the roll-up. */
 export type RollupRedis = Pick<
   Redis,
+  | "eval"
   | "set"
   | "del"
   | "expire"
@@ -69,6 +92,16 @@ export function createRollup(o: {
         redis.expire(key(w, "reasons"), keep),
         redis.expire(key(w, "users"), keep),
       ]);
+    },
+    /**
+     * The erasure: the user's id replaced by ERASED in every window whose counts may still be
+     * kept (a window's keys expire `keep` after its last count, so the current window and the
+     * five before it), their counts kept. Throws when Redis does. How many windows named them.
+     */
+    async forget(userId: string): Promise<number> {
+      const current = windowOf(o.now());
+      const keys = [0, 1, 2, 3, 4, 5].map((d) => key(current - d, "users"));
+      return Number(await redis.eval(FORGET_SCRIPT, keys, [userId, ERASED]));
     },
     /**
      * Claims each closed window with counts that no one summarized yet and hands its summary

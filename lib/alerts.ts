@@ -69,6 +69,8 @@ export const ALERT_LINKS: Record<string, { chart: string; runbook: string }> = {
   stuck_jobs: { chart: "stuck", runbook: "stuck-jobs" },
   user_failures: { chart: "failures", runbook: "user-failures" },
   dlq_failure: { chart: "failure-callbacks", runbook: "delivery-failed" },
+  model_shutdown: { chart: "models", runbook: "model-shutdown" },
+  model_retired: { chart: "models", runbook: "model-shutdown" },
 };
 
 /** The chart and runbook links of an alert: URLs where configured, else the places as text. */
@@ -197,13 +199,14 @@ export function createAlerter(options: AlerterOptions): Alerter {
 
   return {
     flush,
+    forget: (userId) => rollup.forget(userId).then(() => undefined),
     async record(failure) {
       try {
         await rollup.count(failure);
       } catch (err) {
+        // No user named: a log line outlives an erasure (docs/RELIABILITY.md, data protection).
         log.error("alert_rollup_unavailable", {
           reason: failure.reason,
-          user: failure.userId,
           error: err instanceof Error ? err : String(err),
         });
         return "logged";
@@ -260,6 +263,8 @@ export interface Alerter {
   record(failure: UserFailure): Promise<"counted" | "logged">;
   /** Send the summary of every closed window not summarized yet; the number sent. */
   flush(): Promise<number>;
+  /** The erasure: the user's id out of every window's counts kept (throws when Redis does). */
+  forget(userId: string): Promise<void>;
 }
 
 /** One summary page for a window of user-caused failures: counts by reason, the top users. */

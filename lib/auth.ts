@@ -52,6 +52,21 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 // Supabase's asymmetric signing keys: ES256 (the default for new projects), RS256, and EdDSA
 // (Ed25519; listed as coming). jose names Ed25519 both "EdDSA" and "Ed25519".
 const ASYMMETRIC = ["ES256", "RS256", "EdDSA", "Ed25519"];
+// A token issued more than this far ahead of our clock is refused: clock skew between Supabase
+// and the function is seconds, so an `iat` a minute ahead was not minted by the project now.
+const MAX_IAT_AHEAD_SECONDS = 60;
+
+/**
+ * The audience as GoTrue reads and writes it: golang-jwt's `ClaimStrings` takes a string as a
+ * one-element list, and GoTrue issues exactly one audience (the user's, "authenticated") as a
+ * plain string. So `"authenticated"` and `["authenticated"]` are the same token; an array that
+ * names other audiences too (which jose's `audience` option alone would accept) was not minted
+ * by Supabase Auth for a signed-in user of this project, and is refused.
+ */
+function isUserAudience(aud: unknown): boolean {
+  const list = typeof aud === "string" ? [aud] : aud;
+  return Array.isArray(list) && list.length === 1 && list[0] === "authenticated";
+}
 
 // The key cache: jose's remote key set, one per URL for the life of the instance (Fluid compute
 // shares it between invocations). Supabase serves the JWKS with a 10-minute edge cache and asks
@@ -94,7 +109,8 @@ function unauthorized(): HttpError {
  *
  * `userFromRequest` reads `Authorization: Bearer <jwt>` and checks the signature by the token's
  * algorithm (HS256 with `jwtSecret` when set; ES256, RS256 and EdDSA with the project's JWKS by
- * `kid`), `iss` = `${supabaseUrl}/auth/v1`, `exp`, `aud` = "authenticated",
+ * `kid`), `iss` = `${supabaseUrl}/auth/v1`, `exp`, `aud` = "authenticated" (the one audience,
+ * as a string or a one-element array), an `iat` at most a minute ahead of this clock,
  * `role` = "authenticated" and a UUID `sub`. An algorithm with no key configured is a 401. Any failure throws
  * `HttpError` 401 `unauthorized` with `WWW-Authenticate: Bearer` and no detail; a JWKS that
  * cannot be fetched throws 503 `unavailable` instead (signing every user out because
@@ -170,6 +186,13 @@ export function createAuth(options: AuthOptions): {
               : err instanceof NoKeyForAlgorithm
                 ? "no_key_for_alg"
                 : "invalid",
+        });
+        throw unauthorized();
+      }
+      const issuedAhead = (payload.iat ?? 0) - Math.floor(Date.now() / 1000);
+      if (issuedAhead > MAX_IAT_AHEAD_SECONDS || !isUserAudience(payload.aud)) {
+        log.debug("token_rejected", {
+          reason: issuedAhead > MAX_IAT_AHEAD_SECONDS ? "iat_in_future" : "audience",
         });
         throw unauthorized();
       }

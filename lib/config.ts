@@ -231,10 +231,11 @@ export const VARIABLES = {
   }),
   OPENAI_MODEL: variable({
     group: "openai",
-    schema: z.string().min(1).default("gpt-4o-mini"),
-    about: "chat model",
-    shownDefault: "`gpt-4o-mini`",
-    example: "gpt-4o-mini",
+    schema: z.string().min(1).default("gpt-5.4-mini"),
+    about:
+      "the model of plans that name none (`plans.model`); choose one the price book (`public.models`) prices and the provider lists with no `shutdown_date` ([models and prices](#models-and-prices))",
+    shownDefault: "`gpt-5.4-mini`",
+    example: "gpt-5.4-mini",
     dev: "always",
   }),
   OPENAI_SAFETY_IDENTIFIER_KEY: variable({

@@ -30,7 +30,8 @@ function onFirstUse<T>(make: () => Promise<T>): () => Promise<T> {
 }
 
 export function createDeps(config: Config): Deps {
-  const rpc = createRpc({ url: config.supabaseUrl, serverKey: supabaseKeys(config).server });
+  const serverKey = supabaseKeys(config).server;
+  const rpc = createRpc({ url: config.supabaseUrl, serverKey });
   const redis = onFirstUse(async () =>
     (await import("./redis.ts")).createRedis({
       url: config.upstashRedisRestUrl,
@@ -54,6 +55,7 @@ export function createDeps(config: Config): Deps {
     return (await import("./rate-limit.ts")).createRateLimiter(await redis(), {
       requests: config.rateLimitRequests,
       windowSeconds: config.rateLimitWindowSeconds,
+      idKey: serverKey,
     });
   });
   const exportLimiter = onFirstUse(async () =>
@@ -61,6 +63,7 @@ export function createDeps(config: Config): Deps {
       requests: config.exportRateLimitPerHour,
       windowSeconds: 3600,
       prefix: "quota-jobs:ratelimit:export",
+      idKey: serverKey,
     }),
   );
   const gate = onFirstUse(async () => createProviderGate(await redis()));
@@ -74,14 +77,20 @@ export function createDeps(config: Config): Deps {
   );
   return {
     config,
-    jobs: createJobs(rpc),
+    jobs: createJobs(rpc, { defaultModel: config.openaiModel }),
     queue: {
       publishJob: async (input) => (await queue()).publishJob(input),
       flowBacklog: async () => (await queue()).flowBacklog(),
     },
     auth: createAuth({ jwtSecret: config.supabaseJwtSecret, supabaseUrl: config.supabaseUrl }),
-    rateLimiter: { check: async (userId) => (await rateLimiter()).check(userId) },
-    exportLimiter: { check: async (userId) => (await exportLimiter()).check(userId) },
+    rateLimiter: {
+      check: async (userId) => (await rateLimiter()).check(userId),
+      forget: async (userId) => (await rateLimiter()).forget(userId),
+    },
+    exportLimiter: {
+      check: async (userId) => (await exportLimiter()).check(userId),
+      forget: async (userId) => (await exportLimiter()).forget(userId),
+    },
     gate: {
       resumeAt: async (now) => (await gate()).resumeAt(now),
       holdUntil: async (at) => (await gate()).holdUntil(at),
@@ -90,6 +99,7 @@ export function createDeps(config: Config): Deps {
       send: async (alert) => (await alerts()).send(alert),
       record: async (failure) => (await alerts()).record(failure),
       flush: async () => (await alerts()).flush(),
+      forget: async (userId) => (await alerts()).forget(userId),
     },
     redis: { ping: async () => (await redis()).ping() },
     now: () => new Date(),

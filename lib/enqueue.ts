@@ -6,6 +6,7 @@
 
 import type { JobRow, PlanKind, UsageRow } from "./jobs.ts";
 import { log } from "./log.ts";
+import { userPseudonym } from "./log-pseudonym.ts";
 import { messageOf } from "./message.ts";
 import type { Deps } from "./ports.ts";
 import { annotate, joinJob, traced } from "./trace.ts";
@@ -26,6 +27,8 @@ export type EnqueueOutcome =
   | { outcome: "kind_not_in_plan"; kinds: PlanKind[] }
   /** The token's user has no account (deleted, or never created): nothing held. */
   | { outcome: "user_not_found" }
+  /** The job's model is past its shutdown date: nothing held. */
+  | { outcome: "model_retired"; model: string; shutdownDate: string }
   | { outcome: "unavailable"; jobId: string; refunded: boolean };
 
 export async function enqueueJob(
@@ -64,6 +67,11 @@ export async function enqueueJob(
       };
     case "kind_not_in_plan":
       return { outcome: r.outcome, kinds: r.kinds };
+    case "model_retired":
+      // An operator's fault (the plan still names a model the provider no longer serves): the
+      // log says which; the client is told it is not theirs.
+      log.error("model_retired", { model: r.model, shutdownDate: r.shutdown_date });
+      return { outcome: r.outcome, model: r.model, shutdownDate: r.shutdown_date };
     case "too_many_active_jobs":
     case "idempotency_key_reused":
     case "invalid_prompt":
@@ -87,9 +95,11 @@ export async function enqueueJob(
       break;
   }
 
+  // Read while the publish runs (a warm instance knows it): the line names the user by it.
+  const user = userPseudonym(deps.jobs, input.userId);
   try {
     await publish(deps, r.job);
-    log.info("job_enqueued", { jobId: r.job.id, userId: input.userId });
+    log.info("job_enqueued", { jobId: r.job.id, user: await user });
     return r;
   } catch (error) {
     log.error("publish_failed", { jobId: r.job.id, error });

@@ -84,12 +84,21 @@ export interface JobRow {
   meter: Meter;
   /** The prompt's tokens as counted at enqueue; null on jobs older than metering. */
   prompt_tokens: number | null;
-  /** What enqueue added to the counter: 1 (jobs) or prompt + output bound (tokens). */
+  /**
+   * What enqueue added to the counter: the kind's units (jobs), prompt + output bound (tokens),
+   * or that call's worst case in micro-dollars (money).
+   */
   hold: number;
   /** Null while active; on an ending, what was kept of the hold. */
   captured: number | null;
-  /** Tokens consumed by the attempts that did not end the job (bounded: 2 × hold in all). */
+  /** What the attempts that did not end the job cost, in the meter's unit (2 × hold in all). */
   consumed: number;
+  /** The model the job runs on (its plan's, else the deployment's); absent from older rows. */
+  model?: string | null;
+  /** The held tier (its plan's when enqueued); absent from older rows. */
+  service_tier?: ServiceTier | null;
+  /** Its model reasons at the plan's effort: a cut attempt costs its bound. */
+  reasons?: boolean;
   /** What the last requeue waits for (meaningful while `resume_at` is ahead). */
   waiting_for: "provider" | "capacity" | null;
   /** When the job first met no flex capacity; the plan's fallback counts from it. */
@@ -105,10 +114,13 @@ export interface JobRow {
 }
 
 /** OpenAI's service tier a plan runs on (plans.service_tier). */
-export type ServiceTier = "default" | "flex";
+export type ServiceTier = "default" | "flex" | "priority";
 
-/** What a plan counts: jobs (each holds 1) or tokens (each holds its prompt + output bound). */
-export type Meter = "jobs" | "tokens";
+/**
+ * What a plan counts: jobs (each holds its kind's units), tokens (each holds its prompt + output
+ * bound) or money (micro-dollars; each holds its call's worst case at the price book's prices).
+ */
+export type Meter = "jobs" | "tokens" | "money";
 
 export interface UsageRow {
   plan: string;
@@ -153,7 +165,9 @@ export type EnqueueResult =
   /** The user's plan does not offer the kind: nothing held; what it offers. */
   | { outcome: "kind_not_in_plan"; plan: string; kinds: PlanKind[] }
   /** No auth.users row for the token's user (deleted, or never created): nothing held. */
-  | { outcome: "user_not_found" };
+  | { outcome: "user_not_found" }
+  /** The job's model is past its shutdown date (public.models): nothing held. */
+  | { outcome: "model_retired"; model: string; shutdown_date: string };
 export type StartResult =
   | {
       outcome: "started";
@@ -161,6 +175,8 @@ export type StartResult =
       max_output_tokens: number;
       /** The tier of this attempt: the plan's, or `default` once a flex job waited past the plan's fallback. */
       service_tier?: ServiceTier;
+      /** The plan's reasoning effort, or null: the model's default. */
+      reasoning_effort?: string | null;
       /** The plan's flex fallback (seconds of waiting for capacity), or null: never. */
       flex_fallback_after_seconds?: number | null;
     }
@@ -202,6 +218,10 @@ export interface AttemptUsage {
   completion_tokens: number;
   /** `provider`: the provider's own count; `counted`: the stream was cut, counted by us. */
   source: "provider" | "counted";
+  /** Of the prompt tokens, those served from the provider's cache (priced lower). */
+  cached_tokens?: number;
+  /** The tier the provider says served the call (a money plan prices it at that tier). */
+  service_tier?: string;
 }
 export type CancelResult =
   | { outcome: "canceled"; refunded: boolean; job: JobRow }
@@ -241,6 +261,8 @@ export type ExportPage = {
   plan?: Record<string, unknown> | null;
   /** First page only: the quota_usage rows, every period and meter. */
   usage?: Record<string, unknown>[];
+  /** First page only: the pseudonym log lines name the user by (null: none named them yet). */
+  log_pseudonym?: string | null;
 };
 
 export interface SweepOptions {
@@ -261,7 +283,11 @@ const usageArg = (usage?: AttemptUsage | null) => (usage ? { p_usage: usage } : 
  * const claim = await jobs.start(jobId, { leaseSeconds: 90 });
  * if (claim.outcome !== "started") return; // someone else owns this job's fate
  */
-export function createJobs(rpc: Rpc) {
+export function createJobs(
+  rpc: Rpc,
+  /** The deployment's model (OPENAI_MODEL): what a plan naming none runs on. */
+  options: { defaultModel?: string } = {},
+) {
   const call = <T>(fn: string, args: Record<string, unknown>) => rpc(fn, args) as Promise<T>;
   return {
     enqueue: (i: {
@@ -287,6 +313,7 @@ export function createJobs(rpc: Rpc) {
         ...(i.promptTokens === undefined ? {} : { p_prompt_tokens: i.promptTokens }),
         ...(i.kind === undefined ? {} : { p_kind: i.kind }),
         ...(i.input === undefined ? {} : { p_input: i.input }),
+        ...(options.defaultModel === undefined ? {} : { p_model: options.defaultModel }),
         ...at(i.now),
       }),
     start: (jobId: string, i: { leaseSeconds: number; now?: Date }) =>
@@ -432,6 +459,12 @@ export function createJobs(rpc: Rpc) {
     /** A user's erasure: active jobs canceled, every row about them and their account gone. */
     erase: (userId: string, now?: Date) =>
       call<EraseResult>("erase_user", { p_user_id: userId, ...at(now) }),
+    /** The user's log pseudonym, made on first use; user_not_found without an account. */
+    pseudonym: (userId: string) =>
+      call<{ outcome: "pseudonym"; pseudonym: string } | { outcome: "user_not_found" }>(
+        "user_pseudonym",
+        { p_user_id: userId },
+      ),
     /** One page of a user's export, oldest job first (the first page also has plan and usage). */
     exportPage: (userId: string, i: { limit: number; after?: { createdAt: string; id: string } }) =>
       call<ExportPage>("export_user", {
@@ -440,6 +473,30 @@ export function createJobs(rpc: Rpc) {
         p_after_created_at: i.after?.createdAt ?? null,
         p_after_id: i.after?.id ?? null,
       }),
+    /** Every model a plan runs on (the default model for plans naming none), with its plans. */
+    watchedModels: async () =>
+      (
+        await call<{ outcome: "listed"; models: WatchedModel[] }>("watched_models", {
+          ...(options.defaultModel === undefined ? {} : { p_default_model: options.defaultModel }),
+        })
+      ).models,
+    /** What the provider's catalogue says of a priced model: its shutdown date, or none. */
+    recordCatalogue: (model: string, shutdownDate: string | null, now?: Date) =>
+      call<{ outcome: "recorded"; changed: boolean } | { outcome: "not_priced" }>(
+        "record_model_catalogue",
+        { p_model: model, p_shutdown_date: shutdownDate, ...at(now) },
+      ),
   };
 }
 export type Jobs = ReturnType<typeof createJobs>;
+
+/** A model a plan runs on (public.watched_models). */
+export interface WatchedModel {
+  model: string;
+  plans: string[];
+  /** Whether the price book (public.models) has it. */
+  priced: boolean;
+  /** The shutdown date last read from the provider (YYYY-MM-DD), or null. */
+  shutdown_date: string | null;
+  checked_at: string | null;
+}

@@ -13,12 +13,14 @@ import OpenAI, {
 import { chatCompletionsAdapter } from "./model/chat-completions.ts";
 import {
   faultMessage,
+  inStreamQuota,
   type OperatorFault,
   operatorFault,
   PROMPT_CODES,
   quotaReason,
   retryAfterSeconds,
   safeMessage,
+  waitInMessage,
   word,
 } from "./model/classify.ts";
 import { responsesAdapter } from "./model/responses.ts";
@@ -81,6 +83,8 @@ export interface ModelUsage {
   completionTokens: number;
   /** Output tokens spent on hidden reasoning, included in completionTokens (billed as output). 0 when none were reported. */
   reasoningTokens?: number;
+  /** Of the prompt tokens, those the provider served from its prompt cache (billed lower). Provider usage only. */
+  cachedTokens?: number;
   source: "provider" | "counted";
 }
 
@@ -91,8 +95,12 @@ export interface GenerateOptions {
   signal?: AbortSignal;
   /** Called with the whole text so far after each chunk that added text. */
   onText?: (textSoFar: string) => void;
-  /** OpenAI's service tier: "flex" is priced at Batch rates, slower, and may answer 429 resource unavailable. Omitted = the project's default tier. */
-  serviceTier?: "flex" | "default" | undefined;
+  /** OpenAI's service tier: "flex" is priced at Batch rates, slower, and may answer 429 resource unavailable; "priority" costs more. Omitted = the project's default tier. */
+  serviceTier?: "flex" | "default" | "priority" | undefined;
+  /** The model of this call (the job's plan's). Omitted = the port's model (OPENAI_MODEL). */
+  model?: string | undefined;
+  /** The plan's reasoning effort (`reasoning.effort` / `reasoning_effort`). Omitted = the model's default. */
+  reasoningEffort?: string | undefined;
   /** A stable, non-identifying id of the end user (OpenAI's abuse attribution); never an email or the raw user id. */
   safetyIdentifier?: string | undefined;
   /** Called while the model streams no visible text but reports it is working (reasoning): with the reasoning tokens reported so far, or null when the provider has not reported a count yet. */
@@ -113,6 +121,12 @@ export interface Generation {
   text: string;
   usage: ModelUsage;
   finishReason: string | null;
+  /**
+   * The tier that served the call, as the provider's final usage says (`default`, `flex`,
+   * `priority`; flex may be served at another tier): price by it, not by what was asked. Null
+   * when the provider did not say.
+   */
+  serviceTier?: string | null;
 }
 
 /** The worker's port: one bounded, streamed call. */
@@ -138,7 +152,7 @@ export class ModelCallError extends Error {
   constructor(
     override readonly cause: unknown,
     readonly usage: ModelUsage,
-    readonly serviceTier: "flex" | "default" | undefined = undefined,
+    readonly serviceTier: "flex" | "default" | "priority" | undefined = undefined,
   ) {
     super(cause instanceof Error ? cause.message : String(cause));
   }
@@ -180,12 +194,13 @@ export function createModel(options: ModelOptions): Model {
     async generate(prompt, o) {
       // Loaded before the call (once per instance): `consumed` counts synchronously when the
       // call fails, with a counter that cannot throw, so no failure loses the attempt's usage.
-      const countTokens = await tokenCounter(options.model);
+      const countTokens = await tokenCounter(o.model ?? options.model);
       // The SDK's own timeout stops at the response headers; this deadline covers the stream.
       const deadline = AbortSignal.timeout(options.timeoutMs);
       const signal = o.signal ? AbortSignal.any([o.signal, deadline]) : deadline;
       const request: CallRequest = {
-        model: options.model,
+        model: o.model ?? options.model,
+        reasoningEffort: o.reasoningEffort,
         prompt,
         maxOutputTokens: o.maxOutputTokens,
         serviceTier: o.serviceTier,
@@ -199,6 +214,7 @@ export function createModel(options: ModelOptions): Model {
       let finishReason: string | null = null;
       let reasoning = 0;
       let reported: ModelUsage | null = null;
+      let servedTier: string | null = null;
       let failed: unknown = null;
       const consumed = (): ModelUsage =>
         reported ??
@@ -249,8 +265,10 @@ export function createModel(options: ModelOptions): Model {
                 promptTokens: step.promptTokens,
                 completionTokens: step.completionTokens,
                 reasoningTokens: step.reasoningTokens,
+                cachedTokens: step.cachedTokens,
                 source: "provider",
               };
+              servedTier = step.serviceTier;
               break;
             case "finish":
               finishReason = step.reason;
@@ -279,7 +297,7 @@ export function createModel(options: ModelOptions): Model {
       if (finishReason === null)
         // No finish reason: the stream was cut without an error (a proxy, a dropped connection).
         throw fail(new APIConnectionError({ message: "the stream ended without a finish reason" }));
-      return { text, usage: consumed(), finishReason };
+      return { text, usage: consumed(), finishReason, serviceTier: servedTier };
     },
   };
 }
@@ -294,8 +312,9 @@ export function createModel(options: ModelOptions): Model {
  *   configuration is wrong: fail, refund and page now);
  * - any other 4xx, or a 200 without usable output → `refused` (fail and refund now);
  * - a failure inside a 200 stream (a Responses `error` or `response.failed` event, a Chat
- *   Completions error chunk): by its code, as above (`insufficient_quota`, `rate_limit_exceeded`,
- *   a prompt's code → refused with status 200), else `transient`.
+ *   Completions error chunk): by its type and code, as the same error over HTTP (a quota or rate
+ *   limit → `provider_quota` / `capacity_unavailable`; an `invalid_request_error` or a prompt's
+ *   code → `operator_fault` or `refused`, status 200), else `transient`.
  *
  * @example
  * classifyModelError(new AuthenticationError(401, { code: "invalid_api_key" }, undefined, headers));
@@ -337,30 +356,42 @@ export function classifyModelError(failure: unknown, now: Date = new Date()): Mo
       return { kind: "refused", status, message: safeMessage(err.message) };
     }
   }
-  if (err instanceof APIError) return streamFailure(err, flex);
+  if (err instanceof APIError) return streamFailure(err, flex, now);
   const message = err instanceof Error ? err.message : String(err);
   return { kind: "transient", status: null, message: safeMessage(message) };
 }
 
-/** A failure the provider reported inside a stream it had accepted (HTTP 200, no status). */
-function streamFailure(err: APIError, flex: boolean): ModelFailure {
+/**
+ * A failure the provider reported inside a stream it had accepted (HTTP 200, no status). It
+ * carries the error object an HTTP answer would (OpenAI nests it under the event's `error`, with
+ * its `type`), so it is classified as that answer would be: a quota or a rate limit as its 429
+ * (the wait from the message, as no header comes with it), our request or the prompt as its 400,
+ * with status 200 (what the provider answered); anything else (a server error) is transient.
+ */
+function streamFailure(err: APIError, flex: boolean, now: Date): ModelFailure {
   const code = word(err.code);
-  if (
-    code === "insufficient_quota" ||
-    code === "rate_limit_exceeded" ||
-    code === "resource_unavailable"
-  ) {
+  if (inStreamQuota(err)) {
     const reason = quotaReason(err, flex);
+    const wait = retryAfterSeconds(err.headers, now) ?? waitInMessage(err.message);
     return reason === "capacity_unavailable"
-      ? { kind: "capacity_unavailable", retryAfterSeconds: null }
-      : { kind: "provider_quota", reason, retryAfterSeconds: null };
+      ? { kind: "capacity_unavailable", retryAfterSeconds: wait }
+      : { kind: "provider_quota", reason, retryAfterSeconds: wait };
   }
-  // The prompt's fault (a policy refusal, an image it carries): the same prompt fails again.
-  if (
+  const prompts =
     code !== null &&
-    (PROMPT_CODES.has(code) || code.startsWith("image_") || code.startsWith("invalid_image"))
-  )
+    (PROMPT_CODES.has(code) || code.startsWith("image_") || code.startsWith("invalid_image"));
+  if (word(err.type) === "invalid_request_error" || prompts || code === "model_not_found") {
+    const fault = operatorFault(err, 400);
+    if (fault !== null)
+      return {
+        kind: "operator_fault",
+        fault,
+        status: 200,
+        code,
+        message: faultMessage(fault, code, err.message),
+      };
     return { kind: "refused", status: 200, message: safeMessage(err.message) };
+  }
   return { kind: "transient", status: null, message: safeMessage(err.message) };
 }
 

@@ -79,6 +79,19 @@ export type OpsMetrics = {
     /** Start of the oldest period counted: the UTC month of now or of the oldest active job. */
     driftSince: string;
   };
+  /**
+   * Each plan's model and its worst-case provider bill per period from the price book
+   * (public.plan_worst_case), with the model's shutdown date as the catalogue watch last read it.
+   */
+  plans: {
+    plan: string;
+    meter: string;
+    model: string | null;
+    serviceTier: string;
+    worstCaseMicroUsd: number | null;
+    shutdownDate: string | null;
+    catalogueCheckedAt: string | null;
+  }[];
 };
 
 const SERIES: Record<string, [part: "jobs" | "provider", column: string]> = {
@@ -108,12 +121,34 @@ export async function readOpsMetrics(
   rpc: Rpc,
   config: Pick<
     Config,
-    "sweepLeaseGraceSeconds" | "sweepUndeliveredAfterSeconds" | "jobMaxAgeSeconds" | "runbookUrl"
+    | "sweepLeaseGraceSeconds"
+    | "sweepUndeliveredAfterSeconds"
+    | "jobMaxAgeSeconds"
+    | "runbookUrl"
+    | "openaiModel"
+    | "qstashRetries"
   >,
   window: WindowName,
   now: Date,
 ): Promise<OpsMetrics> {
   const span = windowSpan(window, now);
+  // The price book's figures, read beside the charts (one round trip, at once).
+  const plansRead = rpc("ops_plans", {
+    p_default_model: config.openaiModel,
+    p_attempts: config.qstashRetries + 1,
+  }) as Promise<{
+    plans: Array<{
+      plan: string;
+      meter: string;
+      model: string | null;
+      service_tier: string;
+      worst_case_micro_usd: number | null;
+      shutdown_date: string | null;
+      checked_at: string | null;
+    }>;
+  }>;
+  // Awaited below; a failure of the charts' call must not leave this one unhandled.
+  plansRead.catch(() => undefined);
   const r = (await rpc("ops_metrics", {
     p_from: span.from.toISOString(),
     p_to: span.to.toISOString(),
@@ -170,6 +205,15 @@ export async function readOpsMetrics(
     into.p90[i] = l.p90;
     into.p99[i] = l.p99;
   }
+  const plans = (await plansRead).plans.map((p) => ({
+    plan: p.plan,
+    meter: p.meter,
+    model: p.model,
+    serviceTier: p.service_tier,
+    worstCaseMicroUsd: p.worst_case_micro_usd === null ? null : Number(p.worst_case_micro_usd),
+    shutdownDate: p.shutdown_date,
+    catalogueCheckedAt: p.checked_at,
+  }));
   return {
     window,
     runbookUrl: config.runbookUrl ?? null,
@@ -186,5 +230,6 @@ export async function readOpsMetrics(
       driftRows: Number(r.now.drift_rows),
       driftSince: new Date(r.now.drift_since).toISOString(),
     },
+    plans,
   };
 }

@@ -12,6 +12,11 @@ import type { Model } from "./model.ts";
 import type { FlowBacklog, PublishInput } from "./queue.ts";
 import type { RateLimitResult } from "./rate-limit.ts";
 
+export interface RateLimiter {
+  check(userId: string): Promise<RateLimitResult>;
+  forget(userId: string): Promise<void>;
+}
+
 export interface Deps {
   config: Config;
   jobs: Jobs;
@@ -21,9 +26,10 @@ export interface Deps {
     flowBacklog?(): Promise<FlowBacklog | null>;
   };
   auth: { userFromRequest(req: Request): Promise<AuthUser> };
-  rateLimiter: { check(userId: string): Promise<RateLimitResult> };
+  /** `forget`: the erasure deletes the user's keys (throws when Redis does). */
+  rateLimiter: RateLimiter;
   /** GET /api/me/export's own limit: an export reads the user's whole history. */
-  exportLimiter: { check(userId: string): Promise<RateLimitResult> };
+  exportLimiter: RateLimiter;
   gate: { resumeAt(now?: Date): Promise<Date | null>; holdUntil(at: Date): Promise<void> };
   /** Pages (`send`), user-caused failures counted for the window summary (`record`, `flush`). */
   alerts: Alerter;

@@ -52,6 +52,17 @@ export interface Job {
   refundWithheld: RefundWithheld | null;
   /** Whether a cancel now would give the unit back (always false for a final job). */
   cancelRefunds: boolean;
+  /**
+   * On a token or money plan, what a cancel now keeps of the hold: `nothing` (queued, no attempt
+   * consumed), `consumed` (what SQL knows the attempts consumed), or `bound` (the whole hold: the
+   * running call reasons, and hidden reasoning cut short is billed by the provider and reported
+   * by no one). Null on a job plan (its rule is `cancelRefunds`) and once final.
+   */
+  cancelCharges: "nothing" | "consumed" | "bound" | null;
+  /** The model the job runs on; null on rows older than the price book. */
+  model: string | null;
+  /** Its model reasons: an attempt cut short is charged its bound (docs/DESIGN.md#metering-hold-and-capture). */
+  reasons: boolean;
   /** A document's markdown text; an extraction's JSON value (parsed); null until it succeeded. */
   output: unknown;
   /**
@@ -70,7 +81,7 @@ export interface Job {
   reasoningTokens: number | null;
   /** What the job is charged in: the plan's meter when it was enqueued. */
   meter: Meter;
-  /** The most this job can cost: what it holds while active (1 job, or tokens). */
+  /** The most this job can cost: what it holds while active (units, tokens or micro-dollars). */
   hold: number;
   /** Null while active; once final, what it kept of the hold (the rest went back). */
   captured: number | null;
@@ -124,6 +135,9 @@ export function toJob(row: JobRow, now: Date = new Date()): Job {
     refundWithheld: row.refund_withheld ?? null,
     // Rows from other functions than get_job/list_jobs do not say; a queued job always refunds.
     cancelRefunds: row.cancel_refunds ?? row.status === "queued",
+    cancelCharges: cancelCharges(row),
+    model: row.model ?? null,
+    reasons: row.reasons === true,
     output: outputOf(row),
     partialOutput: row.status === "running" ? (row.partial_output ?? null) : null,
     partialTokens: row.status === "running" ? (row.partial_tokens ?? 0) : 0,
@@ -133,6 +147,13 @@ export function toJob(row: JobRow, now: Date = new Date()): Job {
     hold: row.hold ?? 1,
     captured: row.captured ?? null,
   };
+}
+
+function cancelCharges(row: JobRow): Job["cancelCharges"] {
+  if (row.meter !== "tokens" && row.meter !== "money") return null;
+  if (row.status === "running") return row.reasons ? "bound" : "consumed";
+  if (row.status === "queued") return row.consumed > 0 ? "consumed" : "nothing";
+  return null;
 }
 
 /** An extraction's stored output is JSON the worker validated: the value, not its text. */

@@ -102,12 +102,15 @@ export async function runJob(
   const call = await traced(
     "model generate",
     {
-      "gen_ai.request.model": deps.config.openaiModel,
+      "gen_ai.request.model": modelOf(deps, job),
       "gen_ai.request.max_tokens": maxOutputTokens,
       "openai.request.service_tier": tier.serviceTier,
       "job.attempt": attempt,
     },
-    () => streamModel(deps, job, attempt, maxOutputTokens, tier.serviceTier, kind, request),
+    () =>
+      streamModel(deps, job, attempt, maxOutputTokens, tier.serviceTier, kind, request, {
+        reasoningEffort: claim.reasoning_effort ?? undefined,
+      }),
   );
   if (!call.ok) {
     if (call.stoppedBy !== null) {
@@ -125,7 +128,7 @@ export async function runJob(
     return await onModelError(deps, job, attempt, call.error, call.usage, tier);
   }
 
-  const usage = toAttemptUsage(call.result.usage);
+  const usage = toAttemptUsage(call.result.usage, call.result.serviceTier);
   const read = await readOutput(kind, call.result, job.input ?? {}, jobId, attempt);
   if (!read.ok) {
     // Not an answer of the kind (an extraction that does not parse or validate, or one cut at the
@@ -224,10 +227,13 @@ async function alertIfAboveHold(
       hold: job.hold,
       prompt: usage.prompt_tokens,
       completion: usage.completion_tokens,
-      model: deps.config.openaiModel,
+      model: modelOf(deps, job),
     },
   });
 }
+
+/** The job's model (its plan's, as enqueue resolved it), else the deployment's. */
+const modelOf = (deps: WorkerDeps, job: JobRow): string => job.model ?? deps.config.openaiModel;
 
 /**
  * The plan's bound from start_job. A claim without one (a database older than this code, during
@@ -247,7 +253,7 @@ function outputBound(value: unknown, jobId: string): number {
  * whatever the project's setting.
  */
 interface AttemptTier {
-  serviceTier: "flex" | "default" | undefined;
+  serviceTier: "flex" | "default" | "priority" | undefined;
   /** The plan's flex fallback in seconds, or null: never. */
   fallbackAfterSeconds: number | null;
 }
@@ -256,10 +262,14 @@ function attemptTier(claim: Extract<StartResult, { outcome: "started" }>): Attem
   const fallbackAfterSeconds =
     typeof fallback === "number" && Number.isInteger(fallback) && fallback >= 0 ? fallback : null;
   if (claim.service_tier === "flex") return { serviceTier: "flex", fallbackAfterSeconds };
+  if (claim.service_tier === "priority") return { serviceTier: "priority", fallbackAfterSeconds };
   if (fallbackAfterSeconds !== null) {
     log.info("flex_fallback", { jobId: claim.job.id, attempt: claim.job.attempts });
     return { serviceTier: "default", fallbackAfterSeconds };
   }
+  // A money plan's hold is priced at the standard tier at most: name it, so a project whose
+  // default tier is priority cannot bill above the hold.
+  if (claim.job.meter === "money") return { serviceTier: "default", fallbackAfterSeconds };
   return { serviceTier: undefined, fallbackAfterSeconds };
 }
 
@@ -267,10 +277,13 @@ type ModelCall =
   | { ok: true; result: Generation }
   | { ok: false; error: unknown; usage: AttemptUsage | null; stoppedBy: JobStatus | "gone" | null };
 
-const toAttemptUsage = (u: ModelUsage): AttemptUsage => ({
+/** An attempt's usage as SQL prices it: cached input and the served tier when the provider said. */
+const toAttemptUsage = (u: ModelUsage, servedTier?: string | null): AttemptUsage => ({
   prompt_tokens: u.promptTokens,
   completion_tokens: u.completionTokens,
   source: u.source,
+  ...(u.cachedTokens ? { cached_tokens: u.cachedTokens } : {}),
+  ...(servedTier ? { service_tier: servedTier } : {}),
 });
 
 /**
@@ -302,9 +315,10 @@ async function streamModel(
   job: JobRow,
   attempt: number,
   maxOutputTokens: number,
-  serviceTier: "flex" | "default" | undefined,
+  serviceTier: "flex" | "default" | "priority" | undefined,
   kind: Kind,
   request: ModelRequest,
+  plan: { reasoningEffort: string | undefined },
 ): Promise<ModelCall> {
   const controller = new AbortController();
   let text = "";
@@ -321,7 +335,7 @@ async function streamModel(
       // The write is how the worker learns of a cancel: it is sent whatever the count does (a
       // count that fails is the bytes, an upper bound).
       const streamed = text;
-      const visibleTokens = await countOutputTokens(streamed, deps.config.openaiModel).catch(() =>
+      const visibleTokens = await countOutputTokens(streamed, modelOf(deps, job)).catch(() =>
         utf8Bytes(streamed),
       );
       const reasoned = reasoningTokens;
@@ -332,7 +346,7 @@ async function streamModel(
       // the kind's bound, bytes + framing).
       promptTokens ??= kind.countedPromptTokens(
         request,
-        await tokenCounter(deps.config.openaiModel).catch(() => countBytes),
+        await tokenCounter(modelOf(deps, job)).catch(() => countBytes),
       );
       const r = await deps.jobs.progress(job.id, {
         attempt,
@@ -385,6 +399,8 @@ async function streamModel(
         if (tokens !== null && Number.isInteger(tokens) && tokens >= 0) reasoningTokens = tokens;
       },
       serviceTier,
+      model: modelOf(deps, job),
+      reasoningEffort: plan.reasoningEffort,
       safetyIdentifier: safetyIdentifier(job.user_id, deps.config.openaiSafetyIdentifierKey),
     });
     annotateSpan({

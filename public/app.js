@@ -18,6 +18,7 @@ import {
 } from "./kinds.js";
 import { createPoller, paceOf } from "./poll.js";
 import {
+  boundCancelWarning,
   cancelWarning,
   errorSentence,
   isActive,
@@ -411,6 +412,10 @@ async function main() {
       const fresh = await api.getJob(job.id);
       upsert(fresh, { atTop: false });
       if (!isActive(fresh)) return;
+      if (fresh.cancelCharges === "bound") {
+        entry?.card.confirmCancel(boundCancelWarning(fresh), () => void cancelNow(job));
+        return;
+      }
       if (!fresh.cancelRefunds) {
         const usage = await api.usage();
         renderUsage(usage);

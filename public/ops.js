@@ -138,6 +138,27 @@ function bucketWords(seconds) {
 let plots = [];
 
 /**
+ * One plan's row: its model, tier, worst-case bill and shutdown date ("none announced" when the
+ * provider gives none; "not read yet" before the first watch).
+ * @param {import("../lib/ops.ts").OpsMetrics["plans"][number]} p
+ */
+function planRow(p) {
+  const tr = document.createElement("tr");
+  const bill =
+    p.worstCaseMicroUsd === null
+      ? "not priced"
+      : `$${(p.worstCaseMicroUsd / 1_000_000).toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
+  const shutdown = p.shutdownDate ?? (p.catalogueCheckedAt ? "none announced" : "not read yet");
+  for (const text of [p.plan, p.meter, p.model ?? "—", p.serviceTier, bill, shutdown]) {
+    const td = document.createElement("td");
+    td.textContent = text;
+    tr.append(td);
+  }
+  if (p.shutdownDate) tr.dataset.alarm = "true";
+  return tr;
+}
+
+/**
  * @param {any} m  the GET /api/ops/metrics body
  */
 function render(m) {
@@ -156,6 +177,7 @@ function render(m) {
   byId("drift").dataset.alarm = String(m.now.driftRows > 0);
   byId("drift-detail").textContent =
     `quota periods from ${new Date(m.now.driftSince).toLocaleDateString(undefined, { timeZone: "UTC", year: "numeric", month: "long" })} (UTC), the ones that can still change; always 0, anything else is a bug. Earlier periods: npm run reconcile.`;
+  byId("models-rows").replaceChildren(...m.plans.map(planRow));
   for (const el of document.querySelectorAll("[data-runbook]")) {
     const into = /** @type {HTMLElement} */ (el);
     runbookLink(into, into.dataset.label ?? "Runbook", into.dataset.runbook ?? "", m.runbookUrl);

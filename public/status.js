@@ -57,18 +57,42 @@ export function phaseSentence(job, now, clock = {}) {
 }
 
 /**
- * What a job on a token plan costs, honestly: while active, the most it holds; once final, what
- * it kept ("This job holds up to 4,400 tokens." / "It used 497 tokens."). Empty on a job plan.
- * @param {Pick<Job, "meter" | "hold" | "captured" | "status">} job
+ * An amount of a token or money plan's meter: "4,400 tokens", or micro-dollars as "$0.0047".
+ * @param {number} n
+ * @param {string} meter
+ */
+export function formatAmount(n, meter) {
+  if (meter !== "money") return `${formatCount(n)} tokens`;
+  return `$${(n / 1_000_000).toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 6 })}`;
+}
+
+/**
+ * What a job on a token or money plan costs, honestly: while active, the most it holds; once
+ * final, what it kept ("This job holds up to 4,400 tokens." / "It used 497 tokens."), and why
+ * when an ending kept the whole hold of a reasoning call. Empty on a job plan.
+ * @param {Pick<Job, "meter" | "hold" | "captured" | "status"> & { reasons?: boolean }} job
  */
 export function costSentence(job) {
-  if (job.meter !== "tokens") return "";
+  if (job.meter !== "tokens" && job.meter !== "money") return "";
+  const amount = (/** @type {number} */ n) => formatAmount(n, job.meter);
   if (job.captured === null || job.captured === undefined)
-    return `This job holds up to ${formatCount(job.hold)} tokens of your quota.`;
+    return `This job holds up to ${amount(job.hold)} of your quota.`;
   const released = job.hold - job.captured;
+  if (released === 0 && job.reasons && job.status !== "succeeded")
+    return `It used ${amount(job.captured)}, its whole hold: the model's hidden reasoning is billed by the provider and not reported when a call is cut short.`;
+  const rest = job.meter === "money" ? amount(released) : formatCount(released);
   return released > 0
-    ? `It used ${formatCount(job.captured)} tokens; the other ${formatCount(released)} it held went back.`
-    : `It used ${formatCount(job.captured)} tokens.`;
+    ? `It used ${amount(job.captured)}; the other ${rest} it held went back.`
+    : `It used ${amount(job.captured)}.`;
+}
+
+/**
+ * The question before canceling a running reasoning call on a token or money plan: what the
+ * provider billed for its hidden reasoning is not known, so the cancel keeps the whole hold.
+ * @param {Pick<Job, "meter" | "hold">} job
+ */
+export function boundCancelWarning(job) {
+  return `Canceling now stops the generation but keeps this job's whole hold (${formatAmount(job.hold, job.meter)}): the model may be reasoning, which the provider bills and does not report when a call is cut short.`;
 }
 
 /**
@@ -175,6 +199,12 @@ export function usageSentence(usage, now, clock = {}) {
   if (usage.meter === "tokens") {
     const held = usage.held ? ` (${formatCount(usage.held)} of them held by active jobs)` : "";
     return `${plan} plan: ${formatCount(usage.used)} tokens used of ${formatCount(usage.limit)}${held}. Resets ${formatWhen(usage.resetsAt, now, clock)}.`;
+  }
+  if (usage.meter === "money") {
+    const held = usage.held
+      ? ` (${formatAmount(usage.held, "money")} of it held by active jobs)`
+      : "";
+    return `${plan} plan: ${formatAmount(usage.used, "money")} used of ${formatAmount(usage.limit, "money")}${held}. Resets ${formatWhen(usage.resetsAt, now, clock)}.`;
   }
   const unit = usage.limit === 1 ? "generation" : "generations";
   return `${plan} plan: ${usage.used} of ${usage.limit} ${unit} used. Resets ${formatWhen(usage.resetsAt, now, clock)}.`;

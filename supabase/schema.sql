@@ -16,6 +16,17 @@ comment on table private.history_horizon is 'One row: every event at or after ev
 create table private.job_events_default partition of public.job_events default;
 comment on table private.job_events_default is 'Events whose month has no partition of its own yet. Normally empty.';
 
+create table private.user_pseudonyms (
+  user_id uuid not null,
+  pseudonym text not null default ('u'::text || replace((gen_random_uuid())::text, '-'::text, ''::text)),
+  created_at timestamp with time zone not null default now(),
+  constraint user_pseudonyms_pkey PRIMARY KEY (user_id),
+  constraint user_pseudonyms_pseudonym_key UNIQUE (pseudonym),
+  constraint user_pseudonyms_user_id_fkey FOREIGN KEY (user_id) REFERENCES auth.users(id) ON DELETE CASCADE
+);
+alter table private.user_pseudonyms enable row level security;
+comment on table private.user_pseudonyms is 'The pseudonym log lines name a user by: random (a v4 UUID''s bits, not derived from the user id), made on first use by public.user_pseudonym. Erasure deletes the row (and the auth.users cascade would): a pseudonym in a log line kept after that links to no one. No policy.';
+
 create table public.erased_usage (
   period_start timestamp with time zone not null,
   plan_id text not null,
@@ -77,6 +88,9 @@ create table public.generation_jobs (
   kind text not null default 'document'::text,
   input jsonb not null,
   erased_at timestamp with time zone,
+  model text,
+  service_tier text,
+  reasons boolean not null default false,
   constraint generation_jobs_attempts_check CHECK (attempts >= 0),
   constraint generation_jobs_captured_check CHECK (captured >= 0),
   constraint generation_jobs_captured_iff_final CHECK ((status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) = (captured IS NOT NULL)),
@@ -91,7 +105,7 @@ create table public.generation_jobs (
   constraint generation_jobs_input_is_object CHECK (jsonb_typeof(input) = 'object'::text),
   constraint generation_jobs_kind_fkey FOREIGN KEY (kind) REFERENCES public.job_kinds(id),
   constraint generation_jobs_lease_iff_running CHECK ((status = 'running'::text) = (lease_expires_at IS NOT NULL)),
-  constraint generation_jobs_meter_check CHECK (meter = ANY (ARRAY['jobs'::text, 'tokens'::text])),
+  constraint generation_jobs_meter_check CHECK (meter = ANY (ARRAY['jobs'::text, 'tokens'::text, 'money'::text])),
   constraint generation_jobs_output_only_when_succeeded CHECK (output IS NULL OR status = 'succeeded'::text),
   constraint generation_jobs_partial_tokens_check CHECK (partial_tokens >= 0),
   constraint generation_jobs_pkey PRIMARY KEY (id),
@@ -123,9 +137,9 @@ comment on column public.generation_jobs.progress_at is 'When the running attemp
 comment on column public.generation_jobs.refund_withheld is 'Why a job plan''s failed or canceled job kept its unit spent: running_cancel_limit (canceled while running) or paid_refund_limit (failed, or canceled while queued, after its attempts consumed provider tokens), when the user''s refunds after spend had reached the plan''s bound. Null on every other job.';
 comment on column public.generation_jobs.meter is 'The meter of the job''s plan when it was enqueued (a later plan change does not reprice it).';
 comment on column public.generation_jobs.prompt_tokens is 'The prompt''s tokens as counted at enqueue (chat framing included); null on jobs older than metering.';
-comment on column public.generation_jobs.hold is 'What enqueue added to the counter: the kind''s units on a job plan; prompt_tokens + max_output_tokens on a token plan.';
+comment on column public.generation_jobs.hold is 'What enqueue added to the counter: the kind''s units on a job plan; prompt_tokens + max_output_tokens on a token plan; that call''s worst case in micro-dollars on a money plan.';
 comment on column public.generation_jobs.captured is 'Null while active. On an ending, what the job kept of its hold (0 ≤ captured ≤ hold); the rest went back to the counter in the same transaction.';
-comment on column public.generation_jobs.consumed is 'Tokens the job''s attempts that did not end it consumed (released attempts'' usage, reclaimed attempts'' last progress). A token plan''s job never starts an attempt that could take it past 2 × hold.';
+comment on column public.generation_jobs.consumed is 'What the job''s attempts that did not end it cost, in its meter''s unit (tokens on a job or token plan, micro-dollars on a money plan): released attempts'' usage, reclaimed attempts'' last progress. A token or money plan''s job never starts an attempt that could take it past 2 × hold.';
 comment on column public.generation_jobs.waiting_for is 'What the last requeue waits for: provider (a quota 429 or the closed provider gate) or capacity (flex had none). Meaningful while resume_at is ahead; cleared by a claim.';
 comment on column public.generation_jobs.capacity_wait_since is 'When the job first met no flex capacity (429 resource unavailable). Never cleared: the plan''s flex_fallback_after_seconds counts from it.';
 comment on column public.generation_jobs.thinking is 'The running attempt reports reasoning and has streamed no visible text yet (record_progress).';
@@ -133,6 +147,9 @@ comment on column public.generation_jobs.reasoning_tokens is 'The running attemp
 comment on column public.generation_jobs.kind is 'What the job does (public.job_kinds): document or extract.';
 comment on column public.generation_jobs.input is 'The whole input as the client sent it: {"prompt"} for a document, {"text", "schema"} for an extraction. The prompt column holds the prompt or the text.';
 comment on column public.generation_jobs.erased_at is 'When retention erased the job''s text (prompt '''', input {}, output, partial output, error, idempotency key and prompt hash gone). Null: the text is still there. Only a finished job is erased; its accounting columns are untouched.';
+comment on column public.generation_jobs.model is 'The model the job runs on: its plan''s, else the deployment''s OPENAI_MODEL as enqueue was told it (null: neither).';
+comment on column public.generation_jobs.service_tier is 'The plan''s service tier when the job was enqueued: a money plan''s hold is priced at it (or at the standard tier, when dearer).';
+comment on column public.generation_jobs.reasons is 'The job''s model reasons at the plan''s effort (or is not in the price book): an attempt the provider reported no usage for costs its bound (private.attempt_cost).';
 
 create table public.job_events (
   id bigint not null generated always as identity,
@@ -158,6 +175,42 @@ create table public.job_kinds (
 alter table public.job_kinds enable row level security;
 comment on table public.job_kinds is 'What a job does with its input: document (a prompt in, markdown out), extract (a text and a JSON Schema in, a JSON value out). lib/kinds/index.ts is the one list.';
 
+create table public.model_tiers (
+  model_id text not null,
+  tier text not null,
+  input_per_mtok bigint not null,
+  cached_input_per_mtok bigint not null,
+  output_per_mtok bigint not null,
+  constraint model_tiers_cached_check CHECK (cached_input_per_mtok >= 0),
+  constraint model_tiers_input_check CHECK (input_per_mtok >= 0),
+  constraint model_tiers_model_id_fkey FOREIGN KEY (model_id) REFERENCES public.models(id) ON DELETE CASCADE,
+  constraint model_tiers_output_check CHECK (output_per_mtok >= 0),
+  constraint model_tiers_pkey PRIMARY KEY (model_id, tier),
+  constraint model_tiers_tier_check CHECK (tier = ANY (ARRAY['default'::text, 'flex'::text, 'priority'::text]))
+);
+alter table public.model_tiers enable row level security;
+comment on table public.model_tiers is 'The service tiers each model is offered on and their prices, in micro-dollars (USD 1e-6) per million tokens: input, cached input, output (reasoning included). A tier without a row is not offered: the provider answers 400 for it.';
+
+create table public.models (
+  id text not null,
+  reasons boolean not null,
+  reasoning_efforts text[] not null default '{}'::text[],
+  max_output_tokens integer not null,
+  context_window integer not null,
+  shutdown_date date,
+  catalogue_checked_at timestamp with time zone,
+  priced_on date not null,
+  source text not null,
+  constraint models_context_window_check CHECK (context_window >= max_output_tokens),
+  constraint models_efforts_known CHECK (reasoning_efforts <@ ARRAY['none'::text, 'minimal'::text, 'low'::text, 'medium'::text, 'high'::text, 'xhigh'::text]),
+  constraint models_efforts_only_when_reasoning CHECK (reasons OR reasoning_efforts = '{}'::text[]),
+  constraint models_max_output_tokens_check CHECK (max_output_tokens >= 16),
+  constraint models_pkey PRIMARY KEY (id)
+);
+alter table public.models enable row level security;
+comment on table public.models is 'The price book''s models: whether each reasons by default (reasoning tokens are billed as output and never streamed) and which reasoning efforts it takes, its largest output and context, and when and where its prices were read. shutdown_date is the provider''s (GET /v1/models/{id}), written by the catalogue watch; from that day enqueue refuses jobs on it (model_retired).';
+comment on column public.models.catalogue_checked_at is 'When the catalogue watch last read the model from the provider (null: never).';
+
 create table public.plan_kinds (
   plan_id text not null,
   kind text not null,
@@ -182,15 +235,20 @@ create table public.plans (
   meter text not null default 'jobs'::text,
   service_tier text not null default 'default'::text,
   flex_fallback_after_seconds integer,
+  model text,
+  reasoning_effort text,
   constraint plans_fallback_only_on_flex CHECK (flex_fallback_after_seconds IS NULL OR service_tier = 'flex'::text),
   constraint plans_flex_fallback_after_seconds_check CHECK (flex_fallback_after_seconds >= 0),
   constraint plans_max_active_jobs_check CHECK (max_active_jobs >= 1),
-  constraint plans_max_output_tokens_check CHECK (max_output_tokens >= 1),
+  constraint plans_max_output_tokens_check CHECK (max_output_tokens >= 16),
   constraint plans_max_refunded_running_cancels_check CHECK (max_refunded_running_cancels >= 0),
-  constraint plans_meter_check CHECK (meter = ANY (ARRAY['jobs'::text, 'tokens'::text])),
+  constraint plans_meter_check CHECK (meter = ANY (ARRAY['jobs'::text, 'tokens'::text, 'money'::text])),
   constraint plans_period_check CHECK (period = ANY (ARRAY['day'::text, 'month'::text])),
   constraint plans_pkey PRIMARY KEY (id),
-  constraint plans_service_tier_check CHECK (service_tier = ANY (ARRAY['default'::text, 'flex'::text])),
+  constraint plans_priced_plans_name_a_model CHECK (model IS NOT NULL OR service_tier = 'default'::text AND meter <> 'money'::text),
+  constraint plans_reasoning_effort_check CHECK (reasoning_effort = ANY (ARRAY['none'::text, 'minimal'::text, 'low'::text, 'medium'::text, 'high'::text, 'xhigh'::text])),
+  constraint plans_service_tier_check CHECK (service_tier = ANY (ARRAY['default'::text, 'flex'::text, 'priority'::text])),
+  constraint plans_tier_offered FOREIGN KEY (model, service_tier) REFERENCES public.model_tiers(model_id, tier),
   constraint plans_units_per_period_check CHECK (units_per_period >= 0)
 );
 alter table public.plans enable row level security;
@@ -198,9 +256,11 @@ comment on table public.plans is 'Usage plans: how many units a user may reserve
 comment on column public.plans.for_anonymous_users is 'Anonymous sign-ins without a user_plans row are on this plan. At most one plan says so; when none does, they are on ''none'' (no units).';
 comment on column public.plans.max_output_tokens is 'The most completion tokens one model attempt may produce (sent as max_completion_tokens).';
 comment on column public.plans.max_refunded_running_cancels is 'How many jobs per period get their unit back after the provider billed them (running cancels, and failures or queued cancels after a consumed attempt). Null: as many as units_per_period. Job plans only: a token plan captures what was consumed instead.';
-comment on column public.plans.meter is 'jobs: units_per_period counts jobs (a job holds 1). tokens: units_per_period counts tokens (a job holds its prompt tokens plus max_output_tokens and captures what it consumed).';
+comment on column public.plans.meter is 'jobs: units_per_period counts jobs (a job holds its kind''s units). tokens: it counts tokens (a job holds its prompt tokens plus max_output_tokens and captures what it consumed). money: it counts micro-dollars of the provider''s bill (a job holds its worst case at the price book''s prices and captures what the provider billed).';
 comment on column public.plans.service_tier is 'OpenAI''s service tier for this plan''s model calls: default, or flex (Batch prices, slower, may answer 429 resource unavailable; the job then waits for capacity without counting a provider quota hit).';
 comment on column public.plans.flex_fallback_after_seconds is 'A flex plan''s job that has waited this long for flex capacity runs its next attempt on the default tier. Null: never (the job waits within its max age, then fails capacity_unavailable, refunded).';
+comment on column public.plans.model is 'The model the plan''s jobs run on (public.models). Null: the deployment''s OPENAI_MODEL.';
+comment on column public.plans.reasoning_effort is 'The reasoning effort sent with the plan''s calls (one its model takes). Null: the model''s default, which reasons on a reasoning model. none: no hidden reasoning.';
 
 create table public.quota_usage (
   user_id uuid not null,
@@ -209,7 +269,7 @@ create table public.quota_usage (
   updated_at timestamp with time zone not null default now(),
   refunded_running_cancels integer not null default 0,
   meter text not null default 'jobs'::text,
-  constraint quota_usage_meter_check CHECK (meter = ANY (ARRAY['jobs'::text, 'tokens'::text])),
+  constraint quota_usage_meter_check CHECK (meter = ANY (ARRAY['jobs'::text, 'tokens'::text, 'money'::text])),
   constraint quota_usage_pkey PRIMARY KEY (user_id, period_start, meter),
   constraint quota_usage_refunded_running_cancels_check CHECK (refunded_running_cancels >= 0),
   constraint quota_usage_units_used_check CHECK (units_used >= 0)
@@ -217,19 +277,20 @@ create table public.quota_usage (
 alter table public.quota_usage enable row level security;
 comment on table public.quota_usage is 'Units reserved per user and UTC period, net of refunds. Changed only by the transition functions.';
 comment on column public.quota_usage.refunded_running_cancels is 'Refunds after provider spend in this period (running cancels, failures and queued cancels after a consumed attempt). Changed only by private.end_with_refund, with the refund, in the same statement.';
-comment on column public.quota_usage.meter is 'What units_used counts: jobs or tokens. A job holds on the counter of its own meter.';
+comment on column public.quota_usage.meter is 'What units_used counts: jobs, tokens or micro-dollars. A job holds on the counter of its own meter.';
 
 create table public.superseded_callbacks (
   id bigint not null generated always as identity,
-  job_id uuid not null,
+  job_id uuid,
   at timestamp with time zone not null,
   message_seq integer not null,
   job_seq integer not null,
-  constraint superseded_callbacks_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.generation_jobs(id),
+  constraint superseded_callbacks_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.generation_jobs(id) ON DELETE SET NULL,
   constraint superseded_callbacks_pkey PRIMARY KEY (id)
 );
 alter table public.superseded_callbacks enable row level security;
 comment on table public.superseded_callbacks is 'One row per failure callback that fail_job answered superseded (the failed message was older than the job''s current one): nothing changed, no refund. Read by the operator page; no user reads it (RLS on, no policy).';
+comment on column public.superseded_callbacks.job_id is 'The job whose old message''s callback was superseded; null once the job was erased with its user (private.erase_user_data): the row is kept, anonymous, for the operator page''s count.';
 
 create table public.user_plans (
   user_id uuid not null,
@@ -273,6 +334,37 @@ comment on view public.quota_drift is 'Users, periods and meters whose counter d
 
 -- functions ---------------------------------------------------------------------------------------
 
+CREATE OR REPLACE FUNCTION private.attempt_cost(p_job public.generation_jobs, p_prompt integer, p_cached integer, p_completion integer, p_served_tier text, p_reported boolean)
+ RETURNS integer
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select case
+    -- Hidden reasoning cut short: billed, never reported. The attempt's bound.
+    when p_job.meter in ('tokens', 'money') and p_job.reasons and not p_reported
+      and greatest(p_prompt, 0) + greatest(p_completion, 0) > 0 then p_job.hold
+    when p_job.meter = 'money' then coalesce((
+      select least(ceil((
+          greatest(p_prompt - greatest(p_cached, 0), 0)::numeric * pr.input_per_mtok
+          + least(greatest(p_cached, 0), greatest(p_prompt, 0))::numeric * pr.cached_input_per_mtok
+          + greatest(p_completion, 0)::numeric * pr.output_per_mtok) / 1000000), 2147483647)::integer
+      from (
+        -- The tier the provider says it served, when the price book has it; else what was held.
+        select 1 as pref, t.input_per_mtok, t.cached_input_per_mtok, t.output_per_mtok
+        from public.model_tiers t
+        where p_reported and t.model_id = p_job.model and t.tier = p_served_tier
+        union all
+        select 2, h.input_per_mtok, h.cached_input_per_mtok, h.output_per_mtok
+        from private.held_prices(p_job.model, p_job.service_tier) h
+      ) pr
+      order by pr.pref
+      limit 1), p_job.hold)
+    else greatest(p_prompt, 0) + greatest(p_completion, 0)
+  end
+$function$;
+comment on function private.attempt_cost(p_job public.generation_jobs, p_prompt integer, p_cached integer, p_completion integer, p_served_tier text, p_reported boolean) is 'What one attempt cost in the job''s meter''s unit. Tokens (job and token plans): prompt + completion. Money: micro-dollars, rounded up, the provider''s usage at the tier it served (p_reported), a count of ours at the held prices; cached input at the cached price. A reasoning job''s attempt the provider did not report (cut short) costs its bound, the hold.';
+
 CREATE OR REPLACE FUNCTION private.cancel_refunds(p_job public.generation_jobs)
  RETURNS boolean
  LANGUAGE sql
@@ -281,7 +373,7 @@ CREATE OR REPLACE FUNCTION private.cancel_refunds(p_job public.generation_jobs)
 AS $function$
   select case
     when p_job.status not in ('queued', 'running') then false
-    when p_job.meter = 'tokens' then true
+    when p_job.meter in ('tokens', 'money') then true
     -- A job plan's queued job whose attempts consumed nothing: always.
     when p_job.status = 'queued' and p_job.consumed = 0 then true
     else coalesce((
@@ -293,6 +385,33 @@ AS $function$
   end
 $function$;
 comment on function private.cancel_refunds(p_job public.generation_jobs) is 'Whether canceling this job now would give back what it holds: on a token plan, the rest beyond what it consumed; on a job plan, always for a queued job whose attempts consumed nothing, else while the refunds after spend of its period are under its plan''s bound.';
+
+CREATE OR REPLACE FUNCTION private.check_plan_model()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_model public.models;
+begin
+  if new.model is null then
+    return new;
+  end if;
+  select * into v_model from public.models m where m.id = new.model;
+  if new.max_output_tokens > v_model.max_output_tokens then
+    raise exception 'plan %: max_output_tokens % is above model %''s largest output %',
+      new.id, new.max_output_tokens, new.model, v_model.max_output_tokens
+      using errcode = '23514', constraint = 'plans_output_within_model';
+  end if;
+  if new.reasoning_effort is not null and not (new.reasoning_effort = any (v_model.reasoning_efforts)) then
+    raise exception 'plan %: model % does not take reasoning effort %',
+      new.id, new.model, new.reasoning_effort
+      using errcode = '23514', constraint = 'plans_effort_of_model';
+  end if;
+  return new;
+end
+$function$;
+comment on function private.check_plan_model() is 'A plan naming a model keeps within it: its output bound within the model''s largest output, its reasoning effort one the model takes (23514 otherwise). The tier is the foreign key''s.';
 
 CREATE OR REPLACE FUNCTION private.document_input()
  RETURNS trigger
@@ -317,7 +436,7 @@ declare
   -- What the ending attempt consumed: as its worker reports it, else (someone else ends a running
   -- attempt) the prompt and the last progress write, else (queued) nothing.
   v_own integer := greatest(coalesce(p_own, case when p_job.status = 'running'
-    then coalesce(p_job.prompt_tokens, 0) + p_job.partial_tokens else 0 end), 0);
+    then private.running_cost(p_job) else 0 end), 0);
   v_operator boolean := p_reason is not distinct from 'provider_misconfigured';
   v_paid boolean := not v_operator and (p_running_cancel or p_job.consumed + v_own > 0);
   -- A job plan's refund after spend uses the shared per-period bound.
@@ -467,18 +586,21 @@ begin
   perform pg_catalog.set_config('quota_jobs.erasing', 'on', true);
   delete from public.job_events e where e.user_id = p_user_id;
   get diagnostics v_events = row_count;
+  -- Their superseded callbacks keep their rows, without the job id (on delete set null).
   delete from public.generation_jobs j where j.user_id = p_user_id;
   get diagnostics v_jobs = row_count;
   perform pg_catalog.set_config('quota_jobs.erasing', 'off', true);
   -- Every job went with its hold or capture, so the counters go too (quota_drift stays empty).
   delete from public.quota_usage q where q.user_id = p_user_id;
   delete from public.user_plans p where p.user_id = p_user_id;
+  -- A pseudonym in a kept log line now names no one.
+  delete from private.user_pseudonyms s where s.user_id = p_user_id;
 
   return jsonb_build_object('outcome', 'erased', 'jobs', v_jobs, 'canceled', v_canceled,
     'events', v_events);
 end
 $function$;
-comment on function private.erase_user_data(p_user_id uuid, p_now timestamp with time zone) is 'A user''s erasure: cancels their active jobs (cancel_job''s refund rule), adds their jobs'' cost to public.erased_usage (no user), deletes their job_events, generation_jobs, quota_usage and user_plans rows. Serialized per user with enqueue (its advisory lock); a second call finds nothing and erases 0. Security definer: deleting events is allowed only to the owner (private.erasing).';
+comment on function private.erase_user_data(p_user_id uuid, p_now timestamp with time zone) is 'A user''s erasure: cancels their active jobs (cancel_job''s refund rule), adds their jobs'' cost to public.erased_usage (no user), deletes their job_events, generation_jobs (their superseded_callbacks rows keep no job id), quota_usage, user_plans and user_pseudonyms rows. Serialized per user with enqueue (its advisory lock); a second call finds nothing and erases 0. Security definer: deleting events is allowed only to the owner (private.erasing).';
 
 CREATE OR REPLACE FUNCTION private.erasing(p_table regclass)
  RETURNS boolean
@@ -539,6 +661,19 @@ begin
 end
 $function$;
 comment on function private.forbid_changing_final_jobs() is 'A final job never changes again: no second refund, no completion over a cancel, whatever the caller. The one exception is retention erasing its text, and nothing else (private.erasing).';
+
+CREATE OR REPLACE FUNCTION private.held_prices(p_model text, p_tier text)
+ RETURNS TABLE(input_per_mtok bigint, cached_input_per_mtok bigint, output_per_mtok bigint)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select max(t.input_per_mtok), max(t.cached_input_per_mtok), max(t.output_per_mtok)
+  from public.model_tiers t
+  where t.model_id = p_model and t.tier in (coalesce(p_tier, 'default'), 'default')
+  having count(*) > 0
+$function$;
+comment on function private.held_prices(p_model text, p_tier text) is 'The prices a money hold is made at: per kind of token, the dearer of the tier''s and the standard tier''s (a flex request may be served at standard). No row: the model is not priced.';
 
 CREATE OR REPLACE FUNCTION private.job_events_month_partition(p_month timestamp with time zone)
  RETURNS text
@@ -775,6 +910,17 @@ AS $function$
 $function$;
 comment on function private.refund_bound(p_plan public.plans) is 'How many refunds after provider spend (running cancels, failures and queued cancels after a consumed attempt) the plan gives per period: max_refunded_running_cancels, else units_per_period. Null on a token plan, which has no such bound (an ending captures what was consumed). A refund after spend is made while the period''s refunded_running_cancels is under it.';
 
+CREATE OR REPLACE FUNCTION private.running_cost(p_job public.generation_jobs)
+ RETURNS integer
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select private.attempt_cost(p_job, coalesce(p_job.prompt_tokens, 0), 0, p_job.partial_tokens,
+    null, false)
+$function$;
+comment on function private.running_cost(p_job public.generation_jobs) is 'What the running attempt cost so far as SQL knows it (its prompt and last progress write), for an ending or a reclaim by someone else than its worker.';
+
 CREATE OR REPLACE FUNCTION private.stale_lease_expired(j public.generation_jobs, p_now timestamp with time zone, p_lease_grace_seconds integer)
  RETURNS boolean
  LANGUAGE sql
@@ -834,6 +980,21 @@ begin
 end
 $function$;
 comment on function private.sweep_one(p_old public.generation_jobs, p_reason text, p_now timestamp with time zone) is 'One locked stale job: republished (queued, message lost) or failed (private.end_with_refund''s rule).';
+
+CREATE OR REPLACE FUNCTION private.usage_cost(p_job public.generation_jobs, p_usage jsonb)
+ RETURNS integer
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select case when p_usage is null then 0 else private.attempt_cost(p_job,
+    coalesce((p_usage ->> 'prompt_tokens')::integer, 0),
+    coalesce((p_usage ->> 'cached_tokens')::integer, 0),
+    coalesce((p_usage ->> 'completion_tokens')::integer, 0),
+    p_usage ->> 'service_tier',
+    p_usage ->> 'source' = 'provider') end
+$function$;
+comment on function private.usage_cost(p_job public.generation_jobs, p_usage jsonb) is 'private.attempt_cost of an attempt''s usage {"prompt_tokens", "completion_tokens", "cached_tokens", "service_tier", "source"} (0 without one).';
 
 CREATE OR REPLACE FUNCTION private.usage_json(p_user_id uuid, p_plan public.plans, p_now timestamp with time zone)
  RETURNS jsonb
@@ -958,7 +1119,6 @@ AS $function$
 declare
   v_job public.generation_jobs;
   v_result jsonb;
-  v_tokens integer := case when p_usage is null then null else private.usage_tokens(p_usage) end;
 begin
   with completed as (
     update public.generation_jobs j
@@ -968,8 +1128,9 @@ begin
         lease_expires_at = null,
         finished_at = p_now,
         -- No usage: the hold, so a missing report never under-charges.
-        captured = case when j.meter = 'tokens'
-                        then least(j.consumed + coalesce(v_tokens, j.hold), j.hold)
+        captured = case when j.meter in ('tokens', 'money')
+                        then least(j.consumed + coalesce(case when p_usage is null then null
+                          else private.usage_cost(j, p_usage) end, j.hold), j.hold)
                         else j.hold end,
         updated_at = p_now
     where j.id = p_job_id and j.status = 'running' and j.attempts = p_attempt
@@ -1007,7 +1168,7 @@ end
 $function$;
 comment on function public.complete_job(p_job_id uuid, p_attempt integer, p_output text, p_now timestamp with time zone, p_usage jsonb) is 'running under this claim → succeeded with the output; captures the whole hold (job plan: the kind''s units) or least(hold, consumed + the usage''s tokens) (token plan) and releases the rest; the usage goes in the event.';
 
-CREATE OR REPLACE FUNCTION public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT now(), p_prompt_tokens integer DEFAULT NULL::integer, p_kind text DEFAULT 'document'::text, p_input jsonb DEFAULT NULL::jsonb)
+CREATE OR REPLACE FUNCTION public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT now(), p_prompt_tokens integer DEFAULT NULL::integer, p_kind text DEFAULT 'document'::text, p_input jsonb DEFAULT NULL::jsonb, p_model text DEFAULT NULL::text)
  RETURNS jsonb
  LANGUAGE plpgsql
  SET search_path TO ''
@@ -1020,7 +1181,10 @@ declare
   v_used integer;
   v_active integer;
   v_prompt_tokens integer;
-  v_hold integer;
+  v_hold bigint;
+  v_model public.models;
+  v_model_id text;
+  v_reasons boolean;
   v_units integer;
   v_input jsonb := coalesce(p_input, jsonb_build_object('prompt', p_prompt));
   v_result jsonb;
@@ -1059,15 +1223,16 @@ begin
   perform pg_advisory_xact_lock(hashtextextended('quota_jobs.enqueue:' || p_user_id::text, 0));
 
   select p.id, p.name, p.period, p.units_per_period, p.max_active_jobs, p.max_output_tokens,
-    p.max_refunded_running_cancels, p.meter, b.period_start,
+    p.max_refunded_running_cancels, p.meter, p.model, p.service_tier, p.reasoning_effort,
+    b.period_start,
     (select q.units_used from public.quota_usage q
      where q.user_id = p_user_id and q.period_start = b.period_start and q.meter = p.meter),
     (select count(*) from public.generation_jobs j
      where j.user_id = p_user_id and j.status in ('queued', 'running')),
     (select k.units from public.plan_kinds k where k.plan_id = p.id and k.kind = p_kind)
   into v_plan.id, v_plan.name, v_plan.period, v_plan.units_per_period, v_plan.max_active_jobs,
-    v_plan.max_output_tokens, v_plan.max_refunded_running_cancels, v_plan.meter,
-    v_period_start, v_used, v_active, v_units
+    v_plan.max_output_tokens, v_plan.max_refunded_running_cancels, v_plan.meter, v_plan.model,
+    v_plan.service_tier, v_plan.reasoning_effort, v_period_start, v_used, v_active, v_units
   from public.plans p
   cross join lateral (
     select date_trunc(p.period, p_now at time zone 'UTC') at time zone 'UTC' as period_start
@@ -1097,7 +1262,26 @@ begin
     );
   end if;
 
-  v_hold := case when v_plan.meter = 'tokens' then v_prompt_tokens + v_plan.max_output_tokens
+  -- The model the job runs on: the plan's, else the deployment's. From its shutdown date on, the
+  -- provider no longer serves it: refused here, nothing held, rather than failed at the provider.
+  v_model_id := coalesce(v_plan.model, p_model);
+  select * into v_model from public.models m where m.id = v_model_id;
+  if v_model.shutdown_date <= (p_now at time zone 'UTC')::date then
+    return jsonb_build_object('outcome', 'model_retired', 'model', v_model.id,
+      'shutdown_date', v_model.shutdown_date);
+  end if;
+  -- A model the price book does not know is taken to reason: its cut attempts cost their bound.
+  v_reasons := v_model_id is not null and (v_model.id is null
+    or (v_model.reasons and v_plan.reasoning_effort is distinct from 'none'));
+
+  v_hold := case
+    when v_plan.meter = 'tokens' then v_prompt_tokens + v_plan.max_output_tokens
+    -- The call's worst case: the prompt's bound at the input price and the output bound
+    -- (reasoning included) at the output price, at the dearer of the plan's and standard tier.
+    when v_plan.meter = 'money' then (
+      select ceil((v_prompt_tokens::numeric * h.input_per_mtok
+        + v_plan.max_output_tokens::numeric * h.output_per_mtok) / 1000000)::bigint
+      from private.held_prices(v_model_id, v_plan.service_tier) h)
     else v_units end;
 
   if coalesce(v_used, 0) + v_hold > v_plan.units_per_period then
@@ -1125,10 +1309,11 @@ begin
   ), inserted as (
     insert into public.generation_jobs (
       user_id, status, kind, prompt, input, request_hash, idempotency_key, plan_id, period_start,
-      meter, prompt_tokens, hold, created_at, queued_at, updated_at
+      meter, prompt_tokens, hold, model, service_tier, reasons, created_at, queued_at, updated_at
     )
     select p_user_id, 'queued', p_kind, p_prompt, v_input, v_hash, p_idempotency_key, v_plan.id,
-      v_period_start, v_plan.meter, v_prompt_tokens, v_hold, p_now, p_now, p_now
+      v_period_start, v_plan.meter, v_prompt_tokens, v_hold, v_model_id, v_plan.service_tier,
+      v_reasons, p_now, p_now, p_now
     from reserved
     returning *
   ), logged as (
@@ -1165,7 +1350,7 @@ begin
   return v_result;
 end
 $function$;
-comment on function public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text, p_now timestamp with time zone, p_prompt_tokens integer, p_kind text, p_input jsonb) is 'Starts a job of a kind (default document) for a user that exists (else user_not_found): a kind the plan does not offer is kind_not_in_plan; holds the kind''s units (job plan) or p_prompt_tokens + max_output_tokens (token plan) on the counter of the plan''s meter under the limit, checks the active-job limit and the idempotency key, inserts, in one transaction. A refusal holds nothing.';
+comment on function public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text, p_now timestamp with time zone, p_prompt_tokens integer, p_kind text, p_input jsonb, p_model text) is 'Starts a job of a kind (default document) for a user that exists (else user_not_found): a kind the plan does not offer is kind_not_in_plan; a model (the plan''s, else p_model) past its shutdown date is model_retired; holds the kind''s units (job plan), p_prompt_tokens + max_output_tokens (token plan) or that call''s worst case in micro-dollars (money plan) on the counter of the plan''s meter under the limit, checks the active-job limit and the idempotency key, inserts, in one transaction. A refusal holds nothing.';
 
 CREATE OR REPLACE FUNCTION public.erase_user(p_user_id uuid, p_now timestamp with time zone DEFAULT now())
  RETURNS jsonb
@@ -1216,13 +1401,14 @@ AS $function$
     'has_more', (select count(*) from page) > (select n from lim)
   ) || case when p_after_created_at is not null then '{}'::jsonb else jsonb_build_object(
     'plan', (select to_jsonb(up) - 'user_id' from public.user_plans up where up.user_id = p_user_id),
+    'log_pseudonym', (select s.pseudonym from private.user_pseudonyms s where s.user_id = p_user_id),
     'usage', coalesce((
       select jsonb_agg(to_jsonb(q) - 'user_id' order by q.period_start, q.meter)
       from public.quota_usage q where q.user_id = p_user_id
     ), '[]'::jsonb)
   ) end
 $function$;
-comment on function public.export_user(p_user_id uuid, p_after_created_at timestamp with time zone, p_after_id uuid, p_limit integer) is 'GET /api/me/export, one page: the user''s jobs oldest first (every column but the prompt hash, each with its events), keyset-paginated on (created_at, id), at most 500 a page; the first page (no cursor) also carries their user_plans row and quota_usage rows.';
+comment on function public.export_user(p_user_id uuid, p_after_created_at timestamp with time zone, p_after_id uuid, p_limit integer) is 'GET /api/me/export, one page: the user''s jobs oldest first (every column but the prompt hash, each with its events), keyset-paginated on (created_at, id), at most 500 a page; the first page (no cursor) also carries their user_plans row, quota_usage rows and log pseudonym (null when no log line named them yet).';
 
 CREATE OR REPLACE FUNCTION public.fail_job(p_job_id uuid, p_reason text, p_error text DEFAULT NULL::text, p_attempt integer DEFAULT NULL::integer, p_now timestamp with time zone DEFAULT now(), p_usage jsonb DEFAULT NULL::jsonb, p_seq integer DEFAULT NULL::integer)
  RETURNS jsonb
@@ -1250,7 +1436,7 @@ begin
   return jsonb_build_object('outcome', 'failed', 'job', private.job_json(private.end_with_refund(
     v_old, 'failed', p_reason, p_error, 'failed', p_now,
     private.with_usage(jsonb_build_object('attempt', p_attempt, 'reason', p_reason), p_usage),
-    case when p_usage is null then null else private.usage_tokens(p_usage) end
+    case when p_usage is null then null else private.usage_cost(v_old, p_usage) end
   )));
 end
 $function$;
@@ -1519,6 +1705,26 @@ AS $function$
 $function$;
 comment on function public.ops_now(p_now timestamp with time zone, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer) is 'Operator page''s "now" tiles: active jobs stale by each of the sweeper''s three rules (the same predicates and partial indexes as sweep_jobs and reconcile), and the rows of quota_drift in the periods that can still change (those starting at or after drift_since; closed periods are npm run reconcile''s).';
 
+CREATE OR REPLACE FUNCTION public.ops_plans(p_default_model text DEFAULT NULL::text, p_attempts integer DEFAULT 2)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select jsonb_build_object('outcome', 'listed', 'plans', coalesce(jsonb_agg(jsonb_build_object(
+    'plan', w.plan_id,
+    'meter', w.meter,
+    'model', w.model,
+    'service_tier', w.service_tier,
+    'worst_case_micro_usd', w.worst_case_micro_usd,
+    'shutdown_date', m.shutdown_date,
+    'checked_at', m.catalogue_checked_at
+  ) order by w.plan_id), '[]'::jsonb))
+  from public.plan_worst_case(p_default_model, p_attempts) w
+  left join public.models m on m.id = w.model
+$function$;
+comment on function public.ops_plans(p_default_model text, p_attempts integer) is 'The operator page''s plans table: each plan''s model, tier and worst-case bill per period (public.plan_worst_case) with the model''s shutdown date as the catalogue watch last read it.';
+
 CREATE OR REPLACE FUNCTION public.ops_provider_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval)
  RETURNS TABLE(bucket timestamp with time zone, provider_tokens bigint, quota_429s bigint, gate_closed_seconds double precision)
  LANGUAGE sql
@@ -1574,6 +1780,35 @@ AS $function$
 $function$;
 comment on function public.ops_provider_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) is 'Operator page: per bucket, provider tokens consumed (every attempt''s usage in job_events), provider 429s the jobs counted (requeued / gave_up with quota_hit), and seconds the shared provider gate was closed (the union of [at, resume_at] of those events, clipped to p_to). Walks job_events_at.';
 
+CREATE OR REPLACE FUNCTION public.plan_worst_case(p_default_model text DEFAULT NULL::text, p_attempts integer DEFAULT 2, p_prompt_tokens integer DEFAULT 8008)
+ RETURNS TABLE(plan_id text, meter text, model text, service_tier text, units_per_period integer, billed_calls integer, worst_case_micro_usd bigint)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select p.id, p.meter, coalesce(p.model, p_default_model), p.service_tier, p.units_per_period,
+    case when p.meter = 'jobs' then
+      (p.units_per_period / greatest((select min(k.units) from public.plan_kinds k
+        where k.plan_id = p.id), 1) + coalesce(private.refund_bound(p), 0)) * p_attempts end,
+    case p.meter
+      -- Each billed call at most its prompt's bound and its output bound, at the held prices.
+      when 'jobs' then ceil(
+        ((p.units_per_period / greatest((select min(k.units) from public.plan_kinds k
+          where k.plan_id = p.id), 1) + coalesce(private.refund_bound(p), 0)) * p_attempts)::numeric
+        * (p_prompt_tokens::numeric * h.input_per_mtok + p.max_output_tokens::numeric * h.output_per_mtok)
+        / 1000000)::bigint
+      -- Below twice the plan's tokens (the attempt budget), each at the dearest token's price.
+      when 'tokens' then ceil(2 * p.units_per_period::numeric
+        * greatest(h.input_per_mtok, h.output_per_mtok) / 1000000)::bigint
+      -- Below twice the plan's micro-dollars: a job's attempts stop at 2 × hold.
+      else 2 * p.units_per_period::bigint
+    end
+  from public.plans p
+  left join lateral private.held_prices(coalesce(p.model, p_default_model), p.service_tier) h on true
+  order by p.id
+$function$;
+comment on function public.plan_worst_case(p_default_model text, p_attempts integer, p_prompt_tokens integer) is 'Each plan''s worst-case provider bill per period, in micro-dollars, from the price book: a job plan''s billed calls (units / the cheapest kind + refunds after spend, × attempts per job) at their prompt (p_prompt_tokens) and output bounds; a token plan''s twice its tokens at the dearest token price; a money plan''s twice its micro-dollars. Null where the model is not priced. docs/DESIGN.md#metering-hold-and-capture says why each bound holds.';
+
 CREATE OR REPLACE FUNCTION public.record_attempt_usage(p_job_id uuid, p_attempt integer, p_usage jsonb, p_now timestamp with time zone DEFAULT now())
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -1605,6 +1840,28 @@ begin
 end
 $function$;
 comment on function public.record_attempt_usage(p_job_id uuid, p_attempt integer, p_usage jsonb, p_now timestamp with time zone) is 'What an attempt consumed when its own transition was refused (someone else ended or reclaimed the job): one attempt_usage event, insert only. recorded, already_recorded, no_such_attempt, not_found.';
+
+CREATE OR REPLACE FUNCTION public.record_model_catalogue(p_model text, p_shutdown_date date, p_now timestamp with time zone DEFAULT now())
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_before date;
+  v_found boolean;
+begin
+  select m.shutdown_date into v_before from public.models m where m.id = p_model for update;
+  v_found := found;
+  if not v_found then
+    return jsonb_build_object('outcome', 'not_priced');
+  end if;
+  update public.models m set shutdown_date = p_shutdown_date, catalogue_checked_at = p_now
+  where m.id = p_model;
+  return jsonb_build_object('outcome', 'recorded',
+    'changed', v_before is distinct from p_shutdown_date, 'shutdown_date', p_shutdown_date);
+end
+$function$;
+comment on function public.record_model_catalogue(p_model text, p_shutdown_date date, p_now timestamp with time zone) is 'What the provider''s catalogue says of a priced model: its shutdown date (null: none announced), and when it was read. not_priced for a model the price book does not have.';
 
 CREATE OR REPLACE FUNCTION public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone DEFAULT now(), p_prompt_tokens integer DEFAULT NULL::integer, p_thinking boolean DEFAULT false, p_reasoning_tokens integer DEFAULT NULL::integer)
  RETURNS jsonb
@@ -1649,7 +1906,7 @@ CREATE OR REPLACE FUNCTION public.release_job(p_job_id uuid, p_attempt integer, 
 AS $function$
 declare
   v_old public.generation_jobs;
-  v_tokens integer := private.usage_tokens(p_usage);
+  v_tokens integer;
   v_result jsonb;
 begin
   select * into v_old from public.generation_jobs j where j.id = p_job_id for update;
@@ -1659,8 +1916,9 @@ begin
   if v_old.status <> 'running' or v_old.attempts <> p_attempt then
     return jsonb_build_object('outcome', 'not_running', 'job', private.job_json(v_old));
   end if;
+  v_tokens := private.usage_cost(v_old, p_usage);
 
-  if v_old.meter = 'tokens' and v_old.consumed + v_tokens + v_old.hold > 2 * v_old.hold then
+  if v_old.meter in ('tokens', 'money') and v_old.consumed + v_tokens + v_old.hold > 2 * v_old.hold then
     -- As before, this attempt goes into consumed (the job's whole spend), so the ending's own is 0.
     update public.generation_jobs j set consumed = j.consumed + v_tokens where j.id = p_job_id
     returning * into v_old;
@@ -1737,7 +1995,7 @@ begin
         jsonb_build_object('attempt', p_attempt, 'hits', v_hits, 'by', v_give_up,
           'quota_hit', p_count_hit and not p_capacity, 'resume_at', p_resume_at), p_usage
       ),
-      private.usage_tokens(p_usage)
+      private.usage_cost(v_old, p_usage)
     );
     return jsonb_build_object('outcome', 'gave_up', 'by', v_give_up, 'job', private.job_json(v_job));
   end if;
@@ -1837,8 +2095,8 @@ begin
   end if;
 
   v_consumed := v_old.consumed + case when v_old.status = 'running'
-    then coalesce(v_old.prompt_tokens, 0) + v_old.partial_tokens else 0 end;
-  if v_old.meter = 'tokens' and v_consumed + v_old.hold > 2 * v_old.hold then
+    then private.running_cost(v_old) else 0 end;
+  if v_old.meter in ('tokens', 'money') and v_consumed + v_old.hold > 2 * v_old.hold then
     update public.generation_jobs j set consumed = v_consumed where j.id = p_job_id
     returning * into v_old;
     -- The dead attempt is in consumed now: the ending attempt is none (p_own 0).
@@ -1888,6 +2146,7 @@ begin
     'job', to_jsonb(s) - 'request_hash',
     'max_output_tokens', p.max_output_tokens,
     'service_tier', t.service_tier,
+    'reasoning_effort', p.reasoning_effort,
     'flex_fallback_after_seconds', p.flex_fallback_after_seconds
   ) into v_result
   from started s join public.plans p on p.id = s.plan_id join tier t on t.id = s.id;
@@ -1967,12 +2226,63 @@ end
 $function$;
 comment on function public.sweep_jobs(p_now timestamp with time zone, p_batch_size integer, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer, p_max_republish integer) is 'Ends what nobody else will, one batch (rows locked with skip locked, so two sweepers share the work): jobs older than the max age, running jobs whose lease expired more than the grace ago, and queued jobs never delivered (republished once, then failed). Every failure refunds. Returns the failed jobs, the jobs to republish (publish_seq grew) and whether more may remain.';
 
+CREATE OR REPLACE FUNCTION public.user_pseudonym(p_user_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+declare
+  v_pseudonym text;
+begin
+  select p.pseudonym into v_pseudonym from private.user_pseudonyms p where p.user_id = p_user_id;
+  if found then
+    return jsonb_build_object('outcome', 'pseudonym', 'pseudonym', v_pseudonym);
+  end if;
+  -- Only for a user Supabase Auth knows: an erased user (a token outliving them) gets none, so
+  -- nothing about them is written again.
+  insert into private.user_pseudonyms (user_id)
+  select u.id from auth.users u where u.id = p_user_id
+  on conflict (user_id) do nothing;
+  select p.pseudonym into v_pseudonym from private.user_pseudonyms p where p.user_id = p_user_id;
+  if not found then
+    return jsonb_build_object('outcome', 'user_not_found');
+  end if;
+  return jsonb_build_object('outcome', 'pseudonym', 'pseudonym', v_pseudonym);
+end
+$function$;
+comment on function public.user_pseudonym(p_user_id uuid) is 'The user''s log pseudonym (private.user_pseudonyms), made on first use; user_not_found for a user without an auth.users row (erased, or never created). Security definer: the table is private.';
+
+CREATE OR REPLACE FUNCTION public.watched_models(p_default_model text DEFAULT NULL::text)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  with used as (
+    select coalesce(p.model, p_default_model) as model, p.id as plan_id
+    from public.plans p
+    where coalesce(p.model, p_default_model) is not null
+  )
+  select jsonb_build_object('outcome', 'listed', 'models', coalesce(jsonb_agg(jsonb_build_object(
+    'model', u.model,
+    'plans', u.plans,
+    'priced', m.id is not null,
+    'shutdown_date', m.shutdown_date,
+    'checked_at', m.catalogue_checked_at
+  ) order by u.model), '[]'::jsonb))
+  from (select u.model, jsonb_agg(u.plan_id order by u.plan_id) as plans from used u group by u.model) u
+  left join public.models m on m.id = u.model
+$function$;
+comment on function public.watched_models(p_default_model text) is 'Every model a plan runs on (a plan naming none: p_default_model, the deployment''s OPENAI_MODEL), with the plans that use it, whether the price book has it, and the shutdown date last read from the provider.';
+
 -- triggers ----------------------------------------------------------------------------------------
 
 CREATE TRIGGER erase_user_data BEFORE DELETE ON auth.users FOR EACH ROW EXECUTE FUNCTION private.erase_deleted_user();
 CREATE TRIGGER generation_jobs_document_input BEFORE INSERT ON public.generation_jobs FOR EACH ROW EXECUTE FUNCTION private.document_input();
 CREATE TRIGGER generation_jobs_final_is_final BEFORE UPDATE ON public.generation_jobs FOR EACH ROW WHEN (old.status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) EXECUTE FUNCTION private.forbid_changing_final_jobs();
 CREATE TRIGGER job_events_append_only BEFORE DELETE OR UPDATE ON public.job_events FOR EACH ROW EXECUTE FUNCTION private.forbid_changing_events();
+CREATE TRIGGER plans_check_model BEFORE INSERT OR UPDATE ON public.plans FOR EACH ROW EXECUTE FUNCTION private.check_plan_model();
 CREATE TRIGGER plans_offer_documents AFTER INSERT ON public.plans FOR EACH ROW EXECUTE FUNCTION private.offer_documents();
 
 -- row level security policies ---------------------------------------------------------------------
@@ -1987,17 +2297,22 @@ create policy "users read their own plan" on public.user_plans as permissive for
 
 -- privileges (what each role holds on our objects, beside their owner) ----------------------------
 
+grant delete, insert, maintain, references, select, trigger, truncate, update on table private.user_pseudonyms to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.erased_usage to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.generation_jobs to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.job_events to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.job_kinds to service_role;
+grant delete, insert, maintain, references, select, trigger, truncate, update on table public.model_tiers to service_role;
+grant delete, insert, maintain, references, select, trigger, truncate, update on table public.models to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.plan_kinds to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.plans to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.quota_drift to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.quota_usage to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.superseded_callbacks to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.user_plans to service_role;
+grant execute on function private.attempt_cost(p_job public.generation_jobs, p_prompt integer, p_cached integer, p_completion integer, p_served_tier text, p_reported boolean) to service_role;
 grant execute on function private.cancel_refunds(p_job public.generation_jobs) to service_role;
+grant execute on function private.check_plan_model() to service_role;
 grant execute on function private.document_input() to service_role;
 grant execute on function private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb, p_own integer, p_running_cancel boolean) to service_role;
 grant execute on function private.erase_deleted_user() to service_role;
@@ -2006,6 +2321,7 @@ grant execute on function private.erasing(p_table regclass) to service_role;
 grant execute on function private.events_complete_since() to service_role;
 grant execute on function private.forbid_changing_events() to service_role;
 grant execute on function private.forbid_changing_final_jobs() to service_role;
+grant execute on function private.held_prices(p_model text, p_tier text) to service_role;
 grant execute on function private.job_json(j public.generation_jobs) to service_role;
 grant execute on function private.log_event(p_job public.generation_jobs, p_event text, p_from_status text, p_now timestamp with time zone, p_detail jsonb) to service_role;
 grant execute on function private.offer_documents() to service_role;
@@ -2019,10 +2335,12 @@ grant execute on function private.queued_due_since(j public.generation_jobs) to 
 grant execute on function private.quota_drift_since(p_since timestamp with time zone) to service_role;
 grant execute on function private.refund(p_job public.generation_jobs, p_now timestamp with time zone) to service_role;
 grant execute on function private.refund_bound(p_plan public.plans) to service_role;
+grant execute on function private.running_cost(p_job public.generation_jobs) to service_role;
 grant execute on function private.stale_lease_expired(j public.generation_jobs, p_now timestamp with time zone, p_lease_grace_seconds integer) to service_role;
 grant execute on function private.stale_past_max_age(j public.generation_jobs, p_now timestamp with time zone, p_max_age_seconds integer) to service_role;
 grant execute on function private.stale_undelivered(j public.generation_jobs, p_now timestamp with time zone, p_undelivered_after_seconds integer) to service_role;
 grant execute on function private.sweep_one(p_old public.generation_jobs, p_reason text, p_now timestamp with time zone) to service_role;
+grant execute on function private.usage_cost(p_job public.generation_jobs, p_usage jsonb) to service_role;
 grant execute on function private.usage_json(p_user_id uuid, p_plan public.plans, p_now timestamp with time zone) to service_role;
 grant execute on function private.usage_object(p_plan public.plans, p_period_start timestamp with time zone, p_used integer, p_active bigint) to service_role;
 grant execute on function private.usage_tokens(p_usage jsonb) to service_role;
@@ -2030,7 +2348,7 @@ grant execute on function private.user_exists(p_user_id uuid) to service_role;
 grant execute on function private.with_usage(p_detail jsonb, p_usage jsonb) to service_role;
 grant execute on function public.cancel_job(p_job_id uuid, p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.complete_job(p_job_id uuid, p_attempt integer, p_output text, p_now timestamp with time zone, p_usage jsonb) to service_role;
-grant execute on function public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text, p_now timestamp with time zone, p_prompt_tokens integer, p_kind text, p_input jsonb) to service_role;
+grant execute on function public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text, p_now timestamp with time zone, p_prompt_tokens integer, p_kind text, p_input jsonb, p_model text) to service_role;
 grant execute on function public.erase_user(p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.export_user(p_user_id uuid, p_after_created_at timestamp with time zone, p_after_id uuid, p_limit integer) to service_role;
 grant execute on function public.fail_job(p_job_id uuid, p_reason text, p_error text, p_attempt integer, p_now timestamp with time zone, p_usage jsonb, p_seq integer) to service_role;
@@ -2043,8 +2361,11 @@ grant execute on function public.ops_job_series(p_from timestamp with time zone,
 grant execute on function public.ops_latency_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) to service_role;
 grant execute on function public.ops_metrics(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval, p_now timestamp with time zone, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer) to service_role;
 grant execute on function public.ops_now(p_now timestamp with time zone, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer) to service_role;
+grant execute on function public.ops_plans(p_default_model text, p_attempts integer) to service_role;
 grant execute on function public.ops_provider_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) to service_role;
+grant execute on function public.plan_worst_case(p_default_model text, p_attempts integer, p_prompt_tokens integer) to service_role;
 grant execute on function public.record_attempt_usage(p_job_id uuid, p_attempt integer, p_usage jsonb, p_now timestamp with time zone) to service_role;
+grant execute on function public.record_model_catalogue(p_model text, p_shutdown_date date, p_now timestamp with time zone) to service_role;
 grant execute on function public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone, p_prompt_tokens integer, p_thinking boolean, p_reasoning_tokens integer) to service_role;
 grant execute on function public.release_job(p_job_id uuid, p_attempt integer, p_error text, p_now timestamp with time zone, p_usage jsonb) to service_role;
 grant execute on function public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text, p_max_hits integer, p_max_age_seconds integer, p_now timestamp with time zone, p_count_hit boolean, p_usage jsonb, p_capacity boolean) to service_role;
@@ -2052,6 +2373,8 @@ grant execute on function public.retention_batch(p_before timestamp with time zo
 grant execute on function public.retention_run(p_before timestamp with time zone, p_limit integer) to service_role;
 grant execute on function public.start_job(p_job_id uuid, p_lease_seconds integer, p_now timestamp with time zone) to service_role;
 grant execute on function public.sweep_jobs(p_now timestamp with time zone, p_batch_size integer, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer, p_max_republish integer) to service_role;
+grant execute on function public.user_pseudonym(p_user_id uuid) to service_role;
+grant execute on function public.watched_models(p_default_model text) to service_role;
 grant select on table private.history_horizon to service_role;
 grant select on table public.generation_jobs to authenticated;
 grant select on table public.job_events to authenticated;

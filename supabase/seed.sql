@@ -10,12 +10,16 @@
 -- flex's slower answers kept to a 2,048-token bound: twice pro's jobs and refunded cancels (200
 -- and 40 a month) then bill at most pro's worst case at standard rates. It never falls back to
 -- the standard tier (that would bill at full price): a job waits for flex capacity within its
--- max age, then fails capacity_unavailable, refunded.
-insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_output_tokens, max_refunded_running_cancels, meter, service_tier, flex_fallback_after_seconds) values
-  ('free', 'Free', 'day', 1, 1, 512, 1, 'jobs', 'default', null),
-  ('pro', 'Pro', 'month', 100, 3, 8000, 20, 'jobs', 'default', null),
-  ('team', 'Team', 'month', 2000000, 3, 2048, null, 'tokens', 'default', null),
-  ('economy', 'Economy', 'month', 200, 3, 2048, 40, 'jobs', 'flex', null)
+-- max age, then fails capacity_unavailable, refunded. Flex is offered on some models only
+-- (public.model_tiers): economy names gpt-5.4-mini at low reasoning effort. The other plans name no
+-- model: they run on the deployment's OPENAI_MODEL (a reasoning model by default). team sends
+-- reasoning effort none: a token plan's cancel then captures what streamed, where hidden
+-- reasoning cut short would cost the attempt's whole bound.
+insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_output_tokens, max_refunded_running_cancels, meter, service_tier, flex_fallback_after_seconds, model, reasoning_effort) values
+  ('free', 'Free', 'day', 1, 1, 512, 1, 'jobs', 'default', null, null, null),
+  ('pro', 'Pro', 'month', 100, 3, 8000, 20, 'jobs', 'default', null, null, null),
+  ('team', 'Team', 'month', 2000000, 3, 2048, null, 'tokens', 'default', null, null, 'none'),
+  ('economy', 'Economy', 'month', 200, 3, 2048, 40, 'jobs', 'flex', null, 'gpt-5.4-mini', 'low')
 on conflict (id) do update set
   name = excluded.name,
   period = excluded.period,
@@ -25,7 +29,9 @@ on conflict (id) do update set
   max_refunded_running_cancels = excluded.max_refunded_running_cancels,
   meter = excluded.meter,
   service_tier = excluded.service_tier,
-  flex_fallback_after_seconds = excluded.flex_fallback_after_seconds;
+  flex_fallback_after_seconds = excluded.flex_fallback_after_seconds,
+  model = excluded.model,
+  reasoning_effort = excluded.reasoning_effort;
 
 -- What each plan offers (public.plan_kinds), and what a job of each kind holds on a job plan.
 -- Every plan offers a document at 1 unit. An extraction (a text and a JSON Schema in, a JSON value

@@ -6,6 +6,7 @@ import { type Deps, getDeps } from "../../lib/deps.ts";
 import { HttpError } from "../../lib/errors.ts";
 import { handle, json } from "../../lib/http.ts";
 import { log } from "../../lib/log.ts";
+import { userPseudonym } from "../../lib/log-pseudonym.ts";
 import { annotate, joinJob, traced, traceRequest } from "../../lib/trace.ts";
 import { jobIdFrom } from "../../lib/validate.ts";
 import { toJob } from "../../lib/view.ts";
@@ -60,7 +61,11 @@ async function cancel(d: Deps, req: Request): Promise<Response> {
         },
       );
     case "canceled":
-      log.info("job_canceled", { jobId: id, userId, refunded: r.refunded });
+      log.info("job_canceled", {
+        jobId: id,
+        user: await userPseudonym(d.jobs, userId),
+        refunded: r.refunded,
+      });
       annotate({ "job.refunded": r.refunded });
       return json(200, { job: toJob(r.job, d.now()), quotaRefunded: r.refunded });
   }

@@ -39,12 +39,18 @@ const offered = (kinds: PlanKind[]) =>
 function quotaMessage(kind: string, hold: number, usage: UsageRow, resetsAt: Date): string {
   const left = Math.max(usage.limit - usage.used, 0);
   const resets = `It resets at ${resetsAt.toISOString()}.`;
+  if (usage.meter === "money")
+    return `${thisJob(kind)} may cost up to ${usd(hold)} and ${usd(left)} of your ${usd(usage.limit)} are left this period. ${resets}`;
   if (usage.meter === "tokens")
     return `${thisJob(kind)} needs up to ${hold} tokens and ${left} of your ${usage.limit} are left this period. ${resets}`;
   if (kind === "document" && hold === 1)
     return `You have used all ${usage.limit} generation(s) of this period. ${resets}`;
   return `${noun(kind)} costs ${plural(hold, "unit", "units")}; ${left.toLocaleString("en-US")} of your ${usage.limit.toLocaleString("en-US")} ${left === 1 ? "is" : "are"} left this period. ${resets}`;
 }
+
+/** Micro-dollars as a person reads them: $0.0047. */
+const usd = (micros: number) =>
+  `$${(micros / 1_000_000).toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 6 })}`;
 
 export function createHandler(deps: () => Deps) {
   return handle({
@@ -161,6 +167,14 @@ async function enqueue(d: Deps, req: Request): Promise<Response> {
         403,
         "user_not_found",
         "This account does not exist (it may have been deleted). Sign in with an existing account.",
+      );
+    case "model_retired":
+      // Not the client's fault and not transient: the plan's model is past its shutdown date
+      // until the operator moves the plan (docs/RUNBOOK.md#model_shutdown). No Retry-After.
+      throw new HttpError(
+        503,
+        "model_retired",
+        "The model this plan runs on has been retired by the provider; new jobs are refused until the plan moves to another model. Nothing was charged.",
       );
     case "unavailable":
       throw new HttpError(

@@ -52,7 +52,7 @@ const env: Record<string, string> = {
   UPSTASH_REDIS_REST_TOKEN: redisToken,
   OPENAI_API_KEY: "sk-bench-local",
   OPENAI_BASE_URL: openai.url,
-  OPENAI_MODEL: "gpt-4o-mini",
+  OPENAI_MODEL: "gpt-5.4-mini",
   APP_URL: appUrl,
   CRON_SECRET: "bench-cron-secret-0123456789",
   RATE_LIMIT_REQUESTS: rateLimit,

@@ -5,7 +5,7 @@
  * `supabase_admin`), or the secret key the gateway turns into one. What the operator page
  * needs: `app_metadata` (merged; a null value removes the key), `user_metadata` (merged the same
  * way) and `email_confirm`. The other fields (email, phone, password, role, ban_duration) are
- * refused with GoTrue's 501 rather than ignored.
+ * refused (404 `feature_disabled`, gotrue-context.ts) rather than ignored.
  */
 import { type Context, GotrueError } from "./gotrue-context.ts";
 import type { Account } from "./gotrue-store.ts";
@@ -51,9 +51,7 @@ export async function adminUserUpdate(c: Context, request: Request, userId: stri
   const p = await c.body(request);
   for (const field of NOT_SERVED)
     if (p[field] !== undefined && p[field] !== "" && p[field] !== false)
-      throw c.notServed(
-        `Updating ${field} through the admin API is not served by the local Auth stand-in`,
-      );
+      throw c.featureDisabled(`Updating ${field} through the admin API`);
   const object = (v: unknown) =>
     v && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
   const app = object(p.app_metadata);

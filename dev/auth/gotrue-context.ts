@@ -66,6 +66,11 @@ export interface GotrueOptions {
   otpExpirySeconds?: number;
   /** @default 3600 (config.toml `jwt_expiry`) */
   jwtExpirySeconds?: number;
+  /**
+   * How long a rotated refresh token may still be used (config.toml
+   * `refresh_token_reuse_interval`, GOTRUE_SECURITY_REFRESH_TOKEN_REUSE_INTERVAL). @default 10
+   */
+  refreshTokenReuseIntervalSeconds?: number;
   now?: () => Date;
 }
 
@@ -80,13 +85,29 @@ export class GotrueError extends Error {
   }
 }
 
-/** GoTrue's 501 for what it serves and the stand-in does not. */
-export const notServed = (message: string) => new GotrueError(501, "not_implemented", message);
+/**
+ * What GoTrue serves and the stand-in does not is refused as GoTrue refuses a feature the
+ * project has switched off: that check's status and `error_code` (internal/api/*.go), a message
+ * saying what is off. Never a 5xx: auth-js takes any 5xx for a network failure and hands the
+ * caller an empty retryable error (`AuthRetryableFetchError("{}")`), which says nothing.
+ */
+export const disabled = (status: number, code: string, message: string) =>
+  new GotrueError(status, code, message);
 
-/** Phone users are not served: a body with a `phone` is GoTrue's 501, `what` says which flow. */
-export function refusePhone(p: Record<string, unknown>, what: string): void {
-  if (typeof p.phone === "string" && p.phone)
-    throw notServed(`${what} is not served by the local Auth stand-in`);
+/** A feature with no switch of its own: 404 `feature_disabled`, as GoTrue's middleware answers. */
+export const featureDisabled = (what: string) =>
+  disabled(404, "feature_disabled", `${what} is disabled on the local Auth stand-in`);
+
+/** The phone provider is off: each flow's own refusal (signup.go, token.go, otp.go). */
+export const PHONE_DISABLED = {
+  signup: () => disabled(400, "phone_provider_disabled", "Phone signups are disabled"),
+  login: () => disabled(422, "phone_provider_disabled", "Phone logins are disabled"),
+  otp: () => disabled(400, "phone_provider_disabled", "Unsupported phone provider"),
+};
+
+/** Phone users are not served: a body with a `phone` gets `refusal`. */
+export function refusePhone(p: Record<string, unknown>, refusal: () => GotrueError): void {
+  if (typeof p.phone === "string" && p.phone) throw refusal();
 }
 
 export const API_VERSION = "X-Supabase-Api-Version";
@@ -341,9 +362,7 @@ export function createContext(o: GotrueOptions) {
       typeof (parsed as { code_challenge?: unknown }).code_challenge === "string" &&
       (parsed as { code_challenge: string }).code_challenge
     )
-      throw notServed(
-        "The PKCE flow is not served by the local Auth stand-in (auth-js's default flowType is implicit)",
-      );
+      throw featureDisabled("The PKCE flow (auth-js's default flowType, implicit, is served)");
     return parsed as Record<string, unknown>;
   }
 
@@ -352,7 +371,7 @@ export function createContext(o: GotrueOptions) {
 
   return {
     // the module's helpers too, so a flow takes everything from its context
-    ...{ hashPassword, passwordMatches, newRefreshToken, userJson, notServed, refusePhone },
+    ...{ hashPassword, passwordMatches, newRefreshToken, userJson, featureDisabled, refusePhone },
     o,
     store,
     now,

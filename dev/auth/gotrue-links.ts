@@ -3,7 +3,7 @@
  * mails a magic link (signing a new address up first), POST /recover a password reset link.
  */
 import { randomBytes } from "node:crypto";
-import { type Context, GotrueError, type Routes } from "./gotrue-context.ts";
+import { type Context, GotrueError, PHONE_DISABLED, type Routes } from "./gotrue-context.ts";
 import { newSignup } from "./gotrue-signup.ts";
 
 export function linkRoutes(c: Context): Routes {
@@ -12,7 +12,7 @@ export function linkRoutes(c: Context): Routes {
   return {
     "POST /otp": async (request, url) => {
       const p = await body(request);
-      refusePhone(p, "Phone OTP");
+      refusePhone(p, PHONE_DISABLED.otp);
       if (typeof p.email !== "string" || !p.email)
         throw bad("validation_failed", "One of email or phone must be set");
       const email = validateEmail(p.email);

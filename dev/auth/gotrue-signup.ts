@@ -5,7 +5,7 @@
  * new address up first.
  */
 import { randomUUID } from "node:crypto";
-import { type Context, GotrueError, type Routes } from "./gotrue-context.ts";
+import { type Context, GotrueError, PHONE_DISABLED, type Routes } from "./gotrue-context.ts";
 import type { Account } from "./gotrue-store.ts";
 
 export function signupRoutes(c: Context): Routes {
@@ -20,14 +20,14 @@ export function signupRoutes(c: Context): Routes {
     session,
     body,
     metadataOf,
-    notServed,
+    featureDisabled,
     refusePhone,
   } = c;
   const signup = newSignup(c);
   return {
     "POST /signup": async (request, url) => {
       const p = await body(request);
-      refusePhone(p, "Phone sign-up");
+      refusePhone(p, PHONE_DISABLED.signup);
       const password = typeof p.password === "string" ? p.password : "";
       if (!password) throw bad("validation_failed", "Signup requires a valid password");
       checkPassword(password);
@@ -41,7 +41,7 @@ export function signupRoutes(c: Context): Routes {
       if (!type) throw bad("validation_failed", "Verify requires a verification type");
       if (!token) throw bad("validation_failed", "Verify requires a token or a token hash");
       if (type === "invite" || type === "email_change" || type === "email")
-        throw notServed(`Verification type ${type} is not served by the local Auth stand-in`);
+        throw featureDisabled(`Verification type ${type}`);
       if (type !== "signup" && type !== "recovery" && type !== "magiclink")
         throw bad("validation_failed", "Invalid email verification type");
       const redirect = redirectTo(url);

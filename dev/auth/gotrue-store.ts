@@ -66,6 +66,12 @@ create table if not exists dev_auth.refresh_tokens (
   created_at timestamptz not null
 );
 comment on table dev_auth.refresh_tokens is 'Refresh tokens, rotated on use; a used one is revoked.';
+alter table dev_auth.refresh_tokens
+  add column if not exists id bigint generated always as identity,
+  add column if not exists parent text,
+  add column if not exists updated_at timestamptz;
+comment on column dev_auth.refresh_tokens.parent is 'The token this one was rotated from (GoTrue''s refresh_tokens.parent).';
+comment on column dev_auth.refresh_tokens.updated_at is 'When it was last changed (revoked): the start of its reuse interval.';
 `;
 
 export function createStore(db: Db) {
@@ -188,34 +194,59 @@ export function createStore(db: Db) {
         )) as Account;
       }),
     /**
-     * Rotates a refresh token: revokes it and issues `next` in the same session. Returns the
-     * session, "revoked" when the token was already used, undefined when it does not exist.
+     * Rotates a refresh token as GoTrue's RefreshTokenGrant does (internal/tokens/service.go):
+     * a live one is revoked and `next` issued in its session, as its child. A revoked one that
+     * is the parent of the session's active token gets the active token back; another revoked
+     * within `reuseMs` of its revocation gets `next`; past that, every live token of the session
+     * is revoked (models.RevokeTokenFamily) and the answer is "reused". Undefined: no such token.
      */
-    rotate: (token: string, next: string, now: Date) =>
+    rotate: (token: string, next: string, now: Date, reuseMs: number) =>
       tx(async (c) => {
         const { rows } = await c.query<{
           session_id: string;
           revoked: boolean;
+          updated_at: Date | null;
+          created_at: Date;
           user_id: string;
           amr_method: string;
-          created_at: Date;
         }>(
-          `select r.session_id, r.revoked, s.user_id, s.amr_method, s.created_at
+          `select r.session_id, r.revoked, r.updated_at, r.created_at, s.user_id, s.amr_method
              from dev_auth.refresh_tokens r join dev_auth.sessions s on s.id = r.session_id
-            where r.token = $1 for update of r`,
+            where r.token = $1 for update of r, s`,
           [token],
         );
         const found = rows[0];
         if (!found) return undefined;
-        if (found.revoked) return "revoked" as const;
-        await c.query("update dev_auth.refresh_tokens set revoked = true where token = $1", [
-          token,
-        ]);
+        if (found.revoked) {
+          const active = (
+            await c.query<{ token: string; parent: string | null }>(
+              `select token, parent from dev_auth.refresh_tokens
+                where session_id = $1 and not revoked order by id desc limit 1`,
+              [found.session_id],
+            )
+          ).rows[0];
+          if (active && active.parent === token) return { ...found, issued: active.token };
+          const since = (found.updated_at ?? found.created_at).getTime();
+          if (now.getTime() > since + reuseMs) {
+            await c.query(
+              `update dev_auth.refresh_tokens set revoked = true, updated_at = $2
+                where session_id = $1 and not revoked`,
+              [found.session_id, now],
+            );
+            return "reused" as const;
+          }
+        } else {
+          await c.query(
+            "update dev_auth.refresh_tokens set revoked = true, updated_at = $2 where token = $1",
+            [token, now],
+          );
+        }
         await c.query(
-          "insert into dev_auth.refresh_tokens (token, session_id, created_at) values ($1, $2, $3)",
-          [next, found.session_id, now],
+          `insert into dev_auth.refresh_tokens (token, session_id, parent, created_at, updated_at)
+           values ($1, $2, $3, $4, $4)`,
+          [next, found.session_id, token, now],
         );
-        return found;
+        return { ...found, issued: next };
       }),
     sessionExists: async (id: string) =>
       (await db.query("select 1 from dev_auth.sessions where id = $1", [id])).rowCount === 1,

@@ -2,7 +2,7 @@
  * The signed-in user (internal/api/user.go, logout.go): GET and PUT /user (a new password ends
  * the other sessions; `user_metadata` merges), POST /logout with its scopes.
  */
-import { type Context, GotrueError, type Routes } from "./gotrue-context.ts";
+import { type Context, GotrueError, PHONE_DISABLED, type Routes } from "./gotrue-context.ts";
 import type { Account } from "./gotrue-store.ts";
 
 export function userRoutes(c: Context): Routes {
@@ -14,7 +14,7 @@ export function userRoutes(c: Context): Routes {
     authenticated,
     body,
     hashPassword,
-    notServed,
+    featureDisabled,
     passwordMatches,
     userJson,
   } = c;
@@ -28,9 +28,8 @@ export function userRoutes(c: Context): Routes {
       const { account, sessionId } = await authenticated(request);
       const p = await body(request);
       if (typeof p.email === "string" && p.email && p.email.toLowerCase() !== account.email)
-        throw notServed("Changing the email is not served by the local Auth stand-in");
-      if (typeof p.phone === "string" && p.phone)
-        throw notServed("Phone numbers are not served by the local Auth stand-in");
+        throw featureDisabled("Changing the email");
+      if (typeof p.phone === "string" && p.phone) throw PHONE_DISABLED.login();
       let hash: string | undefined;
       if (typeof p.password === "string") {
         checkPassword(p.password);

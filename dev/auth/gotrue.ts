@@ -17,8 +17,10 @@
  *
  * Errors carry GoTrue's two shapes: `{"code": 400, "error_code": "…", "msg": "…"}` and, when the
  * request sends `X-Supabase-Api-Version: 2024-01-01` (auth-js does), `{"code": "…", "message":
- * "…"}` with that header echoed. GoTrue routes it does not serve answer 501 in the first shape;
- * any other path chi's 404 (`404 page not found`). PKCE (`code_challenge`) is refused with 501.
+ * "…"}` with that header echoed. What GoTrue serves and this stand-in does not is refused as
+ * GoTrue refuses it switched off (`feature_disabled`, `phone_provider_disabled`, ...:
+ * gotrue-context.ts `disabled`); any other path chi's 404 (`404 page not found`). The gateway
+ * in front refuses a secret key (`sb_secret_…`) from a browser, as the platform does.
  *
  * The access token is signed by the caller's `sign` (the project's ES256 key, or a test's) and
  * checked by its `verify`: no key lives here. Users: gotrue-store.ts. Mail: mailbox.ts. The flows:
@@ -30,9 +32,10 @@ import { adminUserUpdate } from "./gotrue-admin.ts";
 import {
   API_VERSION,
   createContext,
+  disabled,
+  featureDisabled,
   GotrueError,
   type GotrueOptions,
-  notServed,
   type Routes,
 } from "./gotrue-context.ts";
 import { linkRoutes } from "./gotrue-links.ts";
@@ -42,22 +45,28 @@ import { userRoutes } from "./gotrue-user.ts";
 
 export type { GotrueClaims, GotrueOptions } from "./gotrue-context.ts";
 
-/** Paths GoTrue serves that this stand-in does not: refused with 501, not chi's 404. */
-const NOT_SERVED = new Set([
-  "/settings",
-  "/authorize",
-  "/callback",
-  "/magiclink",
-  "/invite",
-  "/resend",
-  "/reauthenticate",
-  "/sso",
-  "/factors",
-  "/admin",
-  "/user/identities",
-  "/health",
-  "/oauth",
-]);
+/**
+ * Paths GoTrue serves that this stand-in does not, with all below them: each
+ * refused as GoTrue answers with that feature switched off (api.go's middleware, external.go,
+ * mfa.go), not with chi's 404.
+ */
+const NOT_SERVED: Record<string, (what: string) => GotrueError> = {
+  "/settings": featureDisabled,
+  "/authorize": () =>
+    disabled(400, "provider_disabled", "Unsupported provider: provider is not enabled"),
+  "/callback": () =>
+    disabled(400, "provider_disabled", "Unsupported provider: provider is not enabled"),
+  "/magiclink": featureDisabled,
+  "/invite": featureDisabled,
+  "/resend": featureDisabled,
+  "/reauthenticate": featureDisabled,
+  "/sso": () => disabled(404, "saml_provider_disabled", "SAML 2.0 is disabled"),
+  "/factors": () => disabled(422, "mfa_totp_enroll_not_enabled", "MFA enroll is disabled for TOTP"),
+  "/admin": featureDisabled,
+  "/user/identities": () => disabled(404, "manual_linking_disabled", "Manual linking is disabled"),
+  "/health": featureDisabled,
+  "/oauth": () => disabled(404, "feature_disabled", "OAuth server is disabled"),
+};
 const ROUTES: Record<string, string[]> = {
   "/signup": ["POST"],
   "/verify": ["GET"],
@@ -98,6 +107,13 @@ export function createGotrue(o: GotrueOptions) {
         },
         { status: 401 },
       );
+    // The platform's gateway keeps secret keys to servers, on every API (a browser is told by
+    // its User-Agent): Auth's as well as the REST API's.
+    if (key.startsWith("sb_secret_") && /^Mozilla\//.test(request.headers.get("user-agent") ?? ""))
+      return Response.json(
+        { message: "Forbidden use of secret API key in browser" },
+        { status: 401 },
+      );
     return undefined;
   }
 
@@ -130,12 +146,9 @@ export function createGotrue(o: GotrueOptions) {
     }
     const methods = ROUTES[path];
     if (!methods) {
-      const top = `/${path.split("/")[1] ?? ""}`;
-      if (NOT_SERVED.has(path) || NOT_SERVED.has(top) || path === "/verify")
-        return errorResponse(
-          notServed(`${request.method} /auth/v1${path} is not served by the local Auth stand-in`),
-          request,
-        );
+      const served = Object.keys(NOT_SERVED).find((p) => path === p || path.startsWith(`${p}/`));
+      const refuse = served ? NOT_SERVED[served] : undefined;
+      if (refuse) return errorResponse(refuse(`${request.method} /auth/v1${path}`), request);
       return new Response("404 page not found\n", {
         status: 404,
         headers: { "content-type": "text/plain; charset=utf-8" },
@@ -144,10 +157,7 @@ export function createGotrue(o: GotrueOptions) {
     const handler = routes[`${request.method} ${path}`];
     if (!handler) {
       if (path === "/verify" && request.method === "POST")
-        return errorResponse(
-          notServed("POST /auth/v1/verify (a typed code) is not served by the local Auth stand-in"),
-          request,
-        );
+        return errorResponse(featureDisabled("POST /auth/v1/verify (a typed code)"), request);
       return new Response(null, { status: 405 });
     }
     await store.ready();

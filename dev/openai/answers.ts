@@ -4,7 +4,7 @@
  * (src/resources/chat, src/resources/responses).
  */
 import { createHash } from "node:crypto";
-import { type ErrorReply, openAIError } from "./errors.ts";
+import { belowMinimum, type ErrorReply, openAIError } from "./errors.ts";
 import { invalidFor, strictSchemaError, valueFor } from "./schema.ts";
 
 export interface Prompt {
@@ -32,6 +32,16 @@ export interface Prompt {
   format: JsonSchemaFormat | null;
   /** Responses `instructions`, as sent (billed as a system message; echoed in the response). */
   instructions: string | null;
+  /** Responses `reasoning.effort`, Chat Completions `reasoning_effort`, as sent. */
+  reasoningEffort: string | undefined;
+}
+
+/** What the call was served with and billed for, beyond the text: the fake's bill of it. */
+export interface Served {
+  /** The tier the response reports (what served it, not what was asked). */
+  tier: string;
+  reasoningTokens: number;
+  cachedTokens: number;
 }
 
 export interface JsonSchemaFormat {
@@ -167,6 +177,9 @@ export function parseResponsesRequest(body: Body): Prompt | ErrorReply {
     { role: "system", content: body.instructions },
     ...(input as unknown[]).filter(isRecord),
   ];
+  // OpenAI's minimum: the bound covers reasoning, and fewer than 16 tokens leaves nothing.
+  if (typeof body.max_output_tokens === "number" && body.max_output_tokens < 16)
+    return belowMinimum("max_output_tokens", 16, body.max_output_tokens);
   const text = isRecord(body.text) ? body.text : {};
   const format = isRecord(text.format) ? text.format : {};
   let schema: JsonSchemaFormat | ErrorReply | null = null;
@@ -235,6 +248,14 @@ function prompt(
     json: formatType === "json_object",
     format,
     instructions: typeof body.instructions === "string" ? body.instructions : null,
+    reasoningEffort:
+      api === "responses"
+        ? isRecord(body.reasoning) && typeof body.reasoning.effort === "string"
+          ? body.reasoning.effort
+          : undefined
+        : typeof body.reasoning_effort === "string"
+          ? body.reasoning_effort
+          : undefined,
   };
 }
 
@@ -300,7 +321,7 @@ export function answer(prompt: Prompt): Answer {
     refusal: refuse,
     truncated,
     promptTokens: tokens(prompt.all),
-    completionTokens: tokens(text),
+    completionTokens: text === "" ? 0 : tokens(text),
   };
 }
 
@@ -338,12 +359,14 @@ function sayText(all: string): string | null {
     .slice(0, 1_000_000);
 }
 
-export function chatCompletion(id: string, prompt: Prompt, result: Answer) {
+export function chatCompletion(id: string, prompt: Prompt, result: Answer, served: Served) {
+  const u = usage(result, served);
   return {
     id: `chatcmpl-${id}`,
     object: "chat.completion",
     created: Math.floor(Date.now() / 1000),
     model: prompt.model,
+    service_tier: served.tier,
     choices: [
       {
         index: 0,
@@ -356,11 +379,23 @@ export function chatCompletion(id: string, prompt: Prompt, result: Answer) {
         finish_reason: result.truncated ? "length" : "stop",
       },
     ],
-    usage: usage(result, "prompt_tokens", "completion_tokens"),
+    usage: {
+      prompt_tokens: u.input,
+      completion_tokens: u.output,
+      total_tokens: u.input + u.output,
+      prompt_tokens_details: { cached_tokens: u.cached, audio_tokens: 0 },
+      completion_tokens_details: {
+        reasoning_tokens: u.reasoning,
+        audio_tokens: 0,
+        accepted_prediction_tokens: 0,
+        rejected_prediction_tokens: 0,
+      },
+    },
   };
 }
 
-export function response(id: string, prompt: Prompt, result: Answer) {
+export function response(id: string, prompt: Prompt, result: Answer, served: Served) {
+  const u = usage(result, served);
   return {
     id: `resp_${id}`,
     object: "response",
@@ -371,7 +406,13 @@ export function response(id: string, prompt: Prompt, result: Answer) {
     instructions: prompt.instructions,
     text: { format: textFormat(prompt), verbosity: "medium" },
     model: prompt.model,
+    service_tier: served.tier,
+    reasoning: {
+      effort: served.reasoningTokens > 0 ? (prompt.reasoningEffort ?? "medium") : null,
+      summary: null,
+    },
     output: [
+      ...(served.reasoningTokens > 0 ? [{ id: `rs_${id}`, type: "reasoning", summary: [] }] : []),
       {
         type: "message",
         id: `msg_${id}`,
@@ -384,7 +425,13 @@ export function response(id: string, prompt: Prompt, result: Answer) {
         ],
       },
     ],
-    usage: usage(result, "input_tokens", "output_tokens"),
+    usage: {
+      input_tokens: u.input,
+      input_tokens_details: { cached_tokens: u.cached, cache_write_tokens: 0 },
+      output_tokens: u.output,
+      output_tokens_details: { reasoning_tokens: u.reasoning },
+      total_tokens: u.input + u.output,
+    },
   };
 }
 
@@ -401,13 +448,13 @@ export function textFormat(prompt: Prompt): Record<string, unknown> {
   return { type: prompt.json ? "json_object" : "text" };
 }
 
-function usage(result: Answer, input: string, output: string) {
-  return {
-    [input]: result.promptTokens,
-    [output]: result.completionTokens,
-    total_tokens: result.promptTokens + result.completionTokens,
-  };
-}
+/** Output tokens include the reasoning ones; cached input tokens are part of the input. */
+const usage = (result: Answer, served: Served) => ({
+  input: result.promptTokens,
+  cached: served.cachedTokens,
+  output: result.completionTokens + served.reasoningTokens,
+  reasoning: served.reasoningTokens,
+});
 
 export function isRecord(value: unknown): value is Body {
   return typeof value === "object" && value !== null && !Array.isArray(value);

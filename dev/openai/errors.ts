@@ -137,11 +137,7 @@ export function failureReply(
       );
     }
     case "server_error":
-      return openAIError(
-        500,
-        "The server had an error while processing your request. Sorry about that! You can retry your request, or contact us through our help center at help.openai.com if the error persists.",
-        "server_error",
-      );
+      return openAIError(500, SERVER_ERROR, "server_error");
     case "bad_request":
       return openAIError(
         400,
@@ -183,10 +179,19 @@ export function flexUnavailable(): ErrorReply {
  * (retry-after seconds), `[fake:server_error]`, `[fake:slow:5000]` (delay in ms),
  * `[fake:bad_request]`, `[fake:invalid_api_key]`, `[fake:unsupported_country_region_territory]`,
  * `[fake:model_not_found]`, `[fake:unsupported_parameter]`, and inside a stream after N tokens
- * (default 3) `[fake:stream_failed:N]`, `[fake:stream_error:N]`, `[fake:stream_cut:N]`. The first
- * marker wins.
+ * (default 3) `[fake:stream_failed:N]`, `[fake:stream_error:N]`, `[fake:stream_cut:N]`; with a
+ * code, `[fake:stream_error:insufficient_quota]` (or `rate_limit_exceeded`,
+ * `context_length_exceeded`, any code; `:N` after it for N tokens first, default 0: the event
+ * right after the response opens). An in-stream marker with a code wins, else the first marker.
  */
 export function markerFailure(text: string): Failure | undefined {
+  const inStream = /\[fake:(stream_failed|stream_error):([a-z_]+)(?::(\d+))?\]/.exec(text);
+  if (inStream)
+    return {
+      kind: inStream[1] as MidStreamKind,
+      code: inStream[2] as string,
+      afterTokens: Number(inStream[3] ?? 0),
+    };
   const match =
     /\[fake:(insufficient_quota|rate_limit_exceeded|server_error|slow|bad_request|invalid_api_key|unsupported_country_region_territory|model_not_found|unsupported_parameter|stream_failed|stream_error|stream_cut)(?::(\d+))?\]/.exec(
       text,
@@ -201,6 +206,104 @@ export function markerFailure(text: string): Failure | undefined {
     return { kind, afterTokens: value };
   return { kind };
 }
+
+/**
+ * A model the fake does not serve: OpenAI's 404 for a model that does not exist or that the key
+ * may not use; a retired model (past its shutdown date) gets the same status and code in the
+ * wording OpenAI answers a deprecated model with.
+ */
+export function modelNotFound(model: string, retired: boolean): ErrorReply {
+  return openAIError(
+    404,
+    retired
+      ? `The model \`${model}\` has been deprecated, learn more here: https://platform.openai.com/docs/deprecations`
+      : `The model \`${model}\` does not exist or you do not have access to it.`,
+    "invalid_request_error",
+    null,
+    "model_not_found",
+  );
+}
+
+/**
+ * `service_tier: "flex"` for a model without flex: a 400 on the parameter, no fallback to the
+ * standard tier (flex is "limited model availability"; Azure's flex guide documents the 400
+ * `invalid_request_error`; the wording is the fake's, in OpenAI's "Invalid value" form).
+ */
+export function flexNotSupported(model: string): ErrorReply {
+  return openAIError(
+    400,
+    `Invalid value: 'flex'. Flex processing is not available for the model '${model}'.`,
+    "invalid_request_error",
+    "service_tier",
+    "invalid_value",
+  );
+}
+
+/** An integer parameter below its minimum (`max_output_tokens` >= 16), in OpenAI's words. */
+export function belowMinimum(param: string, minimum: number, got: number): ErrorReply {
+  return openAIError(
+    400,
+    `Invalid '${param}': integer below minimum value. Expected a value >= ${minimum}, but got ${got} instead.`,
+    "invalid_request_error",
+    param,
+    "integer_below_min_value",
+  );
+}
+
+/**
+ * The error inside a stream OpenAI had accepted (HTTP 200): the usual error object, nested under
+ * `error` in a Responses `error` event (`{"type":"error","error":{…},"sequence_number":n}`) or a
+ * Chat Completions `data: {"error":{…}}` chunk, with the `type` the same failure has over HTTP:
+ * `insufficient_quota` (code `insufficient_quota`, or `credit_balance_exhausted` as a prepaid
+ * account out of credit sees it), `tokens` for a rate limit (`rate_limit_exceeded`),
+ * `invalid_request_error` for a prompt too long (`context_length_exceeded`), else `server_error`.
+ */
+export function streamErrorObject(
+  code: string | null,
+  model: string,
+  api: "chat" | "responses",
+): ErrorReply["body"]["error"] {
+  switch (code) {
+    case "insufficient_quota":
+      return { ...failureReply({ kind: "insufficient_quota" }, model).body.error, param: null };
+    case "credit_balance_exhausted":
+      return {
+        message:
+          "You have no credits remaining. Add credits to continue using the API. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.",
+        type: "insufficient_quota",
+        param: null,
+        code,
+      };
+    case "rate_limit_exceeded":
+      return {
+        message: `Rate limit reached for ${model} in organization org-fake on tokens per min (TPM): Limit 200000, Used 199600, Requested 900. Please try again in 150ms. Visit https://platform.openai.com/account/rate-limits to learn more.`,
+        type: "tokens",
+        param: null,
+        code,
+      };
+    case "context_length_exceeded":
+      return {
+        ...failureReply({ kind: "bad_request" }, model).body.error,
+        param: api === "responses" ? "input" : "messages",
+      };
+    default:
+      return { message: SERVER_ERROR, type: "server_error", param: null, code };
+  }
+}
+
+/** The HTTP failure an in-stream error's code is over HTTP: a quota, a limit, a long prompt. */
+export function httpTwin(
+  code: string | null | undefined,
+): "insufficient_quota" | "rate_limit_exceeded" | "bad_request" | "server_error" {
+  if (code === "insufficient_quota" || code === "credit_balance_exhausted")
+    return "insufficient_quota";
+  if (code === "rate_limit_exceeded") return "rate_limit_exceeded";
+  if (code === "context_length_exceeded") return "bad_request";
+  return "server_error";
+}
+
+const SERVER_ERROR =
+  "The server had an error while processing your request. Sorry about that! You can retry your request, or contact us through our help center at help.openai.com if the error persists.";
 
 export const missingKey = openAIError(
   401,

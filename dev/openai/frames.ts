@@ -15,14 +15,18 @@
  * none was asked for), `response.output_item.added` (message), `response.content_part.added`,
  * one `response.output_text.delta` per token, `response.output_text.done`,
  * `response.content_part.done`, `response.output_item.done`, then `response.completed`, or
- * `response.incomplete` with `incomplete_details.reason: "max_output_tokens"`. The usage is
+ * `response.incomplete` with `incomplete_details.reason: "max_output_tokens"`; the final response's
+ * `service_tier` is the tier that served it. The usage is
  * `{input_tokens, input_tokens_details: {cached_tokens, cache_write_tokens}, output_tokens,
  * output_tokens_details: {reasoning_tokens}, total_tokens}` (`ResponseUsage`). A failure is a
  * `response.failed` event (the response with `status: "failed"` and `error: {code, message}`)
- * or an `error` event (`ResponseErrorEvent`: `{type: "error", code, message, param,
- * sequence_number}`). No `[DONE]`: the stream ends with its last event.
+ * or an `error` event. openai-node's `ResponseErrorEvent` type has the fields flat, but OpenAI
+ * sends them nested, `{"type":"error","error":{"type","code","message","param"},
+ * "sequence_number":n}` (as frames captured from the API show), and the SDK's streaming code raises `APIError(undefined, data.error ?? data)` from it: the fake sends
+ * the nested shape. No `[DONE]`: the stream ends with its last event.
  */
 import { textFormat } from "./answers.ts";
+import { streamErrorObject } from "./errors.ts";
 import type { StreamOptions } from "./stream.ts";
 
 export interface Usage {
@@ -30,6 +34,8 @@ export interface Usage {
   /** Visible and reasoning tokens: reasoning is billed as output. */
   completion: number;
   reasoning: number;
+  /** Input tokens served from the prompt cache (part of `prompt`). */
+  cached: number;
 }
 
 export interface Frame {
@@ -44,8 +50,8 @@ export interface Frame {
 const SERVER_ERROR =
   "The server had an error while processing your request. Sorry about that! You can retry your request, or contact us through our help center at help.openai.com if the error persists.";
 
-/** The tier a response reports: what was asked, the project's default otherwise. */
-const tierOf = (o: StreamOptions) => (o.prompt.serviceTier === "flex" ? "flex" : "default");
+/** The tier a response reports: the one that served it. */
+const tierOf = (o: StreamOptions) => o.servedTier;
 
 export function chatFrame(o: StreamOptions): Frame {
   const created = Math.floor(Date.now() / 1000);
@@ -77,7 +83,7 @@ export function chatFrame(o: StreamOptions): Frame {
             prompt_tokens: u.prompt,
             completion_tokens: u.completion,
             total_tokens: u.prompt + u.completion,
-            prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+            prompt_tokens_details: { cached_tokens: u.cached, audio_tokens: 0 },
             completion_tokens_details: {
               reasoning_tokens: u.reasoning,
               audio_tokens: 0,
@@ -88,7 +94,7 @@ export function chatFrame(o: StreamOptions): Frame {
         : "") +
       "data: [DONE]\n\n",
     fail: (_kind, code) =>
-      `data: ${JSON.stringify({ error: { message: SERVER_ERROR, type: "server_error", param: null, code } })}\n\n`,
+      `data: ${JSON.stringify({ error: streamErrorObject(code, o.prompt.model, "chat") })}\n\n`,
   };
 }
 
@@ -132,7 +138,7 @@ export function responsesFrame(o: StreamOptions): Frame {
     output: [] as unknown[],
     parallel_tool_calls: true,
     previous_response_id: null,
-    reasoning: { effort: null, summary: null },
+    reasoning: { effort: o.reasoningEffort, summary: null },
     safety_identifier: o.prompt.safetyIdentifier ?? null,
     // Echoed as asked while in progress; the tier that served it at the end.
     service_tier: status === "in_progress" ? (o.prompt.serviceTier ?? "auto") : tierOf(o),
@@ -150,7 +156,7 @@ export function responsesFrame(o: StreamOptions): Frame {
   });
   const usage = (u: Usage) => ({
     input_tokens: u.prompt,
-    input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
+    input_tokens_details: { cached_tokens: u.cached, cache_write_tokens: 0 },
     output_tokens: u.completion,
     output_tokens_details: { reasoning_tokens: u.reasoning },
     total_tokens: u.prompt + u.completion,
@@ -250,7 +256,7 @@ export function responsesFrame(o: StreamOptions): Frame {
     },
     fail: (kind, code, u) =>
       kind === "stream_error"
-        ? event("error", { code, message: SERVER_ERROR, param: null })
+        ? event("error", { error: streamErrorObject(code, o.prompt.model, "responses") })
         : event("response.failed", {
             response: response("failed", {
               output: output("incomplete"),

@@ -21,6 +21,17 @@
  *        [fake:refuse]                    a refusal instead of JSON
  *        [fake:tokens:N]                  the first free-text string is about N tokens long, so
  *                                         the output bound cuts the JSON (a prefix, `length`)
+ * - Models (catalogue.ts, the fake's own list): only the catalogue's, each until its shutdown date
+ *   (a retired or unknown model is OpenAI's 404 `model_not_found`); `GET /v1/models` and
+ *   `GET /v1/models/{id}` answer openai-node's `Model` with `shutdown_date`. A test moves a date
+ *   with the `shutdownDates` option, `setShutdownDate`, `POST /__fake/models` or
+ *   `FAKE_OPENAI_SHUTDOWN_DATES`. Flex is per model (400 `service_tier` on one without it);
+ *   the response's `service_tier` is the tier that served it:
+ *        [fake:served_tier:default]       served (and reported) at another tier than asked
+ *   A reasoning model reasons by default (64 hidden tokens at medium effort, `reasoning.effort` /
+ *   `reasoning_effort` sets it), streamed or not, inside the output bound and billed as output;
+ *   `max_output_tokens` below 16 is OpenAI's 400 `integer_below_min_value`.
+ *        [fake:cached:N]                  N of the input tokens reported as cached
  * - `Authorization: Bearer <anything non-empty>` is required (else 401, OpenAI's error shape).
  * - Failures, exactly as OpenAI answers them (see errors.ts), come from
  *   1. `failNext(kind, count, opts)` or the control API, consumed one per model request, else
@@ -53,11 +64,16 @@
  *                                         billed as output (else the control API's)
  *        [fake:stream_failed:N]           after N tokens (default 3): `response.failed`, code
  *                                         server_error (Chat Completions: an error chunk)
- *        [fake:stream_error:N]            after N tokens: an `error` event (Chat: an error chunk)
+ *        [fake:stream_error:N]            after N tokens: an `error` event (Chat: an error chunk),
+ *                                         its fields nested under `error` as OpenAI sends them
+ *        [fake:stream_error:insufficient_quota]  right after the response opens, an `error` event
+ *                                         of that code and its HTTP type (also
+ *                                         `credit_balance_exhausted`, `rate_limit_exceeded`,
+ *                                         `context_length_exceeded`; `:N` after N tokens)
  *        [fake:stream_cut:N]              after N tokens the connection drops, no last event
  *        [fake:refuse]                    the model refuses: the text streams as a refusal
  *        [fake:hold_open]                 the connection stays open after the last event
- * - Flex capacity: a request with `service_tier: "flex"` gets OpenAI's 429 "Resource
+ * - Flex capacity: a flex request (to a model with flex) gets OpenAI's 429 "Resource
  *   Unavailable" (errors.ts) while the fake is out of flex capacity (`setFlexCapacity(false)`,
  *   the control API) or the prompt says `[fake:flex_unavailable]`; other tiers are served.
  * - Non-streamed calls are served on both APIs; an unknown request parameter is refused with
@@ -67,6 +83,7 @@
  *     POST /__fake/stream {"chunkMs"} → {"chunkMs": n}: the pause before each streamed token
  *     POST /__fake/reasoning {"tokens","ms"} → the same: every later stream's silent start
  *     POST /__fake/flex {"available"} → {"available": b}: flex capacity
+ *     POST /__fake/models {"id","shutdownDate"} → the model as listed: a shutdown date moved
  *     GET  /__fake/stats → {"calls", "completionTokens", "streamedTokens", "requests",
  *                           "concurrent", "maxConcurrent", "startedAt"}
  *     POST /__fake/reset → {"ok": true}
@@ -74,11 +91,12 @@
  * `completionTokens` is every completion token the fake sent (what a provider would bill);
  * `streamedTokens` the streamed part of it, counted as each chunk is written, so a stream the
  * client cut counts only what was written. `requests` lists the last 1000 model requests that
- * got an answer: `{api, stream, serviceTier, safetyIdentifier, instructions, format, promptTokens,
- * maxCompletionTokens, completionTokens, reasoningTokens, finishReason}` (instructions: whether
- * any came; format: the json_schema's name, `json_object` or null; completionTokens: visible
- * ones; finishReason `client_closed` for a stream the client cut, or the mid-stream failure's
- * kind). The load the provider saw: `concurrent` model requests open now (arrived, answer not
+ * got an answer, the bill of each: `{api, model, stream, serviceTier, servedTier, safetyIdentifier,
+ * instructions, format, promptTokens, cachedTokens, maxCompletionTokens, completionTokens,
+ * reasoningTokens, outputTokens, finishReason}` (instructions: whether any came; format: the
+ * json_schema's name, `json_object` or null; completionTokens: visible ones; outputTokens: every
+ * output token billed, reasoning included, whether or not the client saw them; finishReason
+ * `client_closed` for a stream the client cut, or the mid-stream failure's kind). The load the provider saw: `concurrent` model requests open now (arrived, answer not
  * yet wholly sent: a stream until its last byte or the client leaving), `maxConcurrent` the
  * most at once, `startedAt` when each arrived (the last 10,000), so a test can count the
  * requests in any window; `reset` starts them again.
@@ -89,10 +107,23 @@ import {
   answer,
   chatCompletion,
   isRecord,
+  type Prompt,
   parseChatRequest,
   parseResponsesRequest,
   response,
 } from "./answers.ts";
+import {
+  type CatalogueModel,
+  catalogueWith,
+  checkDate,
+  DEFAULT_EFFORT,
+  modelObject,
+  parseShutdownDates,
+  REASONING_MS_PER_TOKEN,
+  REASONING_TOKENS,
+  retired,
+  type ShutdownDates,
+} from "./catalogue.ts";
 import {
   type ErrorReply,
   FAIL_KINDS,
@@ -100,17 +131,21 @@ import {
   type FailOptions,
   type Failure,
   failureReply,
+  flexNotSupported,
   flexUnavailable,
+  httpTwin,
   incorrectKey,
   invalidUrl,
   MID_STREAM_KINDS,
   type MidStreamKind,
   markerFailure,
   missingKey,
+  modelNotFound,
   unparsableBody,
 } from "./errors.ts";
 import { type MidStream, promptTokens, streamAnswer, tokenizer } from "./stream.ts";
 
+export type { CatalogueModel, ShutdownDates } from "./catalogue.ts";
 export type { FailKind, FailOptions } from "./errors.ts";
 
 export interface FakeOpenAIOptions {
@@ -119,6 +154,13 @@ export interface FakeOpenAIOptions {
   host?: string;
   /** The pause before each streamed token's chunk. @default 0 */
   chunkMs?: number;
+  /**
+   * Shutdown dates moved from the catalogue's (catalogue.ts), by model: `YYYY-MM-DD`, or null
+   * for none announced. @default the `FAKE_OPENAI_SHUTDOWN_DATES` environment variable's
+   */
+  shutdownDates?: ShutdownDates;
+  /** Today, for shutdown dates. @default () => new Date() */
+  now?: () => Date;
 }
 
 /** A reasoning model's silent start: hidden tokens spent over `ms` before the first visible one. */
@@ -139,11 +181,21 @@ export interface FakeRequest {
   format: string | null;
   /** The input tokens billed (instructions included). */
   promptTokens: number;
+  /** Of the prompt tokens, those billed as cached input (`[fake:cached:N]`). */
+  cachedTokens: number;
   maxCompletionTokens: number | null;
   /** Visible completion tokens. */
   completionTokens: number;
   /** Hidden reasoning tokens (billed as output too). */
   reasoningTokens: number;
+  /**
+   * Every output token billed: visible and reasoning, whether or not the client saw them (a
+   * stream cut short reports no usage, yet what was generated is billed).
+   */
+  outputTokens: number;
+  model: string;
+  /** The tier that served it (what the response reports), not what was asked (`serviceTier`). */
+  servedTier: string;
   finishReason: string;
 }
 
@@ -176,9 +228,19 @@ export interface FakeOpenAI {
   revokeKey(key: string): void;
   /** Whether flex capacity is there; without it a flex request gets the 429. @default true */
   setFlexCapacity(available: boolean): void;
-  /** Every later stream's silent start when the prompt names none (null: none). */
+  /**
+   * Every later stream's silent start when the prompt names none (null: the model's own, none
+   * for a model that does not reason).
+   */
   setReasoning(reasoning: FakeReasoning | null): void;
-  /** Forget queued failures, revoked keys, the counts, the chunk pause, flex and reasoning. */
+  /** Move a model's shutdown date (`YYYY-MM-DD`, null: none announced) until `reset`. */
+  setShutdownDate(model: string, date: string | null): void;
+  /** The catalogue as served now (shutdown dates as moved). */
+  models(): CatalogueModel[];
+  /**
+   * Forget queued failures, revoked keys, the counts, the chunk pause, flex, reasoning and moved
+   * shutdown dates (back to the options').
+   */
   reset(): void;
 }
 
@@ -194,6 +256,11 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
   let queue: Failure[] = [];
   let flexAvailable = true;
   let reasoning: FakeReasoning | null = null;
+  const startDates =
+    options.shutdownDates ?? parseShutdownDates(process.env.FAKE_OPENAI_SHUTDOWN_DATES);
+  let moved: ShutdownDates = { ...startDates };
+  let catalogue = catalogueWith(moved);
+  const now = options.now ?? (() => new Date());
   const revoked = new Set<string>();
   const inFlight = new Set<AbortController>();
   let concurrent = 0;
@@ -216,6 +283,8 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     revoked.clear();
     flexAvailable = true;
     reasoning = null;
+    moved = { ...startDates };
+    catalogue = catalogueWith(moved);
     maxConcurrent = concurrent;
     startedAt = [];
   };
@@ -237,6 +306,15 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     maxConcurrent,
     startedAt: [...startedAt],
   });
+  const setShutdownDate = (id: string, date: string | null) => {
+    moved = { ...moved, [id]: checkDate(date) };
+    catalogue = catalogueWith(moved);
+  };
+  /** The model as served today: undefined when unknown or retired. */
+  const serving = (id: string): CatalogueModel | undefined => {
+    const m = catalogue.get(id);
+    return m && !retired(m, now()) ? m : undefined;
+  };
   const setChunkMs = (ms: number) => {
     if (!Number.isFinite(ms) || ms < 0) throw new Error(`chunkMs must be >= 0, got ${ms}`);
     chunkMs = ms;
@@ -247,12 +325,14 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     const path = new URL(request.url).pathname.replace(/\/+$/, "");
     const text = await request.text();
     if (path.startsWith("/__fake/")) return control(request.method, path, text);
-    if (!MODEL_ROUTES.has(path) || request.method !== "POST")
+    const listing = request.method === "GET" && /^\/v1\/models(\/[^/]+)?$/.test(path);
+    if (!listing && (!MODEL_ROUTES.has(path) || request.method !== "POST"))
       return reply(invalidUrl(request.method, path));
-    calls += 1;
+    if (!listing) calls += 1;
     if (!/^Bearer \S+/.test(request.headers.get("authorization") ?? "")) return reply(missingKey);
     const apiKey = (request.headers.get("authorization") ?? "").slice("Bearer ".length).trim();
     if (revoked.has(apiKey)) return reply(incorrectKey(apiKey));
+    if (listing) return models(decodeURIComponent(path.slice("/v1/models/".length)));
 
     let body: unknown;
     try {
@@ -264,6 +344,10 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
     const prompt =
       path === "/v1/chat/completions" ? parseChatRequest(body) : parseResponsesRequest(body);
     if ("status" in prompt) return reply(prompt);
+    const served = serving(prompt.model);
+    if (!served) return reply(modelNotFound(prompt.model, catalogue.has(prompt.model)));
+    if (prompt.serviceTier === "flex" && !served.tiers.includes("flex"))
+      return reply(flexNotSupported(prompt.model));
     // Flex capacity is OpenAI's, not a failure of this request: it leaves the queue alone.
     if (
       prompt.serviceTier === "flex" &&
@@ -276,8 +360,10 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
       // The client left (or the fake closed): nobody reads this answer.
       if (!(await delay(failure.delayMs ?? 10_000, signal))) return new Response(null);
     } else if (failure && isMidStream(failure.kind)) {
-      // Inside a stream; a call that does not stream fails as OpenAI's would, with a 500.
-      if (!prompt.stream) return reply(failureReply({ kind: "server_error" }, prompt.model));
+      // Inside a stream; a call that does not stream fails as the same error over HTTP would
+      // (a quota as its 429, a prompt too long as its 400), else with a 500.
+      if (!prompt.stream)
+        return reply(failureReply({ kind: httpTwin(failure.code) }, prompt.model));
       midStream = {
         kind: failure.kind,
         afterTokens: failure.afterTokens ?? 3,
@@ -292,24 +378,50 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
       const kind = failure.kind as Exclude<FailKind, "slow" | MidStreamKind>;
       return reply(failureReply({ ...failure, kind }, prompt.model, apiKey, prompt.api));
     }
+    return answerCall(prompt, served, midStream, signal);
+  }
+
+  /** The answer to an accepted call, streamed or whole, and its bill in `requests`. */
+  async function answerCall(
+    prompt: Prompt,
+    served: CatalogueModel,
+    midStream: MidStream | null,
+    signal: AbortSignal,
+  ): Promise<Response> {
     const id = randomBytes(12).toString("hex");
-    // A stream is cut by tokens as it is written (stream.ts), not here by characters.
-    const result = answer(prompt.stream ? { ...prompt, maxTokens: undefined } : prompt);
+    const thinks = reasoningFor(prompt, served, reasoning);
+    const servedTier = tierServed(prompt, served);
+    // A stream is cut by tokens as it is written (stream.ts), not here by characters; a call
+    // that does not stream has the bound less its reasoning for its text.
+    const reasoned = Math.min(thinks?.tokens ?? 0, prompt.maxTokens ?? Number.POSITIVE_INFINITY);
+    const result = answer(
+      prompt.stream
+        ? { ...prompt, maxTokens: undefined }
+        : {
+            ...prompt,
+            maxTokens: prompt.maxTokens === undefined ? undefined : prompt.maxTokens - reasoned,
+          },
+    );
     const maxCompletionTokens = prompt.maxTokens ?? null;
+    const billedPrompt = prompt.stream
+      ? promptTokens(await tokenizer(prompt.model), prompt.messages)
+      : result.promptTokens;
+    const cached = /\[fake:cached:(\d+)\]/.exec(prompt.all);
+    const cachedTokens = Math.min(Number(cached?.[1] ?? 0), billedPrompt);
     const asked = {
       api: prompt.api,
+      model: prompt.model,
+      servedTier,
+      cachedTokens,
       serviceTier: prompt.serviceTier ?? null,
       safetyIdentifier: prompt.safetyIdentifier ?? null,
       instructions: prompt.messages.some((m) => m.role === "system" || m.role === "developer"),
       format: prompt.format?.name ?? (prompt.json ? "json_object" : null),
-      promptTokens: prompt.stream
-        ? promptTokens(await tokenizer(prompt.model), prompt.messages)
-        : result.promptTokens,
+      promptTokens: billedPrompt,
       maxCompletionTokens,
     };
     if (prompt.stream) {
       const marker = /\[fake:chunk_ms:(\d+)\]/.exec(prompt.all);
-      const thinks = /\[fake:reasoning:(\d+):(\d+)\]/.exec(prompt.all);
       const { response: streamed, outcome } = streamAnswer(
         {
           id,
@@ -317,7 +429,10 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
           result,
           chunkMs: marker ? Number(marker[1]) : chunkMs,
           headers: { "x-request-id": `req_${randomBytes(16).toString("hex")}`, ...RATE_HEADERS },
-          reasoning: thinks ? { tokens: Number(thinks[1]), ms: Number(thinks[2]) } : reasoning,
+          reasoning: thinks,
+          reasoningEffort: served.reasons ? (prompt.reasoningEffort ?? DEFAULT_EFFORT) : null,
+          servedTier,
+          cachedTokens,
           midStream,
           onToken: () => {
             streamedTokens += 1;
@@ -329,27 +444,48 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
         },
         signal,
       );
-      void outcome.then((r) => answered({ ...asked, stream: true, ...r }));
+      void outcome.then((r) =>
+        answered({
+          ...asked,
+          stream: true,
+          ...r,
+          outputTokens: r.completionTokens + r.reasoningTokens,
+        }),
+      );
       return streamed;
     }
-    completionTokens += result.completionTokens;
+    completionTokens += result.completionTokens + reasoned;
     answered({
       ...asked,
       stream: false,
       completionTokens: result.completionTokens,
-      reasoningTokens: 0,
+      reasoningTokens: reasoned,
+      outputTokens: result.completionTokens + reasoned,
       finishReason: result.truncated ? "length" : "stop",
     });
+    const bill = { tier: servedTier, reasoningTokens: reasoned, cachedTokens };
     const payload =
-      path === "/v1/chat/completions"
-        ? chatCompletion(id, prompt, result)
-        : response(id, prompt, result);
+      prompt.api === "chat"
+        ? chatCompletion(id, prompt, result, bill)
+        : response(id, prompt, result, bill);
     return send(200, payload, {
       ...RATE_HEADERS,
       "x-ratelimit-remaining-tokens": String(
-        200_000 - result.promptTokens - result.completionTokens,
+        200_000 - result.promptTokens - result.completionTokens - reasoned,
       ),
     });
+  }
+
+  /** `GET /v1/models` (a list, retired models left out) and `GET /v1/models/{id}`. */
+  function models(id: string): Response {
+    const today = now();
+    if (id === "")
+      return send(200, {
+        object: "list",
+        data: [...catalogue.values()].filter((m) => !retired(m, today)).map(modelObject),
+      });
+    const m = serving(id);
+    return m ? send(200, modelObject(m)) : reply(modelNotFound(id, catalogue.has(id)));
   }
 
   /** Waits `ms`, resolving false early if the client disconnects or the fake closes. */
@@ -398,6 +534,17 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
           throw new Error('body must be {"tokens": <n>, "ms": <ms>}');
         setReasoning({ tokens: body.tokens, ms: body.ms });
         return send(200, reasoning);
+      } catch (error) {
+        return send(400, { error: (error as Error).message });
+      }
+    }
+    if (method === "POST" && path === "/__fake/models") {
+      try {
+        const body: unknown = JSON.parse(text || "{}");
+        if (!isRecord(body) || typeof body.id !== "string" || !("shutdownDate" in body))
+          throw new Error('body must be {"id": <model>, "shutdownDate": "YYYY-MM-DD" | null}');
+        setShutdownDate(body.id, body.shutdownDate as string | null);
+        return send(200, modelObject(catalogue.get(body.id) as CatalogueModel));
       } catch (error) {
         return send(400, { error: (error as Error).message });
       }
@@ -506,8 +653,42 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeO
       flexAvailable = available;
     },
     setReasoning,
+    setShutdownDate,
+    models: () => [...catalogue.values()],
     reset,
   };
+}
+
+/**
+ * The hidden reasoning before the text: the prompt's `[fake:reasoning:N:MS]`, else the control
+ * API's, else the model's own (a reasoning model reasons by default, `REASONING_TOKENS` by the
+ * effort asked, `medium` when none), else none.
+ */
+function reasoningFor(
+  prompt: Prompt,
+  model: CatalogueModel,
+  set: FakeReasoning | null,
+): FakeReasoning | null {
+  const marker = /\[fake:reasoning:(\d+):(\d+)\]/.exec(prompt.all);
+  if (marker) return { tokens: Number(marker[1]), ms: Number(marker[2]) };
+  if (set) return set;
+  if (!model.reasons) return null;
+  const tokens = REASONING_TOKENS[prompt.reasoningEffort ?? DEFAULT_EFFORT] ?? 0;
+  return tokens > 0 ? { tokens, ms: tokens * REASONING_MS_PER_TOKEN } : null;
+}
+
+/**
+ * The tier that serves the call: flex when asked (the model has it, else it was refused),
+ * priority when asked and the model has it, the default tier otherwise (`auto`, `default`,
+ * `scale`, none, a priority the model lacks); `[fake:served_tier:<tier>]` serves another, as
+ * OpenAI may serve a flex or priority request at another tier.
+ */
+function tierServed(prompt: Prompt, model: CatalogueModel): string {
+  const marker = /\[fake:served_tier:([a-z]+)\]/.exec(prompt.all);
+  if (marker) return marker[1] as string;
+  const asked = prompt.serviceTier;
+  if (asked === "flex" || (asked === "priority" && model.tiers.includes("priority"))) return asked;
+  return "default";
 }
 
 const RATE_HEADERS = {

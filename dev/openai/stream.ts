@@ -81,6 +81,12 @@ export interface StreamOptions {
   headers: Record<string, string>;
   /** Hidden reasoning before the first visible token: `tokens` over `ms`. */
   reasoning: { tokens: number; ms: number } | null;
+  /** The effort a reasoning response echoes (null for a model that does not reason). */
+  reasoningEffort: string | null;
+  /** The tier the final response or usage chunk reports (what served it). */
+  servedTier: string;
+  /** Input tokens the usage reports as cached (`[fake:cached:N]`). */
+  cachedTokens: number;
   midStream: MidStream | null;
   /** Called once per visible completion token written to the client. */
   onToken(): void;
@@ -208,6 +214,7 @@ async function writeEvents(
     prompt: promptTokens(enc, o.prompt.messages),
     completion: sent + reasoned,
     reasoning: reasoned,
+    cached: o.cachedTokens,
   });
   const gone = (): StreamOutcome => ({
     completionTokens: sent,
@@ -223,6 +230,12 @@ async function writeEvents(
   };
 
   write(frame.open());
+  // A failure before any token (a quota, a limit) comes right after the response opens, before
+  // the model has reasoned or written anything.
+  if (o.midStream?.afterTokens === 0) {
+    const failed = broken();
+    if (failed) return failed;
+  }
   if (o.reasoning && o.reasoning.tokens > 0) {
     // Silent: spent (and billed) as time passes, nothing visible is sent.
     const want = max === undefined ? o.reasoning.tokens : Math.min(o.reasoning.tokens, max);

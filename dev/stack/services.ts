@@ -192,10 +192,11 @@ export function appEnv(
       ? {
           OPENAI_API_KEY: LOCAL_VALUES.openaiKey,
           OPENAI_BASE_URL: s.openai.url,
-          OPENAI_SAFETY_IDENTIFIER_KEY: LOCAL_VALUES.safetyIdentifierKey,
         }
       : {}),
-    OPENAI_MODEL: "gpt-4o-mini",
+    // the app's own, whichever model it calls: a real endpoint tried locally gets identifiers too
+    OPENAI_SAFETY_IDENTIFIER_KEY: LOCAL_VALUES.safetyIdentifierKey,
+    OPENAI_MODEL: "gpt-5.4-mini",
     APP_URL: o.appUrl,
     // dev only: the app server passes the page's /auth/v1 calls to the project's Auth
     DEV_AUTH_URL: s.postgrest.url,

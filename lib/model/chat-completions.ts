@@ -3,7 +3,8 @@
  * that speak only this API): one streamed `chat.completions.create` call with the usage chunk
  * asked for (`stream_options.include_usage`), its chunks mapped to the port's steps
  * (lib/model/steps.ts): `delta.content` → text, `delta.refusal` → refusal, `finish_reason` →
- * finish, the usage chunk → usage (reasoning from `completion_tokens_details`), a chunk that adds
+ * finish, the usage chunk → usage (reasoning from `completion_tokens_details`, cached input from
+ * `prompt_tokens_details`, the served tier from the chunks' `service_tier`), a chunk that adds
  * no text → thinking (null: this API reports no reasoning while it streams). An error inside the
  * stream (`data: {"error": …}`) is thrown by the SDK as an APIError without status.
  *
@@ -26,6 +27,9 @@ export const chatCompletionsAdapter: Adapter = async (client, r, signal) => {
       stream: true,
       stream_options: { include_usage: true },
       ...(r.serviceTier ? { service_tier: r.serviceTier } : {}),
+      ...(r.reasoningEffort
+        ? { reasoning_effort: r.reasoningEffort as "low" | "medium" | "high" }
+        : {}),
       ...(r.safetyIdentifier ? { safety_identifier: r.safetyIdentifier } : {}),
       ...(r.format
         ? {
@@ -49,7 +53,9 @@ async function* steps(
   close: () => void,
 ): AsyncGenerator<Step> {
   let finished = false;
+  let tier: string | null = null;
   for await (const chunk of chunks) {
+    if (chunk.service_tier) tier = chunk.service_tier;
     const choice = chunk.choices[0];
     if (choice?.delta?.refusal) yield { kind: "refusal", delta: choice.delta.refusal };
     if (choice?.delta?.content) yield { kind: "text", delta: choice.delta.content };
@@ -65,6 +71,8 @@ async function* steps(
         promptTokens: chunk.usage.prompt_tokens,
         completionTokens: chunk.usage.completion_tokens,
         reasoningTokens: chunk.usage.completion_tokens_details?.reasoning_tokens ?? 0,
+        cachedTokens: chunk.usage.prompt_tokens_details?.cached_tokens ?? 0,
+        serviceTier: tier,
       };
       // The usage after the finish reason is the last chunk that matters: stop here rather than
       // wait on `[DONE]`, after which the SDK awaits the body's cancellation (openai 7

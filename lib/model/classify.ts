@@ -53,6 +53,29 @@ export function quotaReason(err: APIError, flex: boolean): QuotaReason {
   return "rate_limit_exceeded";
 }
 
+/** Inside a stream: the words of a 429 (a quota, a rate limit, flex capacity), in type or code. */
+export function inStreamQuota(err: APIError): boolean {
+  const body = (err.error ?? {}) as { code?: unknown; type?: unknown };
+  return [err.code, err.type, body.code, body.type].some(
+    (w) =>
+      w === "insufficient_quota" ||
+      w === "credit_balance_exhausted" ||
+      w === "resource_unavailable" ||
+      (typeof w === "string" && RATE_LIMIT_WORDS.has(w)),
+  );
+}
+
+/**
+ * The wait a rate-limit message names ("Please try again in 1.5s.", "in 150ms"), in whole
+ * seconds rounded up, or null: an error inside a stream has no `retry-after` header of its own.
+ */
+export function waitInMessage(message: string): number | null {
+  const m = /try again in (\d+(?:\.\d+)?)(ms|s)\b/.exec(message);
+  if (!m) return null;
+  const seconds = Number(m[1]) / (m[2] === "ms" ? 1000 : 1);
+  return Math.ceil(seconds);
+}
+
 /** Seconds to wait from `retry-after-ms`, else `retry-after` (seconds or HTTP date), else null. */
 export function retryAfterSeconds(
   headers: Headers | undefined,

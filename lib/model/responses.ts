@@ -8,7 +8,7 @@
  * | `response.output_item.added` (reasoning), `response.reasoning_*` | thinking (null)        |
  * | `response.output_text.delta`            | text                                            |
  * | `response.refusal.delta`                | refusal                                         |
- * | `response.completed`                    | usage, finish `stop`                            |
+ * | `response.completed`                    | usage (with the served `service_tier`), finish `stop` |
  * | `response.incomplete`                   | usage, finish `length` (`max_output_tokens`) or the reason |
  * | `response.failed`                       | usage (if any), failed (an APIError of `response.error`) |
  * | `error`                                 | thrown by the SDK as an APIError without status |
@@ -36,6 +36,9 @@ export const responsesAdapter: Adapter = async (client, r, signal) => {
       stream: true,
       store: false,
       ...(r.serviceTier ? { service_tier: r.serviceTier } : {}),
+      ...(r.reasoningEffort
+        ? { reasoning: { effort: r.reasoningEffort as "low" | "medium" | "high" } }
+        : {}),
       ...(r.safetyIdentifier ? { safety_identifier: r.safetyIdentifier } : {}),
       ...(r.instructions ? { instructions: r.instructions } : {}),
       ...(r.format
@@ -86,17 +89,17 @@ async function* steps(
         if (event.delta) yield { kind: "refusal", delta: event.delta };
         break;
       case "response.completed":
-        if (event.response.usage) yield usage(event.response.usage);
+        if (event.response.usage) yield usage(event.response.usage, event.response.service_tier);
         yield { kind: "finish", reason: "stop" };
         return close();
       case "response.incomplete": {
-        if (event.response.usage) yield usage(event.response.usage);
+        if (event.response.usage) yield usage(event.response.usage, event.response.service_tier);
         const reason = event.response.incomplete_details?.reason ?? "incomplete";
         yield { kind: "finish", reason: reason === "max_output_tokens" ? "length" : reason };
         return close();
       }
       case "response.failed": {
-        if (event.response.usage) yield usage(event.response.usage);
+        if (event.response.usage) yield usage(event.response.usage, event.response.service_tier);
         const error = event.response.error;
         // The shape the SDK gives an `error` event: a status-less APIError with the code.
         yield {
@@ -119,11 +122,14 @@ async function* steps(
   }
 }
 
-function usage(u: ResponseUsage): Step {
+/** The usage, and the tier the final response says served it (price by that, not the ask). */
+function usage(u: ResponseUsage, tier: string | null | undefined): Step {
   return {
     kind: "usage",
     promptTokens: u.input_tokens,
     completionTokens: u.output_tokens,
     reasoningTokens: u.output_tokens_details?.reasoning_tokens ?? 0,
+    cachedTokens: u.input_tokens_details?.cached_tokens ?? 0,
+    serviceTier: tier ?? null,
   };
 }

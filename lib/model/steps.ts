@@ -19,7 +19,9 @@ export interface CallRequest {
   model: string;
   prompt: string;
   maxOutputTokens: number;
-  serviceTier: "flex" | "default" | undefined;
+  serviceTier: "flex" | "default" | "priority" | undefined;
+  /** Sent only when given: Responses `reasoning.effort`, Chat Completions `reasoning_effort`. */
+  reasoningEffort: string | undefined;
   safetyIdentifier: string | undefined;
   /** Sent only when given: Responses `instructions`, Chat Completions a leading system message. */
   instructions: string | undefined;
@@ -34,8 +36,18 @@ export type Step =
   | { kind: "refusal"; delta: string }
   /** The model is working without visible text; the reasoning tokens so far, if reported. */
   | { kind: "thinking"; reasoningTokens: number | null }
-  /** What the provider will bill for the call (reasoning included in completionTokens). */
-  | { kind: "usage"; promptTokens: number; completionTokens: number; reasoningTokens: number }
+  /**
+   * What the provider will bill for the call (reasoning included in completionTokens, cached
+   * input in promptTokens) and the tier that served it (null when it did not say).
+   */
+  | {
+      kind: "usage";
+      promptTokens: number;
+      completionTokens: number;
+      reasoningTokens: number;
+      cachedTokens: number;
+      serviceTier: string | null;
+    }
   /** The call ended: `stop`, `length` (the output bound), `content_filter`, or another reason. */
   | { kind: "finish"; reason: string }
   /** The provider reported a failure inside the stream (not thrown: usage may follow). */

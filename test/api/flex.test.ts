@@ -182,8 +182,8 @@ describe("the economy plan on flex", () => {
     const plan = `flex-fallback-${randomUUID().slice(0, 8)}`;
     await app.admin.query(
       `insert into public.plans (id, name, period, units_per_period, max_active_jobs,
-         max_output_tokens, meter, service_tier, flex_fallback_after_seconds)
-       values ($1, 'Flex with fallback', 'month', 10, 1, 256, 'jobs', 'flex', 20)`,
+         max_output_tokens, meter, service_tier, flex_fallback_after_seconds, model)
+       values ($1, 'Flex with fallback', 'month', 10, 1, 256, 'jobs', 'flex', 20, 'gpt-5.4-mini')`,
       [plan],
     );
     const { model, calls } = doubleModel({ flexCapacity: () => false });

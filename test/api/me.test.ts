@@ -6,8 +6,13 @@
 import { describe, expect, test } from "vitest";
 import { createHandler as exportHandler } from "../../api/me/export.ts";
 import { createHandler as meHandler } from "../../api/me/index.ts";
+import { supabaseKeys } from "../../lib/config.ts";
 import { exportUser } from "../../lib/erasure.ts";
+import { createRateLimiter, rateLimitIdentifier } from "../../lib/rate-limit.ts";
+import { createRedis } from "../../lib/redis.ts";
 import { CRON_SECRET, type TestUser, useApi } from "../support/api.ts";
+import { findInRedis } from "../support/personal-data.ts";
+import { freePort } from "../support/ports.ts";
 
 const app = useApi();
 const me = (init: RequestInit = {}) =>
@@ -27,6 +32,7 @@ async function pastJob(user: TestUser, prompt: string): Promise<string> {
 type Export = {
   exported_at: string;
   user_id: string;
+  log_pseudonym: string | null;
   plan: { plan_id: string } | null;
   usage: Array<{ units_used: number }>;
   jobs: Array<{ id: string; prompt: string; input: unknown; events: Array<{ event: string }> }>;
@@ -50,6 +56,10 @@ describe("GET /api/me/export", () => {
     const text = await res.text();
     const body = JSON.parse(text) as Export;
     expect(body.user_id).toBe(user.id);
+    // The pseudonym their log lines name them by (the enqueue's line made it).
+    const enqueued = app.logs.find((l) => l.includes('"event":"job_enqueued"')) ?? "{}";
+    expect(body.log_pseudonym).toMatch(/^u[0-9a-f]{32}$/);
+    expect(body.log_pseudonym).toBe(JSON.parse(enqueued).user);
     expect(body.plan?.plan_id).toBe("pro");
     expect(body.usage.length).toBe(1);
     expect(body.jobs.map((j) => j.id)).toEqual([...mine, active]);
@@ -163,6 +173,80 @@ describe("DELETE /api/me", () => {
     const bodies = await Promise.all(answers.map((r) => r.json()));
     expect(bodies.reduce((n, b) => n + b.jobs, 0)).toBe(3);
     expect(bodies.filter((b) => b.accountDeleted)).toHaveLength(1);
+  });
+
+  test("afterwards no Redis key and no log line names the user's id: rate limits, the alert roll-up, logs by pseudonym", async () => {
+    const user = await app.newUser("pro");
+    const job = await app.enqueueOk(user, "a job");
+    expect((await app.cancel(user, job)).status).toBe(200);
+    expect((await exported(user)).status).toBe(200);
+    // A refusal of the user's, counted into the window's summary as the worker counts it.
+    expect(await app.deps.alerts.record({ reason: "model_refused", userId: user.id })).toBe(
+      "counted",
+    );
+    const limited = rateLimitIdentifier(user.id, supabaseKeys(app.deps.config).server);
+    // The searches can fail: before the erasure the roll-up names the user, and the enqueue's
+    // and the export's limits hold a key each.
+    expect(await findInRedis(app.redis, user.id)).toHaveLength(1);
+    expect(await findInRedis(app.redis, limited)).toHaveLength(2);
+    const lineOf = (event: string) =>
+      JSON.parse(app.logs.find((l) => l.includes(`"event":"${event}"`)) ?? "{}");
+    const pseudonym = lineOf("job_enqueued").user;
+    expect(pseudonym).toMatch(/^u[0-9a-f]{32}$/);
+    expect(lineOf("job_canceled").user).toBe(pseudonym);
+
+    expect((await me({ method: "DELETE", headers: user.headers })).status).toBe(200);
+
+    expect(await findInRedis(app.redis, user.id)).toEqual([]);
+    expect(await findInRedis(app.redis, limited)).toEqual([]);
+    // The token outlives the account: what it does next writes nothing that names the user.
+    expect((await app.enqueue(user, "after")).status).toBe(403);
+    expect((await exported(user)).status).toBe(200);
+    expect((await app.cancel(user, job)).status).toBe(404);
+    expect((await me({ method: "DELETE", headers: user.headers })).status).toBe(200);
+    expect(await findInRedis(app.redis, user.id)).toEqual([]);
+    expect(app.logs.length).toBeGreaterThan(3);
+    expect(app.logs.filter((l) => l.includes(user.id))).toEqual([]);
+    // The pseudonym in the kept lines now names no one.
+    const { rows } = await app.admin.query(
+      "select count(*)::int as n from private.user_pseudonyms where pseudonym = $1",
+      [pseudonym],
+    );
+    expect(rows[0].n).toBe(0);
+  });
+
+  test("Redis down at the erasure: 503 unavailable after the rows went; the retry with the same token clears Redis", async () => {
+    const user = await app.newUser("pro");
+    await app.enqueueOk(user, "a job");
+    const limited = rateLimitIdentifier(user.id, supabaseKeys(app.deps.config).server);
+    expect(await findInRedis(app.redis, limited)).toHaveLength(1);
+    const down = createRateLimiter(
+      createRedis({ url: `http://127.0.0.1:${await freePort()}`, token: "t" }),
+      { requests: 1, windowSeconds: 60, idKey: "k" },
+    );
+    // The enqueue limiter (which holds the user's key) cannot reach its Redis.
+    const failing = meHandler(() => ({
+      ...app.deps,
+      rateLimiter: { check: app.deps.rateLimiter.check, forget: down.forget },
+    }));
+
+    const first = await failing(
+      new Request("https://app.test/api/me", { method: "DELETE", headers: user.headers }),
+    );
+
+    expect(first.status).toBe(503);
+    expect((await first.json()).error.code).toBe("unavailable");
+    expect(first.headers.get("retry-after")).not.toBeNull();
+    const { rows } = await app.admin.query(
+      "select count(*)::int as n from auth.users where id = $1",
+      [user.id],
+    );
+    expect(rows[0].n).toBe(0);
+    expect(await findInRedis(app.redis, limited)).toHaveLength(1);
+    const again = await me({ method: "DELETE", headers: user.headers });
+    expect(again.status).toBe(200);
+    expect(await again.json()).toMatchObject({ jobs: 0, accountDeleted: false });
+    expect(await findInRedis(app.redis, limited)).toEqual([]);
   });
 
   test("no token: 401, and nothing is erased", async () => {

@@ -150,6 +150,7 @@ const runtimes = dirs.map(
 describe("the built functions (.vercel/output)", () => {
   test("one function per api/ route file, each on the Node major the tests run on", () => {
     expect(dirs.sort()).toEqual([
+      "api/cron/models.func",
       "api/cron/sweep.func",
       "api/dlq.func",
       "api/health.func",
@@ -203,7 +204,7 @@ describe("the built functions (.vercel/output)", () => {
     const output = JSON.parse(readFileSync(join(OUTPUT_DIR, "config.json"), "utf8")) as {
       crons: { path: string }[];
     };
-    expect(output.crons.map((c) => c.path)).toEqual(["/api/cron/sweep"]);
+    expect(output.crons.map((c) => c.path)).toEqual(["/api/cron/sweep", "/api/cron/models"]);
     for (const cron of output.crons) expect(dirs).toContain(`${cron.path.slice(1)}.func`);
   });
 
@@ -257,12 +258,14 @@ describe("the built functions (.vercel/output)", () => {
   });
 
   test.each(dirs)(
-    "%s carries the OpenAI SDK only if it is the worker (a cold start without it)",
+    "%s carries the OpenAI SDK only if it is the worker or the daily catalogue watch (a cold start without it)",
     (dir) => {
       const func = join(OUTPUT_DIR, "functions", dir);
       const shipped = readdirSync(join(func, "node_modules"));
       expect(shipped).toContain("zod");
-      expect(shipped.includes("openai")).toBe(dir === "api/worker.func");
+      expect(shipped.includes("openai")).toBe(
+        dir === "api/worker.func" || dir === "api/cron/models.func",
+      );
       expect(readdirSync(join(func, "lib")).includes("model.js")).toBe(dir === "api/worker.func");
     },
   );

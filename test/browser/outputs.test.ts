@@ -70,6 +70,45 @@ const HOSTILE = [
   `<a href="https://example.com/ok" target="_self">a plain link</a>`,
 ].join("\n");
 
+/**
+ * HOSTILE, then markup the answer leaves open: a `<style>`, `<script>`, `<textarea>` and comment,
+ * each as an HTML block of its own and inline in a paragraph, a list item and a table cell, each
+ * followed by words that must still be on the page. Unsanitized, the first block `<style>` makes
+ * the browser read all the rest as CSS.
+ */
+const LEFT_OPEN = [
+  HOSTILE,
+  "",
+  "<style>",
+  "",
+  "After the style, **still bold**.",
+  "",
+  "<script>",
+  "",
+  "After the script.",
+  "",
+  "<textarea>",
+  "",
+  "After the textarea.",
+  "",
+  "<!-- a comment never closed",
+  "",
+  "After the comment.",
+  "",
+  "An inline <style> and the words after it.",
+  "",
+  "- a list item with <script> in it",
+  "- the next item",
+  "",
+  "| tag | words |",
+  "| --- | --- |",
+  "| <textarea> | in the next cell |",
+  "",
+  "Inline <!-- too, and what follows.",
+  "",
+  "## The last heading",
+].join("\n");
+
 describe("a document's output in a browser", () => {
   test("markdown is rendered as headings, lists, a table, code and a safe link; copy and download give back the source", async () => {
     const { page, context, errors } = await h.open();
@@ -171,5 +210,39 @@ describe("a document's output in a browser", () => {
       await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth),
     ).toBe(true);
     await h.screenshot(page, "outputs-02-hostile-markdown-inert");
+  });
+
+  test("markup the answer leaves open (<style>, <script>, <textarea>, <!--) hides nothing after it", async () => {
+    const { page, dialogs, errors } = await h.open();
+    await devSignIn(page, "pro");
+    const job = await generate(page, say(LEFT_OPEN, "notes"));
+    const output = job.locator(".job-output");
+    await output.locator("h4").first().waitFor();
+
+    const text = (await output.textContent()) ?? "";
+    for (const words of [
+      "hover me",
+      "After the style, still bold.",
+      "After the script.",
+      "After the textarea.",
+      "After the comment.",
+      "An inline <style> and the words after it.",
+      "a list item with <script> in it",
+      "in the next cell",
+      "Inline <!-- too, and what follows.",
+    ])
+      expect(text).toContain(words);
+    // the markdown after them is still markdown, and the left-open tags are only text
+    expect(await output.locator("strong").textContent()).toBe("still bold");
+    expect(await output.locator("ul > li").allTextContents()).toEqual([
+      "a list item with <script> in it",
+      "the next item",
+    ]);
+    expect(await output.locator("h5").textContent()).toBe("The last heading");
+    expect(await output.locator("script, style, textarea, img, svg, iframe, form").count()).toBe(0);
+    expect(await page.evaluate(() => (window as { __pwned?: string }).__pwned)).toBeUndefined();
+    expect(dialogs).toEqual([]);
+    expect(errors).toEqual([]);
+    await h.screenshot(page, "outputs-03-left-open-markup");
   });
 });

@@ -4,6 +4,7 @@
  * database searched for a marker planted in all their text), the provider's bill kept only as an
  * anonymous aggregate, and the append-only rule still refusing everyone else.
  */
+import { randomUUID } from "node:crypto";
 import { describe, expect, test } from "vitest";
 import { expectNoDrift, rpc } from "../support/db.ts";
 import { dbFixture } from "../support/db-fixture.ts";
@@ -25,6 +26,7 @@ async function rowsAbout(user: string) {
             (select count(*)::int from public.job_events where user_id = $1) as events,
             (select count(*)::int from public.quota_usage where user_id = $1) as usage,
             (select count(*)::int from public.user_plans where user_id = $1) as plans,
+            (select count(*)::int from private.user_pseudonyms where user_id = $1) as pseudonyms,
             (select count(*)::int from auth.users where id = $1) as account`,
     [user],
   );
@@ -35,7 +37,8 @@ describe("erase_user", () => {
   test("every job in every status, then nothing of the user anywhere in the database", async () => {
     const user = await userOnRoomyPlan();
     const marker = newMarker();
-    await plantJobs(svc, user, marker, now);
+    const planted = await plantJobs(svc, user, marker, now);
+    await rpc(svc, "user_pseudonym", { p_user_id: user });
     // The search can fail: before the erasure it finds the marker where the text lives.
     expect(await findMarker(admin, marker)).toEqual(
       expect.arrayContaining(["public.generation_jobs"]),
@@ -48,13 +51,81 @@ describe("erase_user", () => {
     const r = await rpc(svc, "erase_user", { p_user_id: user, p_now: now });
 
     expect(r).toMatchObject({ outcome: "erased", jobs: 7, canceled: 4, account_deleted: true });
+    const { rows: superseded } = await admin.query(
+      "select count(*)::int as n from public.superseded_callbacks where job_id = $1",
+      [planted.jobs.requeued],
+    );
+    expect(superseded[0].n).toBe(0);
     expect(await findMarker(admin, marker)).toEqual([]);
-    expect(await rowsAbout(user)).toEqual({ jobs: 0, events: 0, usage: 0, plans: 0, account: 0 });
+    expect(await rowsAbout(user)).toEqual({
+      jobs: 0,
+      events: 0,
+      usage: 0,
+      plans: 0,
+      pseudonyms: 0,
+      account: 0,
+    });
     const { rows: after } = await admin.query(
       "select coalesce(sum(jobs), 0)::int as jobs from public.erased_usage where plan_id = $1",
       [PLAN],
     );
     expect(after[0].jobs - before[0].jobs).toBe(7);
+  });
+
+  test("a job with a superseded failure callback (after a requeue) is erased; the callback row stays, without its job id", async () => {
+    const user = await userOnRoomyPlan();
+    const job = await db.enqueued(user);
+    await db.started(job.id);
+    await db.requeued(job.id, { resumeAt: new Date(Date.now() + 60_000) });
+    // The first message's callback, after its last retry: superseded by the requeue's message.
+    expect(
+      await rpc(svc, "fail_job", { p_job_id: job.id, p_reason: "delivery_failed", p_seq: 1 }),
+    ).toMatchObject({ outcome: "superseded" });
+    const { rows: before } = await admin.query(
+      "select id from public.superseded_callbacks where job_id = $1",
+      [job.id],
+    );
+    expect(before).toHaveLength(1);
+    expect(await rpc(svc, "user_pseudonym", { p_user_id: user })).toMatchObject({
+      outcome: "pseudonym",
+    });
+
+    // Before the fix: 23503, superseded_callbacks_job_id_fkey, on every retry.
+    const r = await rpc(svc, "erase_user", { p_user_id: user });
+
+    expect(r).toMatchObject({ outcome: "erased", jobs: 1, canceled: 1, account_deleted: true });
+    expect(await rowsAbout(user)).toEqual({
+      jobs: 0,
+      events: 0,
+      usage: 0,
+      plans: 0,
+      pseudonyms: 0,
+      account: 0,
+    });
+    const { rows: after } = await admin.query(
+      "select job_id, message_seq, job_seq from public.superseded_callbacks where id = $1",
+      [before[0].id],
+    );
+    expect(after).toEqual([{ job_id: null, message_seq: 1, job_seq: 2 }]);
+    // A token outliving the user gets no new pseudonym: nothing of them is written again.
+    expect(await rpc(svc, "user_pseudonym", { p_user_id: user })).toEqual({
+      outcome: "user_not_found",
+    });
+  });
+
+  test("a user's log pseudonym: one per user however many ask at once, random, none for a user without an account", async () => {
+    const [one, two] = [await userOnRoomyPlan(), await userOnRoomyPlan()];
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, () => rpc(svc, "user_pseudonym", { p_user_id: one })),
+    );
+    const pseudonym = answers[0].pseudonym as string;
+    expect(pseudonym).toMatch(/^u[0-9a-f]{32}$/);
+    expect(answers.map((a) => a.pseudonym)).toEqual(Array(8).fill(pseudonym));
+    expect(pseudonym).not.toContain(one.replaceAll("-", ""));
+    expect((await rpc(svc, "user_pseudonym", { p_user_id: two })).pseudonym).not.toBe(pseudonym);
+    expect(await rpc(svc, "user_pseudonym", { p_user_id: randomUUID() })).toEqual({
+      outcome: "user_not_found",
+    });
   });
 
   test("the anonymous aggregate keeps the bill: jobs, captures and tokens, no user", async () => {
@@ -127,7 +198,14 @@ describe("erase_user", () => {
     await admin.query("delete from auth.users where id = $1", [user]);
 
     expect(await findMarker(admin, marker)).toEqual([]);
-    expect(await rowsAbout(user)).toEqual({ jobs: 0, events: 0, usage: 0, plans: 0, account: 0 });
+    expect(await rowsAbout(user)).toEqual({
+      jobs: 0,
+      events: 0,
+      usage: 0,
+      plans: 0,
+      pseudonyms: 0,
+      account: 0,
+    });
   });
 
   test("a token that outlives its user cannot enqueue again (no fresh quota)", async () => {
@@ -135,7 +213,14 @@ describe("erase_user", () => {
     await rpc(svc, "erase_user", { p_user_id: user });
     const r = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "again" });
     expect(r.outcome).toBe("user_not_found");
-    expect(await rowsAbout(user)).toEqual({ jobs: 0, events: 0, usage: 0, plans: 0, account: 0 });
+    expect(await rowsAbout(user)).toEqual({
+      jobs: 0,
+      events: 0,
+      usage: 0,
+      plans: 0,
+      pseudonyms: 0,
+      account: 0,
+    });
   });
 
   test("concurrent erasures of one user: all end cleanly, the jobs counted once", async () => {
@@ -147,7 +232,14 @@ describe("erase_user", () => {
     expect(results.map((r) => r.outcome)).toEqual(Array(8).fill("erased"));
     expect(results.reduce((n, r) => n + r.jobs, 0)).toBe(7);
     expect(results.filter((r) => r.account_deleted)).toHaveLength(1);
-    expect(await rowsAbout(user)).toEqual({ jobs: 0, events: 0, usage: 0, plans: 0, account: 0 });
+    expect(await rowsAbout(user)).toEqual({
+      jobs: 0,
+      events: 0,
+      usage: 0,
+      plans: 0,
+      pseudonyms: 0,
+      account: 0,
+    });
   });
 
   test("erasure racing a worker's completion and its usage record: one order or the other, never an error or a leftover", async () => {
@@ -176,7 +268,14 @@ describe("erase_user", () => {
       // The erasure canceled the job exactly when the completion did not get there first.
       expect(erased).toMatchObject({ outcome: "erased", jobs: 1 });
       expect(erased.canceled).toBe(done.outcome === "completed" ? 0 : 1);
-      expect(await rowsAbout(user)).toEqual({ jobs: 0, events: 0, usage: 0, plans: 0, account: 0 });
+      expect(await rowsAbout(user)).toEqual({
+        jobs: 0,
+        events: 0,
+        usage: 0,
+        plans: 0,
+        pseudonyms: 0,
+        account: 0,
+      });
     }
     await expectNoDrift(admin);
     // Reported, not asserted: which order won depends on the scheduler.
@@ -195,7 +294,14 @@ describe("erase_user", () => {
       // enqueue asks whether the user exists under the lock the erasure holds: a job it made
       // came first and was erased; none comes after.
       expect(erased.jobs).toBe(enq.outcome === "enqueued" ? 1 : 0);
-      expect(await rowsAbout(user)).toEqual({ jobs: 0, events: 0, usage: 0, plans: 0, account: 0 });
+      expect(await rowsAbout(user)).toEqual({
+        jobs: 0,
+        events: 0,
+        usage: 0,
+        plans: 0,
+        pseudonyms: 0,
+        account: 0,
+      });
     }
   });
 });
@@ -222,7 +328,14 @@ describe("enqueue against an erasure in flight", () => {
     } finally {
       eraser.release();
     }
-    expect(await rowsAbout(user)).toEqual({ jobs: 0, events: 0, usage: 0, plans: 0, account: 0 });
+    expect(await rowsAbout(user)).toEqual({
+      jobs: 0,
+      events: 0,
+      usage: 0,
+      plans: 0,
+      pseudonyms: 0,
+      account: 0,
+    });
   });
 });
 

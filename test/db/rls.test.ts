@@ -166,8 +166,11 @@ describe("row level security", () => {
       "ops_latency_series",
       "ops_metrics",
       "ops_now",
+      "ops_plans",
       "ops_provider_series",
+      "plan_worst_case",
       "record_attempt_usage",
+      "record_model_catalogue",
       "record_progress",
       "release_job",
       "requeue_job",
@@ -175,6 +178,8 @@ describe("row level security", () => {
       "retention_run",
       "start_job",
       "sweep_jobs",
+      "user_pseudonym",
+      "watched_models",
     ]);
     for (const row of fns.rows)
       expect(row).toMatchObject({ service: true, authed: false, anon: false });
@@ -189,6 +194,8 @@ describe("row level security", () => {
       { relname: "generation_jobs", relrowsecurity: true },
       { relname: "job_events", relrowsecurity: true },
       { relname: "job_kinds", relrowsecurity: true },
+      { relname: "model_tiers", relrowsecurity: true },
+      { relname: "models", relrowsecurity: true },
       { relname: "plan_kinds", relrowsecurity: true },
       { relname: "plans", relrowsecurity: true },
       { relname: "quota_usage", relrowsecurity: true },

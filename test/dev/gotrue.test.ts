@@ -40,6 +40,11 @@ const jwks = {
 let clock = Date.now();
 let gotrue: RunningGotrue;
 let confirmedGotrue: RunningGotrue;
+/** A project whose gateway also takes a secret key, as the stack's does. */
+let secretGotrue: RunningGotrue;
+const SECRET_KEY = "sb_secret_test-key";
+const BROWSER_UA =
+  "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36";
 
 function options(autoconfirm: boolean) {
   return {
@@ -59,13 +64,18 @@ function options(autoconfirm: boolean) {
 }
 
 beforeAll(async () => {
-  [gotrue, confirmedGotrue] = await Promise.all([
+  [gotrue, confirmedGotrue, secretGotrue] = await Promise.all([
     startGotrue(options(false)),
     startGotrue(options(true)),
+    startGotrue({
+      ...options(false),
+      apiKeys: () => new Set([API_KEY, SECRET_KEY]),
+      adminKeys: () => new Set([SECRET_KEY]),
+    }),
   ]);
 });
 afterAll(async () => {
-  await Promise.all([gotrue?.close(), confirmedGotrue?.close()]);
+  await Promise.all([gotrue?.close(), confirmedGotrue?.close(), secretGotrue?.close()]);
 });
 
 function client(server = gotrue) {
@@ -294,20 +304,60 @@ describe("sign-in, refresh and sign-out", () => {
     }
   });
 
-  test("a refresh rotates the token; the old one is then refused as already used", async () => {
+  const refresh = (token: string | undefined) =>
+    client().refreshSession({ refresh_token: token ?? "" });
+
+  test("a refresh rotates the token; the one just rotated, sent again, gets the active one back (the client lost the answer)", async () => {
     const { session } = await confirmedUser();
-    const auth = client();
-    const first = await auth.refreshSession({ refresh_token: session?.refresh_token ?? "" });
+    const first = await refresh(session?.refresh_token);
     expect(first.error).toBeNull();
     expect(first.data.session?.refresh_token).not.toBe(session?.refresh_token);
-    const reuse = await client().refreshSession({ refresh_token: session?.refresh_token ?? "" });
-    expect(reuse.error).toMatchObject({
-      status: 400,
-      code: "refresh_token_already_used",
-      message: "Invalid Refresh Token: Already Used",
-    });
-    const unknown = await client().refreshSession({ refresh_token: "abcdefghijkl" });
+    // GoTrue: the revoked parent of the session's active token gets that token, at any time
+    clock += 60_000;
+    try {
+      const again = await refresh(session?.refresh_token);
+      expect(again.error).toBeNull();
+      expect(again.data.session?.refresh_token).toBe(first.data.session?.refresh_token);
+      expect(again.data.session?.access_token).toBeTruthy();
+    } finally {
+      clock -= 60_000;
+    }
+    const unknown = await refresh("abcdefghijkl");
     expect(unknown.error).toMatchObject({ status: 400, code: "refresh_token_not_found" });
+  });
+
+  test("an older rotated token is reusable for 10 s; past that it revokes the whole session: refresh_token_already_used", async () => {
+    const { session } = await confirmedUser();
+    const a = session?.refresh_token;
+    const b = (await refresh(a)).data.session?.refresh_token; // a and then b rotated now
+    const c = (await refresh(b)).data.session?.refresh_token; // the active token is c
+    const start = clock;
+    try {
+      // a is not the active token's parent: within the interval it is a concurrent refresh
+      clock = start + 9_000;
+      const within = await refresh(a);
+      expect(within.error).toBeNull();
+      const d = within.data.session?.refresh_token;
+      expect(d).not.toBe(c);
+      // b, 11 s after it was rotated, is past the interval
+      clock = start + 11_000;
+      const past = await refresh(b);
+      expect(past.error).toMatchObject({
+        status: 400,
+        code: "refresh_token_already_used",
+        message: "Invalid Refresh Token: Already Used",
+      });
+      // every token of the session was revoked with it (GoTrue's RevokeTokenFamily): once
+      // their own interval is over, the tokens that were live (c, d) are refused too
+      clock = start + 22_000;
+      for (const token of [c, d])
+        expect((await refresh(token)).error).toMatchObject({
+          status: 400,
+          code: "refresh_token_already_used",
+        });
+    } finally {
+      clock = start;
+    }
   });
 
   test("sign-out ends the session: its access token and refresh token stop working", async () => {
@@ -516,19 +566,24 @@ describe("the wire, without the client", () => {
     expect((await forged.json()).error_code).toBe("bad_jwt");
   });
 
-  test("what it does not serve: 501 for GoTrue's other routes and PKCE, chi's 404 for the rest", async () => {
+  test("what it does not serve is refused as GoTrue refuses it switched off; chi's 404 for the rest", async () => {
     const pkce = await post("/signup", {
       email: email(),
       password: "secret-one",
       code_challenge: "abc",
       code_challenge_method: "s256",
     });
-    expect(pkce.status).toBe(501);
-    expect((await pkce.json()).error_code).toBe("not_implemented");
+    expect(pkce.status).toBe(404);
+    expect(await pkce.json()).toEqual({
+      code: 404,
+      error_code: "feature_disabled",
+      msg: "The PKCE flow (auth-js's default flowType, implicit, is served) is disabled on the local Auth stand-in",
+    });
     const authorize = await fetch(`${gotrue.url}/auth/v1/authorize?provider=github`, {
       headers: { apikey: API_KEY },
     });
-    expect(authorize.status).toBe(501);
+    expect(authorize.status).toBe(400);
+    expect((await authorize.json()).error_code).toBe("provider_disabled");
     const nothing = await fetch(`${gotrue.url}/auth/v1/no-such-route`, {
       headers: { apikey: API_KEY },
     });
@@ -538,7 +593,7 @@ describe("the wire, without the client", () => {
     expect(method.status).toBe(405);
   });
 
-  test("every path, grant and verify type README's refusal list names answers GoTrue's 501", async () => {
+  test("every path, grant and verify type README's refusal list names is a JSON 4xx saying what is disabled", async () => {
     const item = spans(refusesItem("Supabase Auth"));
     const paths = item.filter((s) => /^\/[a-z/]+$/.test(s));
     const grants = item.flatMap((s) => /^grant_type=(\w+)$/.exec(s)?.[1] ?? []);
@@ -562,9 +617,86 @@ describe("the wire, without the client", () => {
       answers.push([`${method} ${path}`, res.status, (await res.json()).error_code]);
     }
     expect(answers.length).toBeGreaterThanOrEqual(20);
+    // each code the README names is one of them, and every answer is one the README names
+    const codes = item.filter((s) => /^[a-z0-9_]+_(disabled|not_enabled)$/.test(s));
     expect(
-      answers.filter(([, status, code]) => status !== 501 || code !== "not_implemented"),
+      answers.filter(([, status, code]) => status < 400 || status > 499 || !codes.includes(code)),
     ).toEqual([]);
+    expect([...new Set(answers.map(([, , code]) => code))].sort()).toEqual(
+      codes.filter((c) => !c.startsWith("phone_")).sort(),
+    );
+  });
+
+  test("through auth-js each refusal is an AuthApiError with GoTrue's status and code, not an empty retryable error", async () => {
+    const auth = client();
+    const cases: Array<[string, Promise<{ error: unknown }>, number, string]> = [
+      [
+        "phone sign-up",
+        auth.signUp({ phone: "+15555550100", password: "secret-one" }),
+        400,
+        "phone_provider_disabled",
+      ],
+      [
+        "phone sign-in",
+        auth.signInWithPassword({ phone: "+15555550100", password: "secret-one" }),
+        422,
+        "phone_provider_disabled",
+      ],
+      ["phone OTP", auth.signInWithOtp({ phone: "+15555550100" }), 400, "phone_provider_disabled"],
+      [
+        "a typed code",
+        auth.verifyOtp({ email: email(), token: "123456", type: "email" }),
+        404,
+        "feature_disabled",
+      ],
+      ["resend", auth.resend({ type: "signup", email: email() }), 404, "feature_disabled"],
+      [
+        "id token",
+        auth.signInWithIdToken({ provider: "google", token: "x" }),
+        400,
+        "provider_disabled",
+      ],
+      ["PKCE code", auth.exchangeCodeForSession("abc"), 404, "feature_disabled"],
+    ];
+    for (const [what, call, status, code] of cases) {
+      const { error } = await call;
+      expect(error, what).toBeInstanceOf(AuthApiError);
+      expect({
+        what,
+        status: (error as AuthApiError).status,
+        code: (error as AuthApiError).code,
+      }).toEqual({ what, status, code });
+      expect((error as AuthApiError).message, what).toMatch(/disabled|not enabled|Unsupported/);
+    }
+  });
+
+  test("a secret key from a browser is refused, as the platform's gateway refuses it; from a server it is a key", async () => {
+    const browser = new GoTrueClient({
+      url: `${secretGotrue.url}/auth/v1`,
+      headers: { apikey: SECRET_KEY, "user-agent": BROWSER_UA },
+      autoRefreshToken: false,
+      persistSession: false,
+    });
+    const refused = await browser.signInWithPassword({ email: email(), password: "secret-one" });
+    expect(refused.error).toBeInstanceOf(AuthApiError);
+    expect(refused.error).toMatchObject({
+      status: 401,
+      message: "Forbidden use of secret API key in browser",
+    });
+    // the same request from a server: the key is good, the credentials are not
+    const server = new GoTrueClient({
+      url: `${secretGotrue.url}/auth/v1`,
+      headers: { apikey: SECRET_KEY },
+      autoRefreshToken: false,
+      persistSession: false,
+    });
+    const answered = await server.signInWithPassword({ email: email(), password: "secret-one" });
+    expect(answered.error).toMatchObject({ status: 400, code: "invalid_credentials" });
+    // the publishable key from a browser is what a page uses
+    const page = await fetch(`${secretGotrue.url}/auth/v1/user`, {
+      headers: { apikey: API_KEY, "user-agent": BROWSER_UA },
+    });
+    expect((await page.json()).error_code).toBe("no_authorization");
   });
 
   test("a browser's preflight is answered for any origin, with the API-version header exposed", async () => {

@@ -15,7 +15,9 @@ import { get_encoding } from "tiktoken";
 import { describe, expect, test } from "vitest";
 import { useFakeOpenAI } from "../support/fake-openai.ts";
 
-const fake = useFakeOpenAI();
+// The catalogue as of the day these tests were written: gpt-4o-mini, which most of them call,
+// shuts down on 2027-01-14, and a fake on today's clock would answer it 404 from then on.
+const fake = useFakeOpenAI({ now: () => new Date("2026-12-02T12:00:00Z") });
 
 /** A client of the fake, SDK retries off; `options` overrides the key, the timeout, headers. */
 const openai = (options: Pick<ClientOptions, "apiKey" | "timeout" | "defaultHeaders"> = {}) =>
@@ -329,9 +331,13 @@ describe("fake OpenAI model, streaming through the openai SDK", () => {
       instructions: false,
       format: null,
       promptTokens: last?.usage?.prompt_tokens,
+      cachedTokens: 0,
       maxCompletionTokens: null,
       reasoningTokens: 0,
       completionTokens: content.length,
+      outputTokens: content.length,
+      model: "gpt-4o-mini",
+      servedTier: "default",
       finishReason: "stop",
     });
   });
@@ -564,20 +570,20 @@ describe("fake OpenAI model, the Responses API streaming through the openai SDK"
     fake.reset();
     const events = await rawResponsesEvents({
       input: "[fake:tokens:500] go",
-      max_output_tokens: 7,
+      max_output_tokens: 16,
     });
     const last = events.at(-1);
     expect(last?.event).toBe("response.incomplete");
     expect(last?.data.response).toMatchObject({
       status: "incomplete",
       incomplete_details: { reason: "max_output_tokens" },
-      usage: { output_tokens: 7 },
+      usage: { output_tokens: 16 },
     });
     expect(events.find((e) => e.event === "response.output_item.done")?.data.item.status).toBe(
       "incomplete",
     );
     expect(fake.stats().requests[0]).toMatchObject({
-      maxCompletionTokens: 7,
+      maxCompletionTokens: 16,
       finishReason: "length",
     });
   });
@@ -620,7 +626,8 @@ describe("fake OpenAI model, the Responses API streaming through the openai SDK"
   test("flex out of capacity: a flex request gets 429 Resource Unavailable, the default tier is served", async () => {
     fake.reset();
     fake.setFlexCapacity(false);
-    const error = (await failureOf(respond("x", { service_tier: "flex" }))) as RateLimitError;
+    const flex = { model: "gpt-5.4-mini", service_tier: "flex" } as const;
+    const error = (await failureOf(respond("x", flex))) as RateLimitError;
     expect(error).toBeInstanceOf(RateLimitError);
     expect(error.message).toMatch(/^429 Resource Unavailable/);
     expect(error.code).not.toBe("rate_limit_exceeded");
@@ -628,7 +635,7 @@ describe("fake OpenAI model, the Responses API streaming through the openai SDK"
     expect(Number(error.headers.get("x-ratelimit-remaining-requests"))).toBeGreaterThan(0);
     const chatFlex = await failureOf(
       openai().chat.completions.create({
-        model: "gpt-4o-mini",
+        model: "gpt-5.4-mini",
         messages: [{ role: "user", content: "x" }],
         service_tier: "flex",
       }),
@@ -640,12 +647,12 @@ describe("fake OpenAI model, the Responses API streaming through the openai SDK"
     const control = fake.url.replace(/\/v1$/, "/__fake");
     await fetch(`${control}/flex`, { method: "POST", body: JSON.stringify({ available: true }) });
     let tier: string | null | undefined;
-    for await (const e of await respond("x", { service_tier: "flex" }))
+    for await (const e of await respond("x", flex))
       if (e.type === "response.completed") tier = e.response.service_tier;
     expect(tier).toBe("flex");
-    expect(
-      await failureOf(respond("x [fake:flex_unavailable]", { service_tier: "flex" })),
-    ).toBeInstanceOf(RateLimitError);
+    expect(await failureOf(respond("x [fake:flex_unavailable]", flex))).toBeInstanceOf(
+      RateLimitError,
+    );
   });
 
   test("failures inside the stream: an error event throws an APIError, response.failed arrives as an event, a cut ends the stream", async () => {

@@ -139,8 +139,9 @@ describe("economy on flex, end to end", () => {
     const { stack } = fixture;
     await stack.sql.query(
       `insert into public.plans (id, name, period, units_per_period, max_active_jobs,
-         max_output_tokens, meter, service_tier, flex_fallback_after_seconds)
-       values ('flex-fallback-e2e', 'Flex, falls back', 'month', 10, 2, 256, 'jobs', 'flex', 3)
+         max_output_tokens, meter, service_tier, flex_fallback_after_seconds, model)
+       values ('flex-fallback-e2e', 'Flex, falls back', 'month', 10, 2, 256, 'jobs', 'flex', 3,
+         'gpt-5.4-mini')
        on conflict (id) do nothing`,
     );
     await setFlexCapacity(false);

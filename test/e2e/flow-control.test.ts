@@ -87,7 +87,7 @@ describe("with flow control (parallelism 3, rate 4 per 1 s)", () => {
 
     // Mid-flood, jobs wait in QStash's waitlist for the model's key.
     const qstash = new Client({ baseUrl: stack.urls.qstash, token: DEV_TOKEN });
-    const key = `openai.${stack.env.OPENAI_MODEL || "gpt-4o-mini"}`;
+    const key = `openai.${stack.env.OPENAI_MODEL || "gpt-5.4-mini"}`;
     const info = await qstash.flowControl.get(key);
     expect(info).toMatchObject({ parallelismMax: PARALLELISM, rateMax: RATE, ratePeriod: 1 });
     expect(info.waitListSize).toBeGreaterThan(0);

@@ -35,7 +35,8 @@ const FAILED_AND_COUNTED = [
 
 /** The boundary calls each flow makes with no fault, in order: the points the matrix breaks. */
 const TRACES: Record<string, string[]> = {
-  enqueue: ["redis:evalsha", "redis:eval", "rpc:enqueue_job", "publish"],
+  // The log pseudonym is read while the publish runs (a failure there only drops it from the line).
+  enqueue: ["redis:evalsha", "redis:eval", "rpc:enqueue_job", "rpc:user_pseudonym", "publish"],
   // The first streamed text is written at once (the first progress write), then the answer.
   "delivery, model answers": [
     "rpc:start_job",

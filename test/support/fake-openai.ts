@@ -7,11 +7,11 @@ import { freePort } from "./ports.ts";
  * first test, closed after its last. The object is filled in when it starts, so read it inside
  * tests and hooks.
  */
-export function useFakeOpenAI(): FakeOpenAI {
+export function useFakeOpenAI(options: { now?: () => Date } = {}): FakeOpenAI {
   const fake = {} as FakeOpenAI;
   let started: FakeOpenAI | undefined;
   beforeAll(async () => {
-    started = await startFakeOpenAI({ port: await freePort() });
+    started = await startFakeOpenAI({ port: await freePort(), ...options });
     Object.assign(fake, started);
   });
   afterAll(async () => {

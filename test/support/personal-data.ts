@@ -6,6 +6,7 @@
  * every type counts), and the large objects.
  */
 import { randomUUID } from "node:crypto";
+import type { Redis as IORedis } from "ioredis";
 import type pg from "pg";
 import { expect } from "vitest";
 import { type Json, rpc } from "./db.ts";
@@ -35,8 +36,10 @@ export interface Planted {
 /**
  * Seven jobs of `user`, the marker in each: succeeded (output, and a partial output before),
  * failed with an error, canceled while queued, released after a transient error (queued, error
- * kept), requeued after a quota hit (queued, error kept), running with a partial output, and
- * queued; inputs carry it beyond the prompt, idempotency keys too.
+ * kept), requeued after a quota hit (queued, error kept, and its first message's failure
+ * callback superseded, its attempt's usage recorded apart), running with a partial output, and
+ * queued; inputs carry it beyond the prompt, idempotency keys too. Every kind of row a job has:
+ * the job, its events (transitions, progress, attempt usage), a superseded callback.
  */
 export async function plantJobs(
   svc: pg.Pool,
@@ -131,6 +134,27 @@ export async function plantJobs(
     }),
     "requeued",
   );
+  // The requeue published a second message (publish_seq 2): the first one's failure callback,
+  // due after its last retry, is superseded and leaves a row in superseded_callbacks.
+  expectOutcome(
+    await rpc(svc, "fail_job", {
+      p_job_id: requeued,
+      p_reason: "delivery_failed",
+      p_seq: 1,
+      p_now: now,
+    }),
+    "superseded",
+  );
+  // Its first attempt's usage, recorded apart from the requeue (an attempt_usage event).
+  expectOutcome(
+    await rpc(svc, "record_attempt_usage", {
+      p_job_id: requeued,
+      p_attempt: 1,
+      p_usage: usage,
+      p_now: now,
+    }),
+    "recorded",
+  );
 
   const running = await enqueue("running");
   await start(running);
@@ -167,4 +191,34 @@ export async function findMarker(admin: pg.Pool, marker: string): Promise<string
   );
   if ((lo[0]?.n ?? 0) > 0) found.push("pg_largeobject");
   return found;
+}
+
+/**
+ * Every Redis key whose name or content holds `needle` (strings, hashes, sets, sorted sets and
+ * lists read whole), over the whole keyspace: for a test's own redis-server.
+ */
+export async function findInRedis(redis: IORedis, needle: string): Promise<string[]> {
+  const found: string[] = [];
+  let cursor = "0";
+  do {
+    const [next, keys] = await redis.scan(cursor, "COUNT", 1000);
+    cursor = next;
+    for (const key of keys) {
+      const type = await redis.type(key);
+      const content =
+        type === "string"
+          ? await redis.get(key)
+          : type === "hash"
+            ? await redis.hgetall(key)
+            : type === "set"
+              ? await redis.smembers(key)
+              : type === "zset"
+                ? await redis.zrange(key, "0", "-1")
+                : type === "list"
+                  ? await redis.lrange(key, 0, -1)
+                  : type;
+      if (key.includes(needle) || JSON.stringify(content).includes(needle)) found.push(key);
+    }
+  } while (cursor !== "0");
+  return found.sort();
 }

@@ -26,7 +26,7 @@ import { createHandler as workerHandler } from "../../api/worker.ts";
 import { mintUserToken } from "../../dev/token.ts";
 import { createAlerter } from "../../lib/alerts.ts";
 import { createAuth } from "../../lib/auth.ts";
-import { type Config, loadConfig } from "../../lib/config.ts";
+import { type Config, loadConfig, supabaseKeys } from "../../lib/config.ts";
 import type { Rpc } from "../../lib/db.ts";
 import type { Deps } from "../../lib/deps.ts";
 import { enqueueJob } from "../../lib/enqueue.ts";
@@ -348,11 +348,13 @@ export class Sim {
       rateLimiter: createRateLimiter(redis, {
         requests: this.config.rateLimitRequests,
         windowSeconds: this.config.rateLimitWindowSeconds,
+        idKey: supabaseKeys(this.config).server,
       }),
       exportLimiter: createRateLimiter(redis, {
         requests: this.config.exportRateLimitPerHour,
         windowSeconds: 3600,
         prefix: "quota-jobs:ratelimit:export",
+        idKey: supabaseKeys(this.config).server,
       }),
       gate: createProviderGate(redis),
       alerts: createAlerter({

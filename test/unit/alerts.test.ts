@@ -205,6 +205,8 @@ describe("createAlerter", () => {
 describe("user-caused failures: counted, summarized once per window, never paged one by one", () => {
   const t0 = new Date("2026-03-01T12:00:00Z"); // a window boundary (900 s windows)
   const later = (s: number) => new Date(t0.getTime() + s * 1000);
+  /** The roll-up's window number at `later(s)` (900 s windows). */
+  const windowAt = (s: number) => Math.floor(later(s).getTime() / 1000 / 900);
   const summaries = () =>
     (posted as Array<{ text: string; blocks: unknown[] }>).filter((p) =>
       p.text.startsWith("[user_failures]"),
@@ -264,6 +266,53 @@ describe("user-caused failures: counted, summarized once per window, never paged
     expect(await a.flush()).toBe(0);
   });
 
+  test("an erased user's id leaves every kept window: a later summary names them `erased` with their count, and no key holds the id", async () => {
+    let now = later(100);
+    const prefix = `test:${randomUUID()}`;
+    const a = alerter({ prefix, now: () => now });
+    const [erased, other] = [randomUUID(), randomUUID()];
+    // Window 1: counted and already summarized (its keys are kept four windows after).
+    await a.record({ reason: "model_refused", userId: erased });
+    now = later(900 + 100);
+    // Window 2, still open: the first record sends window 1's summary, which names the user.
+    for (let i = 0; i < 3; i++) await a.record({ reason: "delivery_failed", userId: erased });
+    await a.record({ reason: "delivery_failed", userId: other });
+    expect(summaries()).toHaveLength(1);
+    expect(JSON.stringify(summaries()[0]?.blocks)).toContain(`${erased} ×1`);
+    const keysNaming = async (id: string) => {
+      const direct = createRedis({ url: rest.url, token });
+      const found: string[] = [];
+      for (const k of await direct.keys(`${prefix}:*`)) {
+        const type = await direct.type(k);
+        const text =
+          type === "zset"
+            ? JSON.stringify(await direct.zrange(k, 0, -1))
+            : type === "hash"
+              ? JSON.stringify(await direct.hgetall(k))
+              : JSON.stringify(await direct.get(k));
+        if (k.includes(id) || text.includes(id)) found.push(k);
+      }
+      return found.sort();
+    };
+    expect(await keysNaming(erased)).toEqual([
+      `${prefix}:rollup:${windowAt(100)}:users`,
+      `${prefix}:rollup:${windowAt(1000)}:users`,
+    ]);
+
+    await a.forget(erased);
+
+    expect(await keysNaming(erased)).toEqual([]);
+    expect(await keysNaming(other)).toHaveLength(1);
+    now = later(1800 + 100);
+    expect(await a.flush()).toBe(1);
+    const summary = summaries()[1];
+    expect(summary?.text).toContain("4 user-caused failure(s)");
+    const fields = JSON.stringify(summary?.blocks);
+    expect(fields).toContain("erased ×3");
+    expect(fields).toContain(`${other} ×1`);
+    expect(fields).not.toContain(erased);
+  });
+
   test("a webhook that fails at the flush keeps the summary for the next tick", async () => {
     let now = later(100);
     const a = alerter({ now: () => now });
@@ -291,7 +340,7 @@ describe("user-caused failures: counted, summarized once per window, never paged
       expect(await a.send({ kind, dedupKey: "x", title: kind, fields: {} })).toBe("sent");
   });
 
-  test("Redis down: a user failure is one error log line (ids only), never a page", async () => {
+  test("Redis down: a user failure is one error log line (its reason, no user id), never a page", async () => {
     const down = createRedis({ url: `http://127.0.0.1:${await freePort()}`, token });
     const user = randomUUID();
     expect(await alerter({ redis: down }).record({ reason: "delivery_failed", userId: user })).toBe(
@@ -299,6 +348,7 @@ describe("user-caused failures: counted, summarized once per window, never paged
     );
     expect(posted).toHaveLength(0);
     const line = lines.find((l) => l.includes('"event":"alert_rollup_unavailable"'));
-    expect(JSON.parse(line ?? "{}")).toMatchObject({ reason: "delivery_failed", user });
+    expect(JSON.parse(line ?? "{}")).toMatchObject({ reason: "delivery_failed" });
+    expect(lines.join("\n")).not.toContain(user);
   });
 });

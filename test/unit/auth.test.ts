@@ -93,6 +93,30 @@ describe("HS256 with SUPABASE_JWT_SECRET", () => {
     );
   });
 
+  const hs256 = (claims: Record<string, unknown>, iat = Math.floor(Date.now() / 1000)) =>
+    new SignJWT({ role: "authenticated", ...claims })
+      .setProtectedHeader({ alg: "HS256" })
+      .setIssuer(issuer)
+      .setSubject(userId)
+      .setIssuedAt(iat)
+      .setExpirationTime(iat + 3600)
+      .sign(new TextEncoder().encode(LOCAL_JWT_SECRET));
+
+  test("an iat more than a minute ahead is refused; one within the minute is skew", async () => {
+    const now = Math.floor(Date.now() / 1000);
+    await rejects401(`Bearer ${await hs256({ aud: "authenticated" }, now + 120)}`);
+    await rejects401(`Bearer ${await hs256({ aud: "authenticated" }, now + 3600)}`);
+    const skewed = await hs256({ aud: "authenticated" }, now + 30);
+    expect(await auth.userFromRequest(request(`Bearer ${skewed}`))).toEqual({ userId });
+  });
+
+  test("aud is read as GoTrue reads it: the one audience, as a string or a one-element array", async () => {
+    const one = await hs256({ aud: ["authenticated"] });
+    expect(await auth.userFromRequest(request(`Bearer ${one}`))).toEqual({ userId });
+    for (const aud of [["authenticated", "other"], ["other", "authenticated"], [], ["other"]])
+      await rejects401(`Bearer ${await hs256({ aud })}`);
+  });
+
   test("a token without exp is refused", async () => {
     const token = await new SignJWT({ role: "authenticated" })
       .setProtectedHeader({ alg: "HS256" })

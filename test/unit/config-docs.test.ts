@@ -45,7 +45,7 @@ describe("one declaration per variable (lib/config.ts VARIABLES)", () => {
     const config = loadConfig(env) as Record<string, unknown>;
     expect(Object.keys(config).sort()).toEqual(names.map(fieldOf).sort());
     expect(config.modelTimeoutMs).toBe(270_000);
-    expect(config.openaiModel).toBe("gpt-4o-mini");
+    expect(config.openaiModel).toBe("gpt-5.4-mini");
     expect(config.qstashUrl).toBeUndefined();
   });
 });

@@ -58,7 +58,7 @@ describe("loadConfig", () => {
   test("defaults: documented tunables, model, and no optional services", () => {
     const config = loadConfig(valid);
     expect(config).toMatchObject({
-      openaiModel: "gpt-4o-mini",
+      openaiModel: "gpt-5.4-mini",
       qstashRetries: 1,
       providerQuotaMaxHits: 3,
       jobMaxAgeSeconds: 10_800,

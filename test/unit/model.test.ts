@@ -6,7 +6,7 @@
  */
 import { Ajv2020 } from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
-import { BadRequestError, PermissionDeniedError, RateLimitError } from "openai";
+import { APIError, BadRequestError, PermissionDeniedError, RateLimitError } from "openai";
 import { get_encoding } from "tiktoken";
 import { beforeEach, describe, expect, test } from "vitest";
 import {
@@ -23,7 +23,9 @@ import {
 import { useFakeOpenAI } from "../support/fake-openai.ts";
 import { freePort } from "../support/ports.ts";
 
-const fake = useFakeOpenAI();
+// The catalogue as of the day these tests were written: gpt-4o-mini, which most of them call,
+// shuts down on 2027-01-14, and a fake on today's clock would answer it 404 from then on.
+const fake = useFakeOpenAI({ now: () => new Date("2026-12-02T12:00:00Z") });
 beforeEach(() => fake.reset());
 
 const APIS: ModelApi[] = ["responses", "chat_completions"];
@@ -95,11 +97,13 @@ function expectRefusedBilled(err: unknown) {
 }
 
 describe.each(APIS)("the model port on %s", (api) => {
-  const model = (o: { timeoutMs?: number; baseURL?: string; apiKey?: string } = {}) =>
+  const model = (
+    o: { timeoutMs?: number; baseURL?: string; apiKey?: string; model?: string } = {},
+  ) =>
     createModel({
       apiKey: o.apiKey ?? "sk-test-key-000000",
       baseURL: o.baseURL ?? fake.url,
-      model: "gpt-4o-mini",
+      model: o.model ?? "gpt-4o-mini",
       api,
       timeoutMs: o.timeoutMs ?? 5_000,
     });
@@ -128,13 +132,39 @@ describe.each(APIS)("the model port on %s", (api) => {
       promptTokens: expect.any(Number),
       completionTokens: seen?.completionTokens,
       reasoningTokens: 0,
+      cachedTokens: 0,
       source: "provider",
     });
+    expect(result.serviceTier).toBe("default");
+  });
+
+  test("on a reasoning model (gpt-5.4-mini): its default reasoning, cached input and the tier that served it are the provider's", async () => {
+    const m = model({ model: "gpt-5.4-mini" });
+    const flex = await m.generate("[fake:cached:4] hi", {
+      maxOutputTokens: 256,
+      serviceTier: "flex",
+    });
+    const [bill] = fake.stats().requests;
+    expect(flex.serviceTier).toBe("flex");
+    expect(flex.usage).toEqual({
+      promptTokens: bill?.promptTokens,
+      completionTokens: bill?.outputTokens,
+      reasoningTokens: 64,
+      cachedTokens: 4,
+      source: "provider",
+    });
+    expect(bill?.outputTokens).toBe((bill?.completionTokens ?? 0) + 64);
+    // Flex asked, the default tier served: the call says what served it.
+    const other = await m.generate("[fake:served_tier:default] hi", {
+      maxOutputTokens: 256,
+      serviceTier: "flex",
+    });
+    expect(other.serviceTier).toBe("default");
   });
 
   test("the tier and the safety identifier are sent when given, and only then", async () => {
-    await model().generate("hi", {
-      maxOutputTokens: 64,
+    await model({ model: "gpt-5.4-mini" }).generate("hi", {
+      maxOutputTokens: 256,
       serviceTier: "flex",
       safetyIdentifier: "u_4f2a",
     });
@@ -146,9 +176,9 @@ describe.each(APIS)("the model port on %s", (api) => {
   });
 
   test("the output bound ends the answer with finish reason length, the text kept", async () => {
-    const result = await model().generate("[fake:tokens:500] go on", { maxOutputTokens: 7 });
+    const result = await model().generate("[fake:tokens:500] go on", { maxOutputTokens: 16 });
     expect(result.finishReason).toBe("length");
-    expect(result.usage).toMatchObject({ completionTokens: 7, source: "provider" });
+    expect(result.usage).toMatchObject({ completionTokens: 16, source: "provider" });
   });
 
   test("a reasoning model's silent start: onThinking before any text, reasoning billed as output", async () => {
@@ -167,6 +197,7 @@ describe.each(APIS)("the model port on %s", (api) => {
       promptTokens: expect.any(Number),
       completionTokens: (seen?.completionTokens ?? 0) + 200,
       reasoningTokens: 200,
+      cachedTokens: 0,
       source: "provider",
     });
   });
@@ -327,7 +358,7 @@ describe.each(APIS)("the model port on %s", (api) => {
 
     test("flex out of capacity: 429 Resource Unavailable → capacity_unavailable, never a rate limit", async () => {
       fake.setFlexCapacity(false);
-      const err = await failure("hi", { serviceTier: "flex" });
+      const err = await failure("hi", { serviceTier: "flex" }, model({ model: "gpt-5.4-mini" }));
       expect((err as ModelCallError).cause).toBeInstanceOf(RateLimitError);
       expect(classifyModelError(err)).toEqual({
         kind: "capacity_unavailable",
@@ -419,14 +450,73 @@ describe.each(APIS)("the model port on %s", (api) => {
 
     test("a failure inside the stream with a quota code → provider_quota; a prompt's code → refused", async () => {
       fake.failNext("stream_failed", 1, { afterTokens: 0, code: "rate_limit_exceeded" });
-      expect(classifyModelError(await failure("hi"))).toEqual({
+      expect(classifyModelError(await failure("hi"))).toMatchObject({
         kind: "provider_quota",
         reason: "rate_limit_exceeded",
-        retryAfterSeconds: null,
       });
       fake.failNext("stream_error", 1, { afterTokens: 0, code: "invalid_prompt" });
       expect(classifyModelError(await failure("hi"))).toMatchObject({
         kind: "refused",
+        status: 200,
+      });
+    });
+
+    test.each([
+      [
+        "insufficient_quota",
+        "insufficient_quota",
+        { kind: "provider_quota", reason: "insufficient_quota", retryAfterSeconds: null },
+        { kind: "provider_quota", reason: "insufficient_quota", retryAfterSeconds: null },
+      ],
+      [
+        "credit_balance_exhausted",
+        "insufficient_quota",
+        { kind: "provider_quota", reason: "insufficient_quota", retryAfterSeconds: null },
+        { kind: "provider_quota", reason: "insufficient_quota", retryAfterSeconds: null },
+      ],
+      [
+        "rate_limit_exceeded",
+        "rate_limit_exceeded",
+        // Over HTTP the wait is the retry-after header (7 s); in the stream, the message's 150 ms.
+        { kind: "provider_quota", reason: "rate_limit_exceeded", retryAfterSeconds: 7 },
+        { kind: "provider_quota", reason: "rate_limit_exceeded", retryAfterSeconds: 1 },
+      ],
+      [
+        "context_length_exceeded",
+        "bad_request",
+        { kind: "refused", status: 400, message: expect.stringContaining("maximum context") },
+        { kind: "refused", status: 200, message: expect.stringContaining("maximum context") },
+      ],
+    ] as const)(
+      "[fake:stream_error:%s]: a 200 whose next event is the error, classified as its HTTP twin",
+      async (code, httpKind, overHttp, inStream) => {
+        fake.failNext(httpKind, 1, { retryAfterSeconds: 7 });
+        expect(classifyModelError(await failure("hi"))).toEqual(overHttp);
+        const err = await failure(`[fake:stream_error:${code}] hi`, streamed);
+        expect(classifyModelError(err)).toEqual(inStream);
+        expect(texts).toEqual([]);
+        expect(fake.stats().requests.at(-1)).toMatchObject({
+          finishReason: "stream_error",
+          outputTokens: 0,
+        });
+      },
+    );
+
+    test("an in-stream invalid_request_error about our parameter is an operator fault, as over HTTP", () => {
+      const inStream = new APIError(
+        undefined,
+        {
+          type: "invalid_request_error",
+          code: null,
+          message: "Unsupported value: 'service_tier' does not support 'flex' with this model.",
+          param: "service_tier",
+        },
+        undefined,
+        undefined,
+      );
+      expect(classifyModelError(inStream)).toMatchObject({
+        kind: "operator_fault",
+        fault: "request",
         status: 200,
       });
     });

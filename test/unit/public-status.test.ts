@@ -2,6 +2,7 @@ import { describe, expect, test } from "vitest";
 import { FAILURE_REASONS } from "../../lib/jobs.ts";
 import type { Job } from "../../lib/view.ts";
 import {
+  boundCancelWarning,
   costSentence,
   errorSentence,
   failureSentence,
@@ -265,5 +266,52 @@ describe("a token plan shows the cost honestly", () => {
       "It used 600 tokens.",
     );
     expect(costSentence({ meter: "jobs", hold: 1, captured: 1, status: "succeeded" })).toBe("");
+  });
+});
+
+describe("money plans and reasoning calls", () => {
+  test("a money plan's hold and capture read as dollars", () => {
+    expect(costSentence({ meter: "money", hold: 4650, captured: null, status: "running" })).toBe(
+      "This job holds up to $0.00465 of your quota.",
+    );
+    expect(costSentence({ meter: "money", hold: 4650, captured: 1384, status: "succeeded" })).toBe(
+      "It used $0.001384; the other $0.003266 it held went back.",
+    );
+  });
+
+  test("an ending that kept a reasoning call's whole hold says why; a success does not", () => {
+    expect(
+      costSentence({
+        meter: "tokens",
+        hold: 2100,
+        captured: 2100,
+        status: "canceled",
+        reasons: true,
+      }),
+    ).toBe(
+      "It used 2,100 tokens, its whole hold: the model's hidden reasoning is billed by the provider and not reported when a call is cut short.",
+    );
+    expect(
+      costSentence({
+        meter: "tokens",
+        hold: 2100,
+        captured: 2100,
+        status: "succeeded",
+        reasons: true,
+      }),
+    ).toBe("It used 2,100 tokens.");
+  });
+
+  test("the question before canceling a reasoning call names the hold it keeps", () => {
+    expect(boundCancelWarning({ meter: "tokens", hold: 2100 })).toBe(
+      "Canceling now stops the generation but keeps this job's whole hold (2,100 tokens): the model may be reasoning, which the provider bills and does not report when a call is cut short.",
+    );
+  });
+
+  test("a money plan's usage reads as dollars", () => {
+    const usage = viewUsage({ plan: "wallet", meter: "money", used: 1_250_000, limit: 5_000_000 });
+    expect(usageSentence(usage, now, tokyo)).toMatch(
+      /^Wallet plan: \$1\.25 used of \$5\.00\. Resets /,
+    );
   });
 });

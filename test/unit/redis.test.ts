@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import { type RunningUpstashRedis, startUpstashRedis } from "../../dev/upstash-redis/index.ts";
 import { type RunningRedisServer, startRedisServer } from "../../dev/upstash-redis/redis-server.ts";
 import { createProviderGate } from "../../lib/provider-gate.ts";
-import { createRateLimiter } from "../../lib/rate-limit.ts";
+import { createRateLimiter, rateLimitIdentifier } from "../../lib/rate-limit.ts";
 import { createRedis } from "../../lib/redis.ts";
 import { captureLogLines } from "../support/log-lines.ts";
 import { freePort } from "../support/ports.ts";
@@ -35,10 +35,12 @@ const lines = captureLogLines();
 
 const redis = () => createRedis({ url: rest.url, token });
 const prefix = () => `test:${randomUUID()}`;
+const idKey = "unit-test-rate-limit-key";
 
 describe("createRateLimiter", () => {
   test("allows `requests` per window per user, then answers with a Retry-After within the window", async () => {
     const limiter = createRateLimiter(redis(), {
+      idKey,
       requests: 3,
       windowSeconds: 60,
       prefix: prefix(),
@@ -57,6 +59,7 @@ describe("createRateLimiter", () => {
 
   test("users do not share a budget", async () => {
     const limiter = createRateLimiter(redis(), {
+      idKey,
       requests: 1,
       windowSeconds: 60,
       prefix: prefix(),
@@ -70,15 +73,52 @@ describe("createRateLimiter", () => {
   test("the limit is shared between instances (two functions, one Redis)", async () => {
     const p = prefix();
     const user = randomUUID();
-    const one = createRateLimiter(redis(), { requests: 2, windowSeconds: 60, prefix: p });
-    const two = createRateLimiter(redis(), { requests: 2, windowSeconds: 60, prefix: p });
+    const one = createRateLimiter(redis(), { requests: 2, windowSeconds: 60, prefix: p, idKey });
+    const two = createRateLimiter(redis(), { requests: 2, windowSeconds: 60, prefix: p, idKey });
     expect(await one.check(user)).toEqual({ ok: true });
     expect(await two.check(user)).toEqual({ ok: true });
     expect((await one.check(user)).ok).toBe(false);
   });
 
+  test("its keys never hold the user id, and forget deletes the user's keys and no one else's", async () => {
+    const p = prefix();
+    const direct = redis();
+    const limiter = createRateLimiter(direct, { requests: 5, windowSeconds: 60, prefix: p, idKey });
+    const [user, other] = [randomUUID(), randomUUID()];
+    await limiter.check(user);
+    await limiter.check(other);
+    const keys = await direct.keys(`${p}:*`);
+    expect(keys).toHaveLength(2);
+    expect(keys).toEqual(
+      expect.arrayContaining(
+        [user, other].map((u) => expect.stringContaining(`${p}:${rateLimitIdentifier(u, idKey)}:`)),
+      ),
+    );
+    expect(keys.join(" ")).not.toContain(user);
+    expect(rateLimitIdentifier(user, idKey)).not.toBe(rateLimitIdentifier(user, "another key"));
+
+    await limiter.forget(user);
+
+    const left = await direct.keys(`${p}:*`);
+    expect(left).toHaveLength(1);
+    expect(left[0]).toContain(rateLimitIdentifier(other, idKey));
+    // The user's budget starts afresh: the count is gone, not only renamed.
+    const tight = createRateLimiter(direct, { requests: 1, windowSeconds: 60, prefix: p, idKey });
+    expect(await tight.check(user)).toEqual({ ok: true });
+  });
+
+  test("forget throws when Redis is unreachable (the erasure answers 503, not 200)", async () => {
+    const limiter = createRateLimiter(createRedis({ url: downUrl, token }), {
+      idKey,
+      requests: 1,
+      windowSeconds: 60,
+    });
+    await expect(limiter.forget(randomUUID())).rejects.toThrow();
+  });
+
   test("Redis unreachable: fails open and logs", async () => {
     const limiter = createRateLimiter(createRedis({ url: downUrl, token }), {
+      idKey,
       requests: 1,
       windowSeconds: 60,
     });
@@ -99,6 +139,7 @@ describe("createRateLimiter", () => {
       }),
     );
     const limiter = createRateLimiter(createRedis({ url: hangingUrl, token }), {
+      idKey,
       requests: 1,
       windowSeconds: 60,
       timeoutMs: 100,

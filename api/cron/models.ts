@@ -1,0 +1,39 @@
+/**
+ * `GET /api/cron/models`: Vercel cron (daily) reads the provider's catalogue for every model a
+ * plan runs on, records each shutdown date in the price book and pages before and on it
+ * (lib/model-watch.ts).
+ */
+import { type Deps, getDeps } from "../../lib/deps.ts";
+import { HttpError } from "../../lib/errors.ts";
+import { bearerMatches, handle, json } from "../../lib/http.ts";
+import type { Catalogue } from "../../lib/model-watch.ts";
+import { watchModels } from "../../lib/model-watch.ts";
+import { startTrace, traceRequest } from "../../lib/trace.ts";
+
+async function openaiCatalogue(d: Deps): Promise<Catalogue> {
+  // Loaded here only: the SDK stays out of every other function but the worker.
+  const { createCatalogue } = await import("../../lib/model/catalogue.ts");
+  return createCatalogue({ apiKey: d.config.openaiApiKey, baseURL: d.config.openaiBaseUrl });
+}
+
+export function createHandler(
+  deps: () => Deps,
+  catalogue: (d: Deps) => Promise<Catalogue> = openaiCatalogue,
+) {
+  return handle({
+    async GET(req) {
+      const d = deps();
+      return traceRequest(d.config, "GET /api/cron/models", async () => {
+        if (!bearerMatches(req, d.config.cronSecret)) {
+          throw new HttpError(401, "unauthorized", "Missing or wrong cron secret.", {
+            "www-authenticate": "Bearer",
+          });
+        }
+        startTrace();
+        return json(200, await watchModels(d, await catalogue(d)));
+      });
+    },
+  });
+}
+
+export default { fetch: createHandler(getDeps) };
