@@ -49,7 +49,10 @@ export interface Kind<I extends object = object> {
   holdTokens(input: I): number;
   /** The model input as `count` counts it, with its framing: never above {@link holdTokens}. */
   countedPromptTokens(request: ModelRequest, count: TokenCounter): number;
-  /** The generation read as this kind's output, or the failure it is. */
+  /**
+   * The generation read as this kind's output, or the failure it is. A throw (or a rejection)
+   * ends the attempt `output_invalid` with its usage, like a refusal: never a 500.
+   */
   readOutput(text: string, finishReason: string | null, input: I): Promise<OutputRead>;
 }
 
