@@ -264,6 +264,6 @@ describe("bounds and privileges", () => {
         row.rolname,
         row.rolname === "service_role",
       ]);
-    expect(rows.length).toBe(7 * 3);
+    expect(rows.length).toBe(8 * 3);
   });
 });
