@@ -114,9 +114,10 @@ class SeedWiring {
       return "concurrency_limited";
     }
     const { rows } = await this.q<{ id: string }>(
-      `insert into seedwire.jobs (user_id, status, prompt, request_hash, plan_id, period_start,
-         created_at, queued_at, updated_at)
-       values ($1, 'queued', 'seed prompt', md5('seed prompt'), $2, ${period}, now(), now(), now())
+      `insert into seedwire.jobs (user_id, status, prompt, input, request_hash, plan_id,
+         period_start, created_at, queued_at, updated_at)
+       values ($1, 'queued', 'seed prompt', '{"prompt": "seed prompt"}', md5('seed prompt'), $2,
+         ${period}, now(), now(), now())
        returning id`,
       [userId, plan.id],
     );
