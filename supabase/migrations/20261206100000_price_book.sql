@@ -215,32 +215,43 @@ comment on function private.held_prices(text, text) is
 create function private.attempt_cost(p_job public.generation_jobs, p_prompt integer,
   p_cached integer, p_completion integer, p_served_tier text, p_reported boolean)
 returns integer
-language sql
+language plpgsql
 stable
 set search_path = ''
 as $$
-  select case
-    -- Hidden reasoning cut short: billed, never reported. The attempt's bound.
-    when p_job.meter in ('tokens', 'money') and p_job.reasons and not p_reported
-      and greatest(p_prompt, 0) + greatest(p_completion, 0) > 0 then p_job.hold
-    when p_job.meter = 'money' then coalesce((
-      select least(ceil((
-          greatest(p_prompt - greatest(p_cached, 0), 0)::numeric * pr.input_per_mtok
-          + least(greatest(p_cached, 0), greatest(p_prompt, 0))::numeric * pr.cached_input_per_mtok
-          + greatest(p_completion, 0)::numeric * pr.output_per_mtok) / 1000000), 2147483647)::integer
-      from (
-        -- The tier the provider says it served, when the price book has it; else what was held.
-        select 1 as pref, t.input_per_mtok, t.cached_input_per_mtok, t.output_per_mtok
-        from public.model_tiers t
-        where p_reported and t.model_id = p_job.model and t.tier = p_served_tier
-        union all
-        select 2, h.input_per_mtok, h.cached_input_per_mtok, h.output_per_mtok
-        from private.held_prices(p_job.model, p_job.service_tier) h
-      ) pr
-      order by pr.pref
-      limit 1), p_job.hold)
-    else greatest(p_prompt, 0) + greatest(p_completion, 0)
-  end
+declare
+  v_prompt integer := greatest(p_prompt, 0);
+  v_cached integer := least(greatest(p_cached, 0), greatest(p_prompt, 0));
+  v_completion integer := greatest(p_completion, 0);
+  v_in bigint;
+  v_cached_in bigint;
+  v_out bigint;
+begin
+  -- Hidden reasoning cut short: billed, never reported. The attempt's bound.
+  if p_job.meter <> 'jobs' and p_job.reasons and not p_reported and v_prompt + v_completion > 0 then
+    return p_job.hold;
+  end if;
+  -- Job and token plans count tokens: no price is read (the hot path of every job plan).
+  if p_job.meter <> 'money' then
+    return v_prompt + v_completion;
+  end if;
+  -- The tier the provider says it served, when the price book has it; else what was held.
+  if p_reported and p_served_tier is not null then
+    select t.input_per_mtok, t.cached_input_per_mtok, t.output_per_mtok
+    into v_in, v_cached_in, v_out
+    from public.model_tiers t where t.model_id = p_job.model and t.tier = p_served_tier;
+  end if;
+  if v_in is null then
+    select h.input_per_mtok, h.cached_input_per_mtok, h.output_per_mtok
+    into v_in, v_cached_in, v_out
+    from private.held_prices(p_job.model, p_job.service_tier) h;
+  end if;
+  if v_in is null then
+    return p_job.hold;
+  end if;
+  return least(ceil(((v_prompt - v_cached)::numeric * v_in + v_cached::numeric * v_cached_in
+    + v_completion::numeric * v_out) / 1000000), 2147483647)::integer;
+end
 $$;
 comment on function private.attempt_cost(public.generation_jobs, integer, integer, integer, text, boolean) is
   'What one attempt cost in the job''s meter''s unit. Tokens (job and token plans): prompt + '
