@@ -923,12 +923,14 @@ comment on function private.refund_bound(p_plan public.plans) is 'How many refun
 
 CREATE OR REPLACE FUNCTION private.running_cost(p_job public.generation_jobs)
  RETURNS integer
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
  SET search_path TO ''
 AS $function$
-  select private.attempt_cost(p_job, coalesce(p_job.prompt_tokens, 0), 0, p_job.partial_tokens,
-    null, false)
+begin
+  return private.attempt_cost(p_job, coalesce(p_job.prompt_tokens, 0), 0, p_job.partial_tokens,
+    null, false);
+end
 $function$;
 comment on function private.running_cost(p_job public.generation_jobs) is 'What the running attempt cost so far as SQL knows it (its prompt and last progress write), for an ending or a reclaim by someone else than its worker.';
 
@@ -994,16 +996,21 @@ comment on function private.sweep_one(p_old public.generation_jobs, p_reason tex
 
 CREATE OR REPLACE FUNCTION private.usage_cost(p_job public.generation_jobs, p_usage jsonb)
  RETURNS integer
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
  SET search_path TO ''
 AS $function$
-  select case when p_usage is null then 0 else private.attempt_cost(p_job,
+begin
+  if p_usage is null then
+    return 0;
+  end if;
+  return private.attempt_cost(p_job,
     coalesce((p_usage ->> 'prompt_tokens')::integer, 0),
     coalesce((p_usage ->> 'cached_tokens')::integer, 0),
     coalesce((p_usage ->> 'completion_tokens')::integer, 0),
     p_usage ->> 'service_tier',
-    p_usage ->> 'source' = 'provider') end
+    coalesce(p_usage ->> 'source' = 'provider', false));
+end
 $function$;
 comment on function private.usage_cost(p_job public.generation_jobs, p_usage jsonb) is 'private.attempt_cost of an attempt''s usage {"prompt_tokens", "completion_tokens", "cached_tokens", "service_tier", "source"} (0 without one).';
 

@@ -261,16 +261,21 @@ comment on function private.attempt_cost(public.generation_jobs, integer, intege
 
 create function private.usage_cost(p_job public.generation_jobs, p_usage jsonb)
 returns integer
-language sql
+language plpgsql
 stable
 set search_path = ''
 as $$
-  select case when p_usage is null then 0 else private.attempt_cost(p_job,
+begin
+  if p_usage is null then
+    return 0;
+  end if;
+  return private.attempt_cost(p_job,
     coalesce((p_usage ->> 'prompt_tokens')::integer, 0),
     coalesce((p_usage ->> 'cached_tokens')::integer, 0),
     coalesce((p_usage ->> 'completion_tokens')::integer, 0),
     p_usage ->> 'service_tier',
-    p_usage ->> 'source' = 'provider') end
+    coalesce(p_usage ->> 'source' = 'provider', false));
+end
 $$;
 comment on function private.usage_cost(public.generation_jobs, jsonb) is
   'private.attempt_cost of an attempt''s usage {"prompt_tokens", "completion_tokens", '
@@ -278,12 +283,14 @@ comment on function private.usage_cost(public.generation_jobs, jsonb) is
 
 create function private.running_cost(p_job public.generation_jobs)
 returns integer
-language sql
+language plpgsql
 stable
 set search_path = ''
 as $$
-  select private.attempt_cost(p_job, coalesce(p_job.prompt_tokens, 0), 0, p_job.partial_tokens,
-    null, false)
+begin
+  return private.attempt_cost(p_job, coalesce(p_job.prompt_tokens, 0), 0, p_job.partial_tokens,
+    null, false);
+end
 $$;
 comment on function private.running_cost(public.generation_jobs) is
   'What the running attempt cost so far as SQL knows it (its prompt and last progress write), '
