@@ -333,8 +333,10 @@ AS $function$
 declare
   -- What the ending attempt consumed: as its worker reports it, else (someone else ends a running
   -- attempt) the prompt and the last progress write, else (queued) nothing.
-  v_own integer := greatest(coalesce(p_own, case when p_job.status = 'running'
-    then private.running_cost(p_job) else 0 end), 0);
+  -- (A job plan only asks whether it is more than 0: its tokens, with no call.)
+  v_own integer := greatest(coalesce(p_own, case when p_job.status <> 'running' then 0
+    when p_job.meter = 'jobs' then coalesce(p_job.prompt_tokens, 0) + p_job.partial_tokens
+    else private.running_cost(p_job) end), 0);
   v_operator boolean := p_reason is not distinct from 'provider_misconfigured';
   v_paid boolean := not v_operator and (p_running_cancel or p_job.consumed + v_own > 0);
   -- A job plan's refund after spend uses the shared per-period bound.
@@ -809,15 +811,18 @@ begin
   v_reasons := v_model_id is not null and (v_model.id is null
     or (v_model.reasons and v_plan.reasoning_effort is distinct from 'none'));
 
-  v_hold := case
-    when v_plan.meter = 'tokens' then v_prompt_tokens + v_plan.max_output_tokens
+  if v_plan.meter = 'money' then
     -- The call's worst case: the prompt's bound at the input price and the output bound
     -- (reasoning included) at the output price, at the dearer of the plan's and standard tier.
-    when v_plan.meter = 'money' then (
-      select ceil((v_prompt_tokens::numeric * h.input_per_mtok
-        + v_plan.max_output_tokens::numeric * h.output_per_mtok) / 1000000)::bigint
-      from private.held_prices(v_model_id, v_plan.service_tier) h)
-    else v_units end;
+    select ceil((v_prompt_tokens::numeric * h.input_per_mtok
+      + v_plan.max_output_tokens::numeric * h.output_per_mtok) / 1000000)::bigint
+    into v_hold
+    from private.held_prices(v_model_id, v_plan.service_tier) h;
+  elsif v_plan.meter = 'tokens' then
+    v_hold := v_prompt_tokens + v_plan.max_output_tokens;
+  else
+    v_hold := v_units;
+  end if;
 
   if coalesce(v_used, 0) + v_hold > v_plan.units_per_period then
     return jsonb_build_object(
