@@ -69,7 +69,7 @@ test.each([
       const stats = await until(
         async () => stack.model.stats(),
         (s) => s.requests.length > answered,
-        { timeoutMs: 10_000, intervalMs: 10, what: `round ${round}: the stream to be cut` },
+        { timeoutMs: 25_000, intervalMs: 10, what: `round ${round}: the stream to be cut` },
       );
       const streamed = stats.requests.at(-1)?.completionTokens ?? 0;
       const promptTokens = await promptTokensOf();
