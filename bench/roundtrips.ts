@@ -369,8 +369,8 @@ export async function runRoundtrips(opts: { quick: boolean }) {
     seedRows["enqueue refused (too many active)"] = await seedM(() => seed.enqueue(u(6)));
     for (const n of sweepSizes) {
       await admin.query(
-        `insert into seedwire.jobs (user_id, status, prompt, request_hash, plan_id, period_start, created_at, queued_at, updated_at)
-         select $1, 'queued', 'p', 'h', 'bench', now(), now() - interval '4 hours', now(), now() from generate_series(1, $2)`,
+        `insert into seedwire.jobs (user_id, status, prompt, input, request_hash, plan_id, period_start, created_at, queued_at, updated_at)
+         select $1, 'queued', 'p', '{"prompt": "p"}', 'h', 'bench', now(), now() - interval '4 hours', now(), now() from generate_series(1, $2)`,
         [u(7), n],
       );
       await admin.query(
