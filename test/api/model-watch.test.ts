@@ -35,11 +35,31 @@ const recorded = async (model: string) =>
 
 describe("GET /api/cron/models", () => {
   test("without the cron secret: 401, nothing read", async () => {
-    const res = await createHandler(() => app.deps)(
-      new Request("https://app.test/api/cron/models"),
-    );
+    // The fake counts model calls, not catalogue reads: count the reads at the port itself.
+    let reads = 0;
+    const catalogue = {
+      retrieve: async () => {
+        reads += 1;
+        return { listed: true as const, shutdownDate: null };
+      },
+    };
+    const res = await createHandler(
+      () => app.deps,
+      async () => catalogue,
+    )(new Request("https://app.test/api/cron/models"));
     expect(res.status).toBe(401);
-    expect(app.model.stats().calls).toBe(0);
+    expect((await res.json()).error.code).toBe("unauthorized");
+    expect(reads).toBe(0);
+    // The same handler with the secret reads every watched model: the count has teeth.
+    await createHandler(
+      () => app.deps,
+      async () => catalogue,
+    )(
+      new Request("https://app.test/api/cron/models", {
+        headers: { authorization: `Bearer ${CRON_SECRET}` },
+      }),
+    );
+    expect(reads).toBeGreaterThan(0);
   });
 
   test("a shutdown date 20 days away is recorded and pages once, naming the plans; jobs still run", async () => {
