@@ -84,13 +84,16 @@ async function startStandIn(options: { timeScale?: number; deliveryTimeoutMs?: n
 async function until<T>(
   probe: () => T | undefined | false,
   what: string,
-  timeoutMs = 5000,
+  options: { timeoutMs?: number; state?: () => unknown } = {},
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = Date.now() + (options.timeoutMs ?? 5000);
   for (;;) {
     const value = probe();
     if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `timed out waiting for ${what}${options.state ? `: ${JSON.stringify(options.state())}` : ""}`,
+      );
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
 }
@@ -378,9 +381,18 @@ test("the runbook's DLQ: listed and paged, one dead letter retried by its id (pa
   // Both retries reach the destination, then the stand-in settles their failures. Waiting on
   // the deliveries themselves: on a loaded machine CI once saw the stand-in idle before the
   // second retry's delivery had started.
+  // The wait is generous (the full suite loads both cores); on a timeout it says what the
+  // receiver and the stand-in saw, so a lost delivery is told from a slow one.
   await until(
     () => receiver.to("/dead-1").length === 2 && receiver.to("/dead-2").length === 2,
     "both retries delivered",
+    {
+      timeoutMs: 20_000,
+      state: () => ({
+        deliveries: receiver.deliveries.map((d) => d.path),
+        standIn: qstash.stats(),
+      }),
+    },
   );
   await idle(qstash);
   expect(receiver.to("/dead-1")).toHaveLength(2);
