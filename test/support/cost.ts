@@ -64,6 +64,7 @@ export interface CostDb {
 const SETTINGS = {
   shared_preload_libraries: "pg_stat_statements",
   "pg_stat_statements.track": "all",
+  "pg_stat_statements.max": "10000",
   full_page_writes: "off",
   wal_level: "logical",
   autovacuum: "off",
@@ -83,17 +84,18 @@ export async function startCostDb(): Promise<CostDb> {
   const flows = new pg.Client({ connectionString: server.url });
   await Promise.all([admin.connect(), flows.connect()]);
   await admin.query("create extension if not exists pg_stat_statements");
+  // The migrations' statements out of the way: an entry evicted mid-flow would lose its calls.
+  await admin.query("select pg_stat_statements_reset()");
 
-  const nested = async () =>
-    Number(
-      (
-        await admin.query(
-          `select coalesce(sum(calls), 0)::bigint as n from pg_stat_statements
-           where dbid = (select oid from pg_database where datname = current_database())
-             and not toplevel`,
-        )
-      ).rows[0].n,
+  const nested = async () => {
+    const { rows } = await admin.query(
+      `select (select coalesce(sum(calls), 0)::bigint from pg_stat_statements
+               where dbid = (select oid from pg_database where datname = current_database())
+                 and not toplevel) as n,
+              (select dealloc from pg_stat_statements_info) as evicted`,
     );
+    return { n: Number(rows[0].n), evicted: Number(rows[0].evicted) };
+  };
   const walNow = async () =>
     (await admin.query("select pg_current_wal_insert_lsn()::text as lsn")).rows[0].lsn as string;
 
@@ -170,9 +172,14 @@ export async function startCostDb(): Promise<CostDb> {
       await flow(callOn(counted));
       const walBytes = await walSince(w0);
       const s1 = await nested();
+      if (s1.evicted !== s0.evicted) {
+        throw new Error(
+          "pg_stat_statements evicted entries during the flow: its count is not exact",
+        );
+      }
       return {
         roundTrips: counted.roundTrips,
-        statements: counted.roundTrips + (s1 - s0),
+        statements: counted.roundTrips + (s1.n - s0.n),
         rows: sortedKeys(counted.rows),
         walBytes,
         walByCall: counted.wal,
