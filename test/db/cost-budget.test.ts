@@ -47,6 +47,7 @@ async function measure(flows: Flow[]): Promise<Measured> {
   const at4N = progressWal[streamed(4 * STREAMED).name];
   return {
     flows: out,
+    ...(atN && at4N ? { progressWal: [atN, at4N] as [number, number] } : {}),
     progressExponent: atN && at4N ? growthExponent(atN, at4N) : Number.NaN,
   };
 }

@@ -28,6 +28,8 @@ export interface Budget {
 /** What the budget holds of one flow: its least WAL over the runs, the counts of any run. */
 export interface Measured {
   flows: Record<string, FlowBudget>;
+  /** record_progress's WAL (least of the runs) in the N-write and the 4N-write flows. */
+  progressWal?: [number, number];
   progressExponent: number;
 }
 
@@ -130,8 +132,9 @@ export function table(measured: Measured, budget: Budget): string {
     const vs = (x: number, y: number | undefined) => (x === y ? `${x}` : `${x} (budget ${y})`);
     return `  ${flow}: round trips ${vs(m.roundTrips, b?.roundTrips)}, statements ${vs(m.statements, b?.statements)}, WAL ${vs(m.walBytes, b?.walBytes)} B, rows i/u/d ${rows(m.rows)}${b && rows(b.rows) !== rows(m.rows) ? ` (budget ${rows(b.rows)})` : ""}`;
   });
+  const [atN, at4N] = measured.progressWal ?? [];
   lines.push(
-    `  progress writes' WAL growth: N^${measured.progressExponent.toFixed(2)} (budget N^${budget.progressGrowth.exponent})`,
+    `  progress writes' WAL: ${atN} B, then ${at4N} B at 4 × the writes, growth N^${measured.progressExponent.toFixed(2)} (budget N^${budget.progressGrowth.exponent})`,
   );
   return lines.join("\n");
 }

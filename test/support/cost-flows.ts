@@ -34,11 +34,18 @@ async function returningUser(db: CostDb): Promise<string> {
   return id;
 }
 
+const PROMPT = "Write a short note on queues.";
+
+/** As lib/enqueue.ts sends a document: its input, its hold bound, the deployment's model. */
 async function enqueue(call: Call, user: string, now?: Date): Promise<string> {
   const r = await call("enqueue_job", {
     p_user_id: user,
-    p_prompt: "Write a short note on queues.",
+    p_prompt: PROMPT,
     p_idempotency_key: null,
+    p_prompt_tokens: Buffer.byteLength(PROMPT) + 8,
+    p_kind: "document",
+    p_input: { prompt: PROMPT },
+    p_model: "gpt-5.4-mini",
     ...(now ? { p_now: now.toISOString() } : {}),
   });
   expect(r.outcome).toBe("enqueued");
