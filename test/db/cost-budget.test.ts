@@ -192,6 +192,14 @@ describe("the checker's rules", () => {
     ]);
   });
 
+  test("runs of a flow that disagree on a count are refused; WAL is the least run's", () => {
+    const run = { ...flow, walByCall: {} };
+    expect(
+      summarise("f", [run, { ...run, walBytes: 1900 }, { ...run, walBytes: 2100 }]).walBytes,
+    ).toBe(1900);
+    expect(() => summarise("f", [run, { ...run, statements: 11 }])).toThrow(/f: runs disagree/);
+  });
+
   test("a flow without a budget, a budget without a flow, and a steeper growth are each reported", () => {
     expect(
       overBudget({ flows: { g: flow }, progressExponent: 1.56 }, budget).map(
