@@ -12,13 +12,13 @@ export interface FlowBudget {
   roundTrips: number;
   statements: number;
   rows: Record<string, RowsWritten>;
-  /** The least WAL of the runs measured; the tolerance is allowed above it. */
+  /** The least WAL of the runs measured; a run may differ from it by the tolerance. */
   walBytes: number;
 }
 
 export interface Budget {
   about: string[];
-  /** WAL allowed above a flow's `walBytes`: `percent` of it plus `bytes`. */
+  /** WAL allowed either side of a flow's `walBytes`: `percent` of it plus `bytes`. */
   walTolerance: { percent: number; bytes: number };
   /** record_progress's WAL at 4N writes over N writes, as a power of 4 ({@link growthExponent}). */
   progressGrowth: { exponent: number; slack: number };
@@ -74,8 +74,8 @@ export function summarise(name: string, runs: FlowCost[]): FlowBudget {
 
 /**
  * Every departure from the budget, one line each (empty: within budget). Round trips,
- * statements and rows are exact: fewer is reported too, so a saving is written down (else the
- * budget would let the cost creep back). WAL is reported only above its tolerance.
+ * statements and rows are exact; WAL and its growth within their tolerance. Less is reported
+ * too, so a saving is written down: a budget left loose would let the cost creep back.
  */
 export function overBudget(measured: Measured, budget: Budget): string[] {
   const out: string[] = [];
@@ -99,10 +99,14 @@ export function overBudget(measured: Measured, budget: Budget): string[] {
         exact(flow, `${table} ${op}s`, m.rows[table]?.[op] ?? 0, b.rows[table]?.[op] ?? 0);
       }
     }
-    const allowed = allowedWal(b.walBytes, budget);
-    if (m.walBytes > allowed) {
+    const [low, high] = walBand(b.walBytes, budget);
+    if (m.walBytes > high) {
       out.push(
-        `${flow}: WAL ${m.walBytes} B, budget ${b.walBytes} B (allowed up to ${allowed} B): over`,
+        `${flow}: WAL ${m.walBytes} B, budget ${b.walBytes} B (allowed up to ${high} B): over`,
+      );
+    } else if (m.walBytes < low) {
+      out.push(
+        `${flow}: WAL ${m.walBytes} B, budget ${b.walBytes} B (${low} B at least): under: update the budget to keep the saving`,
       );
     }
   }
@@ -110,16 +114,27 @@ export function overBudget(measured: Measured, budget: Budget): string[] {
     if (!(flow in measured.flows)) out.push(`${flow}: in the budget, not measured`);
   }
   const g = budget.progressGrowth;
-  if (measured.progressExponent > g.exponent + g.slack) {
+  const e = measured.progressExponent;
+  if (e > g.exponent + g.slack) {
     out.push(
-      `progress writes: WAL grows as N^${measured.progressExponent.toFixed(2)}, budget N^${g.exponent} (allowed up to N^${(g.exponent + g.slack).toFixed(2)}): over`,
+      `progress writes: WAL grows as N^${e.toFixed(2)}, budget N^${g.exponent} (allowed up to N^${(g.exponent + g.slack).toFixed(2)}): over`,
+    );
+  } else if (e < g.exponent - g.slack) {
+    out.push(
+      `progress writes: WAL grows as N^${e.toFixed(2)}, budget N^${g.exponent} (N^${(g.exponent - g.slack).toFixed(2)} at least): under: update the budget to keep the saving`,
     );
   }
   return out;
 }
 
-export const allowedWal = (walBytes: number, budget: Budget): number =>
-  Math.ceil(walBytes * (1 + budget.walTolerance.percent / 100)) + budget.walTolerance.bytes;
+/** The WAL a flow with budget `walBytes` may write: the tolerance either side. */
+export const walBand = (walBytes: number, budget: Budget): [number, number] => {
+  const { percent, bytes } = budget.walTolerance;
+  return [
+    Math.floor(walBytes * (1 - percent / 100)) - bytes,
+    Math.ceil(walBytes * (1 + percent / 100)) + bytes,
+  ];
+};
 
 /** Measured vs budget, a line per flow, for the failure message and the update mode's log. */
 export function table(measured: Measured, budget: Budget): string {
