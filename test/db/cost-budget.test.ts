@@ -1,7 +1,7 @@
 /**
  * A job's database cost as numbers the suite holds: each flow (test/support/cost-flows.ts) is
  * measured on a PostgreSQL of its own (test/support/cost.ts says how and why) and held to
- * test/db/cost-budget.json. A flow that costs more fails here with measured vs budget.
+ * test/db/cost-budget.json. A flow that departs from it fails here with measured vs budget.
  *
  * Updating the budget is deliberate: `COST_BUDGET_UPDATE=1 npx vitest run
  * test/db/cost-budget.test.ts` rewrites it from a fresh measurement, and review reads the diff
@@ -212,6 +212,12 @@ describe("the checker's rules", () => {
       "g: no budget",
       "f: in the budget, not measured",
       "progress writes: WAL grows as N^1.56, budget N^1.5",
+    ]);
+  });
+
+  test("a budget with a growth exponent and no streamed flows measured is reported", () => {
+    expect(check({}, Number.NaN)).toEqual([
+      "progress writes: growth not measured (no streamed flows at N and 4N writes)",
     ]);
   });
 

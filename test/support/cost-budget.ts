@@ -115,7 +115,9 @@ export function overBudget(measured: Measured, budget: Budget): string[] {
   }
   const g = budget.progressGrowth;
   const e = measured.progressExponent;
-  if (e > g.exponent + g.slack) {
+  if (Number.isFinite(g.exponent) && !Number.isFinite(e)) {
+    out.push("progress writes: growth not measured (no streamed flows at N and 4N writes)");
+  } else if (e > g.exponent + g.slack) {
     out.push(
       `progress writes: WAL grows as N^${e.toFixed(2)}, budget N^${g.exponent} (allowed up to N^${(g.exponent + g.slack).toFixed(2)}): over`,
     );
