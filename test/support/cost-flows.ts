@@ -10,8 +10,6 @@ import type { Call, CostDb } from "./cost.ts";
 
 export interface Flow {
   name: string;
-  /** What the app does, in a phrase (the docs table's second column). */
-  calls: string;
   run(db: CostDb): Promise<(call: Call) => Promise<void>>;
 }
 
@@ -76,7 +74,7 @@ async function complete(call: Call, job: string, attempt: number, output: string
  * Text that does not compress (TOAST would shrink a repeated phrase and hide the growth): letters
  * and spaces from a fixed-seed generator, the same every run.
  */
-export function incompressible(bytes: number, seed = 7): string {
+function incompressible(bytes: number, seed = 7): string {
   let x = seed;
   let out = "";
   for (let i = 0; i < bytes; i++) {
@@ -87,7 +85,7 @@ export function incompressible(bytes: number, seed = 7): string {
 }
 
 /** Bytes the answer grows by between two progress writes: one write a second at ~50 tokens/s. */
-export const PROGRESS_CHUNK = 200;
+const PROGRESS_CHUNK = 200;
 
 /** The streamed flows write N and 4N times; their progress WAL's ratio is the growth shape. */
 export const STREAMED = 10;
@@ -100,7 +98,7 @@ export const STREAMED = 10;
 export function streamed(writes: number, { chunksOnly = false } = {}): Flow {
   return {
     name: `streamed job, ${writes} progress writes`,
-    calls: `enqueue, start, record_progress × ${writes} (${PROGRESS_CHUNK} B more each), complete`,
+    // enqueue, start, record_progress × writes (PROGRESS_CHUNK bytes more each), complete
     async run(db) {
       const user = await returningUser(db);
       const answer = incompressible(PROGRESS_CHUNK * writes);
@@ -130,7 +128,7 @@ export function streamed(writes: number, { chunksOnly = false } = {}): Flow {
 export function sweep(stale: number): Flow {
   return {
     name: `sweep of ${stale} stale jobs`,
-    calls: "sweep_jobs in batches of 100 until `more` is false (lib/sweeper.ts)",
+    // sweep_jobs in batches of 100 until more is false (lib/sweeper.ts)
     async run(db) {
       const ago = (s: number) => new Date(Date.now() - s * 1000);
       for (let i = 0; i < stale; i++) {
@@ -164,7 +162,7 @@ export function sweep(stale: number): Flow {
 export const FLOWS: Flow[] = [
   {
     name: "enqueue",
-    calls: "enqueue_job",
+    // enqueue_job
     async run(db) {
       const user = await returningUser(db);
       return async (call) => {
@@ -174,7 +172,7 @@ export const FLOWS: Flow[] = [
   },
   {
     name: "success",
-    calls: "enqueue, start_job, complete_job (with usage)",
+    // enqueue, start_job, complete_job (with usage)
     async run(db) {
       const user = await returningUser(db);
       return async (call) => {
@@ -185,7 +183,7 @@ export const FLOWS: Flow[] = [
   },
   {
     name: "failure: worker",
-    calls: "enqueue, start_job, fail_job model_refused (lib/worker.ts)",
+    // enqueue, start_job, fail_job model_refused (lib/worker.ts)
     async run(db) {
       const user = await returningUser(db);
       return async (call) => {
@@ -204,7 +202,7 @@ export const FLOWS: Flow[] = [
   },
   {
     name: "failure: callback",
-    calls: "enqueue, fail_job delivery_failed with the message's seq (lib/failure-callback.ts)",
+    // enqueue, fail_job delivery_failed with the message's seq (lib/failure-callback.ts)
     async run(db) {
       const user = await returningUser(db);
       return async (call) => {
@@ -222,7 +220,7 @@ export const FLOWS: Flow[] = [
   },
   {
     name: "cancel: queued",
-    calls: "cancel_job of a queued job (api/jobs/[id].ts)",
+    // cancel_job of a queued job (api/jobs/[id].ts)
     async run(db) {
       const user = await returningUser(db);
       const job = await enqueue(db.setupCall, user);
@@ -234,7 +232,7 @@ export const FLOWS: Flow[] = [
   },
   {
     name: "cancel: running",
-    calls: "cancel_job of a running job",
+    // cancel_job of a running job
     async run(db) {
       const user = await returningUser(db);
       const job = await enqueue(db.setupCall, user);
