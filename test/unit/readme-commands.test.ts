@@ -51,6 +51,11 @@ const RUN: Record<string, RunBy> = {
   "npx supabase db push --include-seed": byReadmeTest(DB_PUSH),
   "supabase db push --include-seed": byReadmeTest(DB_PUSH),
   "supabase db push": byReadmeTest(DB_PUSH),
+  // The script db:check runs, on a migrated database and on a drifted one.
+  'npm run db:check -- "<the project\'s postgres connection string>"': {
+    file: "test/db/db-check.test.ts",
+    by: '"dev/db-check.ts"',
+  },
   "insert into user_plans (user_id, plan_id) values ('<uuid>', 'pro')": byReadmeTest(SQL),
   "update plans set for_anonymous_users = true where id = '<plan>'": byReadmeTest(SQL),
   "curl https://<app>/api/health": byReadmeTest(DEPLOY_CHECKS),
