@@ -78,6 +78,7 @@ export function createDeps(config: Config): Deps {
   return {
     config,
     jobs: createJobs(rpc, { defaultModel: config.openaiModel }),
+    rpc,
     queue: {
       publishJob: async (input) => (await queue()).publishJob(input),
       flowBacklog: async () => (await queue()).flowBacklog(),

@@ -6,8 +6,6 @@
  * start of this month (the current quota period's audit) and the oldest active job's creation.
  * With nothing to do it reads the catalogue and one partial index: a millisecond or two.
  */
-import { supabaseKeys } from "./config.ts";
-import { createRpc, type Rpc } from "./db.ts";
 import { log } from "./log.ts";
 import type { Deps } from "./ports.ts";
 
@@ -32,8 +30,6 @@ export interface MaintainOptions {
   monthsAhead?: number;
   /** Partitions dropped at most in one run, so a backlog is worked off over several. @default 2 */
   maxDrops?: number;
-  /** The database port; one made from `config` when absent. */
-  rpc?: Rpc;
 }
 
 /**
@@ -45,12 +41,10 @@ export interface MaintainOptions {
  * // { outcome: "maintained", created: [], dropped: ["job_events_2026_10"], ... }
  */
 export async function maintainHistory(
-  deps: Pick<Deps, "config" | "now">,
+  deps: Pick<Deps, "config" | "now" | "rpc">,
   o: MaintainOptions = {},
 ): Promise<HistoryResult | { outcome: "failed" }> {
-  const rpc =
-    o.rpc ??
-    createRpc({ url: deps.config.supabaseUrl, serverKey: supabaseKeys(deps.config).server });
+  const rpc = deps.rpc;
   const now = deps.now();
   const days = o.retentionDays ?? deps.config.retentionDays;
   try {

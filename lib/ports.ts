@@ -7,6 +7,7 @@
 import type { Alerter } from "./alerts.ts";
 import type { AuthUser } from "./auth.ts";
 import type { Config } from "./config.ts";
+import type { Rpc } from "./db.ts";
 import type { Jobs } from "./jobs.ts";
 import type { Model } from "./model.ts";
 import type { FlowBacklog, PublishInput } from "./queue.ts";
@@ -20,6 +21,11 @@ export interface RateLimiter {
 export interface Deps {
   config: Config;
   jobs: Jobs;
+  /**
+   * The database, for the calls no other port owns (the operator page's reads, the history's
+   * upkeep): the one client `jobs` is made on. Only lib/deps.ts makes it.
+   */
+  rpc: Rpc;
   queue: {
     publishJob(input: PublishInput): Promise<{ messageId: string; deduplicated: boolean }>;
     /** QStash's waitlist for the worker's Flow Control key (the sweeper reads it); absent: none. */

@@ -3,21 +3,9 @@
  * token's `app_metadata` carries the operator role (lib/auth.ts); anyone else signed in is 403
  * `forbidden` before the database is asked anything.
  */
-import { supabaseKeys } from "../../lib/config.ts";
-import { createRpc, type Rpc } from "../../lib/db.ts";
 import { type Deps, getDeps } from "../../lib/deps.ts";
 import { handle, json } from "../../lib/http.ts";
 import { parseWindow, readOpsMetrics, requireOperator } from "../../lib/ops.ts";
-
-const rpcs = new WeakMap<Deps["config"], Rpc>();
-function rpcOf(config: Deps["config"]): Rpc {
-  let rpc = rpcs.get(config);
-  if (!rpc) {
-    rpc = createRpc({ url: config.supabaseUrl, serverKey: supabaseKeys(config).server });
-    rpcs.set(config, rpc);
-  }
-  return rpc;
-}
 
 export function createHandler(deps: () => Deps) {
   return handle({
@@ -26,7 +14,7 @@ export function createHandler(deps: () => Deps) {
       const user = await d.auth.userFromRequest(req);
       requireOperator(user);
       const window = parseWindow(new URL(req.url));
-      return json(200, await readOpsMetrics(rpcOf(d.config), d.config, window, d.now()));
+      return json(200, await readOpsMetrics(d.rpc, d.config, window, d.now()));
     },
   });
 }

@@ -303,14 +303,15 @@ describe("pruning", () => {
     const calls: Array<Record<string, unknown>> = [];
     const now = new Date("2026-12-02T06:00:00Z");
     const r = await maintainHistory(
-      { config: {} as never, now: () => now },
       {
-        retentionDays: 30,
+        config: {} as never,
+        now: () => now,
         rpc: async (fn, args) => {
           calls.push(args);
           return rpc(svc, fn, args);
         },
       },
+      { retentionDays: 30 },
     );
     expect(r).toMatchObject({ outcome: "maintained" });
     expect(calls).toEqual([
@@ -321,14 +322,13 @@ describe("pruning", () => {
         p_max_drops: 2,
       },
     ]);
-    const failed = await maintainHistory(
-      { config: {} as never, now: () => now },
-      {
-        rpc: async () => {
-          throw new Error("the database is away");
-        },
+    const failed = await maintainHistory({
+      config: {} as never,
+      now: () => now,
+      rpc: async () => {
+        throw new Error("the database is away");
       },
-    );
+    });
     expect(failed).toEqual({ outcome: "failed" });
   });
 });

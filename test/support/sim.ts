@@ -340,6 +340,7 @@ export class Sim {
     this.deps = {
       config: this.config,
       jobs: createJobs(rpc),
+      rpc,
       queue: f.queue(this.queue),
       auth: createAuth({
         jwtSecret: this.config.supabaseJwtSecret,
