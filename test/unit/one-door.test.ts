@@ -22,7 +22,7 @@ function codeLines(source: string): string[] {
 }
 
 /** `file:line` of every place outside the door that makes a database client. */
-export function otherDoors(files: Map<string, string>): string[] {
+function otherDoors(files: Map<string, string>): string[] {
   const found: string[] = [];
   for (const [file, source] of files) {
     if (DOOR.has(file)) continue;
