@@ -194,6 +194,7 @@ describe("row level security", () => {
       { relname: "generation_jobs", relrowsecurity: true },
       { relname: "job_events", relrowsecurity: true },
       { relname: "job_kinds", relrowsecurity: true },
+      { relname: "job_output_chunks", relrowsecurity: true },
       { relname: "model_tiers", relrowsecurity: true },
       { relname: "models", relrowsecurity: true },
       { relname: "plan_kinds", relrowsecurity: true },
