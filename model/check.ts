@@ -235,6 +235,12 @@ async function main(): Promise<void> {
       false,
     );
   }
+  // A metered plan (tokens or money) on the bounded profile: its state space is about 2.5 times
+  // the job plan's (the model's reasoning chosen both ways, the amounts consumed and billed).
+  console.log(`\nmetered plan, profile "bounded": ${JSON.stringify(PROFILES.bounded)}`);
+  const metered = { bounds: PROFILES.bounded, flags: ["METERED"] };
+  report("safety", await checkModel({ ...metered, mode: "safety" }), false);
+  report("liveness (weak fairness)", await checkModel({ ...metered, mode: "liveness" }), false);
   console.log(`\nmutants, profile "bounded" (shortest counterexample):`);
   for (const [name, m] of Object.entries(mutants)) {
     const r = await checkModel({
@@ -242,6 +248,7 @@ async function main(): Promise<void> {
       mode: m.mode,
       table: m.table,
       shortest: true,
+      ...(m.flags ? { flags: m.flags } : {}),
     });
     report(`mutant: ${name}`, r, true);
   }

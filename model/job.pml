@@ -49,6 +49,14 @@ inline supersede() {
   if :: mine[1] != 0 -> wold[1] = true :: else fi
 }
 
+/* METERED: the job is on a metered plan (tokens or money), in quarters of its hold; else a job
+ * plan, whose hold is one unit. */
+#ifdef METERED
+#define metered true
+#else
+#define metered false
+#endif
+
 #include "transitions.pml"
 
 /* the job (model variables the generated transitions read and write) */
@@ -64,6 +72,11 @@ byte reason;
 byte counter;           /* the user's quota_usage.units_used */
 bool refundLeft = true; /* the user's refunds after spend are under the plan's bound (budget()) */
 bool paid;              /* the job's attempts consumed provider tokens (generation_jobs.consumed > 0) */
+bool reasons;           /* metered: the job's model reasons (chosen at the start, both ways) */
+byte cons;              /* metered: generation_jobs.consumed, in quarters of the hold */
+byte own;               /* scratch: what the attempt a transition ends cost (0 between steps) */
+byte bcost;             /* scratch: billed()'s attempt cost (0 between steps) */
+bool blost;             /* scratch: billed()'s attempt was cut by someone else's ending */
 
 /* ghosts: what the invariants are stated in */
 byte reserved;          /* units enqueue reserved */
@@ -74,6 +87,9 @@ bool spent;             /* a worker saw an attempt consume: a release with usage
 byte lastActive = S_NONE; /* the job's status before the step just taken */
 byte mine[2];           /* the claim each live worker holds (0: none) */
 bool cbOld;             /* the failure callback that failed the job came from an older message */
+byte capt;              /* metered: what the ending captured */
+byte settled;           /* metered: endings that settled the hold (captured, released the rest) */
+byte bill;              /* metered: what the provider billed for the job's attempts, as SQL can know it */
 
 /* QStash. Every message carries the same job id and its publish_seq, so messages that agree on
  * notBefore, on whether they were retried and on whether their seq is still the job's are
@@ -89,13 +105,34 @@ byte quota429 = QUOTA_429, gate = GATE_CLOSED, dups = DUPS, early = EARLY, cbaga
 #define ended final(st)
 #define held (st == S_RUNNING && (mine[0] == att || mine[1] == att))
 
-inline invariants() {
-  /* no completion over a cancel or a failure */
-  assert(!(st == S_SUCCEEDED && (fate == S_CANCELED || fate == S_FAILED)));
-  /* one fate: a final job never changes again */
-  assert(fate == S_NONE || st == fate);
-  /* the job knows what its attempts consumed, as the workers saw it */
-  assert(paid == spent);
+/* A metered plan: the hold settles once, the counter is the hold or the capture, the user pays
+ * what the provider billed, up to the hold, and no attempt starts that could take the bill past
+ * twice the hold. (What streamed after an attempt's last progress write, when someone else ends
+ * it, is the one progress interval docs/DESIGN.md#metering-hold-and-capture leaves uncounted.) */
+inline metered_invariants() {
+  assert(settled == (final(st) -> 1 : 0));
+  assert(capt <= HOLD);
+  assert(counter == ((st == S_QUEUED || st == S_RUNNING) -> HOLD : (final(st) -> capt : 0)));
+  assert(cons <= HOLD || final(st));
+  assert(bill <= 2 * HOLD);
+  assert(!final(st) || (st == S_FAILED && reason == R_PROVIDER_MISCONFIGURED) ||
+    capt >= ((bill > HOLD) -> HOLD : bill));
+  if :: fate == S_NONE && final(st) -> fate = st :: else -> skip fi
+}
+
+/* What the worker's attempt billed (`bcost`), or, cut by someone else's ending (`blost`), what
+ * SQL could know of it: a reasoning model's bill (hidden, at most its bound), else its prompt and
+ * last progress write. */
+inline billed() {
+  if
+  :: metered && (!blost || reasons) -> bill = bill + bcost
+  :: metered && blost && !reasons -> bill = bill + ((bcost > PROGRESS_COST) -> PROGRESS_COST : bcost)
+  :: else -> skip
+  fi;
+  bcost = 0; blost = false
+}
+
+inline job_plan_invariants() {
   if
   :: fate == S_NONE && final(st) -> fate = st;
      /* A refund after provider spend only under the plan's bound: an ending after spend (earlier
@@ -125,13 +162,27 @@ inline invariants() {
   assert(counter == ((st == S_QUEUED || st == S_RUNNING || st == S_SUCCEEDED || withheld) -> 1 : 0))
 }
 
+inline invariants() {
+  /* no completion over a cancel or a failure */
+  assert(!(st == S_SUCCEEDED && (fate == S_CANCELED || fate == S_FAILED)));
+  /* one fate: a final job never changes again */
+  assert(fate == S_NONE || st == fate);
+  /* the job knows what its attempts consumed, as the workers saw it */
+  assert(paid == spent);
+  if
+  :: metered -> metered_invariants()
+  :: else -> job_plan_invariants()
+  fi
+}
+
 /* The user's other jobs may have used up the period's refunds after spend by the time this job
  * ends, or not: chosen at each step that may end the job, and put back after it (only the
  * ending's step reads it, so the choice multiplies paths, not stored states). */
 inline budget() {
   if
   :: skip
-  :: refundLeft = false; printf("[%d] the period's refunds after spend are used up\n", _pid)
+  :: !metered -> refundLeft = false;
+     printf("[%d] the period's refunds after spend are used up\n", _pid)
   fi
 }
 
@@ -237,6 +288,7 @@ proctype Worker(byte w) {
        fi;
        if
        :: printf("[%d] worker %d: dies during the model call\n", _pid, w);
+          bcost = (reasons -> HOLD : PROGRESS_COST); blost = true; billed(); invariants();
           finish(false); goto next                   /* dies, before or during the model call */
        :: gate > 0 -> gate--; path = P_GATE;         /* the shared provider gate is closed */
           printf("[%d] worker %d: provider gate closed\n", _pid, w)
@@ -261,7 +313,12 @@ proctype Worker(byte w) {
      if
      :: path != P_GATE && path != P_CAPACITY ->   /* a 429 comes before any stream */
         atomic {
-          record_progress(a, out); invariants();
+          record_progress(a, out);
+          if
+          :: out == O_NOT_RUNNING -> bcost = (reasons -> HOLD : PROGRESS_COST); blost = true; billed()
+          :: else
+          fi;
+          invariants();
           if
           :: out == O_NOT_RUNNING -> claim_lost(); finish(true); goto next
           :: else -> skip
@@ -272,7 +329,8 @@ proctype Worker(byte w) {
      atomic {
        if
        :: path == P_SUCCESS ->
-          complete_job(a, out); invariants();
+          complete_job(a, out); bcost = COMPLETE_COST; blost = (out != O_COMPLETED); billed();
+          invariants();
           if :: out != O_COMPLETED -> claim_lost() :: else fi;
           ok = true
        :: path == P_GATE || path == P_QUOTA || path == P_CAPACITY ->
@@ -285,10 +343,11 @@ proctype Worker(byte w) {
        :: path == P_TRANSIENT ->
           /* the attempt streamed before it timed out, or failed before it billed anything */
           if :: sp = true :: sp = false fi;
-          release_job(a, sp, out);
+          release_job(a, sp, out); bcost = RELEASE_REPORT; blost = (out == O_NOT_RUNNING); billed();
           if :: out == O_RELEASED && sp -> spent = true :: else -> skip fi;
           invariants();
-          if :: out != O_RELEASED -> claim_lost() :: else fi;
+          /* the attempt budget: the worker's own ending */
+          if :: out != O_RELEASED && out != O_BUDGET_EXHAUSTED -> claim_lost() :: else fi;
           ok = (out != O_RELEASED)                  /* released: 503, so QStash retries */
        :: path == P_REFUSED ->
           budget(); fail_job(a, R_MODEL_REFUSED, M_NONE, out); invariants(); refundLeft = true;
@@ -424,6 +483,7 @@ proctype AgeClock() {
 
 init {
   atomic {
+    if :: metered -> reasons = true :: metered -> reasons = false :: else -> skip fi;
     run Enqueue();
     run Worker(0);
 #if WORKERS > 1

@@ -9,6 +9,8 @@ export interface Mutant {
   describe: string;
   mode: "safety" | "liveness";
   table: Table;
+  /** The plan the check runs the mutant on (model/job.pml's METERED): a job plan by default. */
+  flags?: string[];
 }
 
 function mutate(fn: keyof typeof transitions, change: (f: Fn) => Fn): Table {
@@ -127,5 +129,24 @@ export const mutants: Record<string, Mutant> = {
             : r,
         ),
     })),
+  },
+  "a reasoning cancel charged at its count": {
+    describe:
+      "cancel_job on a metered plan prices a running attempt at its prompt and progress even when " +
+      "the model reasons (the SQL before 20261206100000): hidden reasoning cut short is billed by " +
+      "the provider and captured from no one",
+    mode: "safety",
+    flags: ["METERED"],
+    table: changeRows("cancel_job", (r) =>
+      r.to.own === "running" ? { ...r, to: { ...r.to, own: "counted" } } : r,
+    ),
+  },
+  "a claim without the attempt budget": {
+    describe:
+      "start_job on a metered plan claims a job whatever its earlier attempts consumed: a " +
+      "reclaim after attempts that each cost a whole hold takes the bill past twice the hold",
+    mode: "safety",
+    flags: ["METERED"],
+    table: keepRows("start_job", (r) => r.outcome !== "budget_exhausted"),
   },
 };

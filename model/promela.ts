@@ -2,7 +2,21 @@
  * Generates the Promela transitions (one `inline` per SQL function) from the transition table,
  * so the model checker explores exactly the guards the conformance test holds the SQL to.
  */
-import type { Effect, FactName, Fn, Reason, Row, Status, Table, When } from "./transitions.ts";
+import {
+  COMPLETE_COST,
+  type Effect,
+  type FactName,
+  type Fn,
+  HOLD,
+  type Own,
+  PROGRESS_COST,
+  RELEASE_COST,
+  type Reason,
+  type Row,
+  type Status,
+  type Table,
+  type When,
+} from "./transitions.ts";
 
 const STATUSES: Status[] = ["none", "queued", "running", "succeeded", "failed", "canceled"];
 export const REASONS: Reason[] = [
@@ -15,6 +29,7 @@ export const REASONS: Reason[] = [
   "never_delivered",
   "provider_misconfigured",
   "capacity_unavailable",
+  "attempt_budget_exhausted",
 ];
 const LEASES = ["none", "live", "expired", "past_grace"] as const;
 /** fail_job's `m`: the message the caller names, against the job's publish_seq. */
@@ -45,6 +60,9 @@ const FLAGS: Record<string, string> = {
   cancelRefundLeft: "refundLeft",
   paid: "paid",
   spent: "sp",
+  reasons: "reasons",
+  claimFits: "(cons + RUNNING_COST + HOLD <= 2 * HOLD)",
+  releaseFits: "(cons + RELEASE_REPORT + HOLD <= 2 * HOLD)",
   countHit: "ch",
   beyondDeadline: "bd",
   capacity: "cap",
@@ -54,6 +72,8 @@ function atom(name: string, value: unknown): string {
   const flag = FLAGS[name];
   if (flag !== undefined) return value ? flag : `!${flag}`;
   switch (name as FactName | "claim" | "message" | "fault") {
+    case "meter":
+      return value === "metered" ? "metered" : "!metered";
     case "status":
       return `st == ${S(value as Status)}`;
     case "lease":
@@ -88,9 +108,20 @@ function condition(when: When): string {
   return parts.length === 0 ? "true" : parts.join(" && ");
 }
 
+/** What prices the attempt a metered call ends or releases, as a Promela expression. */
+function ownCost(name: string, own: Own): string {
+  if (own === "running") return "RUNNING_COST";
+  if (own === "counted") return "(st == S_RUNNING -> PROGRESS_COST : 0)";
+  if (name === "complete_job") return "COMPLETE_COST";
+  if (name === "release_job") return "RELEASE_REPORT";
+  return "0";
+}
+
 function effect(name: string, to: Effect, outcome: string): string {
   // What a replayed counterexample (spin -t) prints: who called what, and what came of it.
   const s: string[] = [`printf("[%d] ${name} -> ${outcome}\\n", _pid)`];
+  // Priced before the status changes: the running attempt is the one this call ends.
+  if (to.own) s.push(`own = ${ownCost(name, to.own)}`);
   if (to.status) s.push(`st = ${S(to.status)}`);
   if (to.status && to.status !== "running") s.push("lease = L_NONE");
   // Attempts are only ever compared for equality with the number a worker holds, so "+ 1" is
@@ -104,10 +135,14 @@ function effect(name: string, to: Effect, outcome: string): string {
   if (to.newMessage) s.push("supersede()");
   if (to.republish) s.push("repub++");
   if (to.reason) s.push(`reason = ${to.reason === "$reason" ? "r" : R(to.reason)}`);
-  if (to.counter === 1) s.push("counter++", "reserved++");
+  if (to.counter === 1) s.push("counter = counter + (metered -> HOLD : 1)", "reserved++");
+  if (to.capture === "spend") s.push("capt = (cons + own > HOLD -> HOLD : cons + own)");
+  if (to.capture === "nothing") s.push("capt = 0");
+  if (to.capture) s.push("counter = counter - (HOLD - capt)", "settled++");
   if (to.counter === -1) s.push("counter--", "refunds++");
   if (to.withheld) s.push("withheld = true");
-  if (to.spend) s.push("paid = true");
+  if (to.spend) s.push("paid = true", "cons = cons + (metered -> own : 0)");
+  if (to.own) s.push("own = 0");
   s.push(`out = ${O(outcome)}`);
   return s.join("; ");
 }
@@ -129,13 +164,26 @@ function inline(name: string, fn: Fn): string {
 
 /** The generated Promela: constants, then one inline per function. */
 export function generatePromela(table: Table): string {
-  const outcomes = [...new Set(Object.values(table).flatMap((f) => f.rows.map((r) => r.outcome)))];
+  // The outcomes job.pml's actors test, defined even where a mutant's table lost every row of one.
+  const outcomes = [
+    ...new Set([
+      ...Object.values(table).flatMap((f) => f.rows.map((r) => r.outcome)),
+      "budget_exhausted",
+    ]),
+  ];
   return [
     "/* Generated from model/transitions.ts by model/promela.ts: do not edit. */",
     ...STATUSES.map((s, i) => `#define ${S(s)} ${i}`),
     ...LEASES.map((l, i) => `#define L_${up(l)} ${i}`),
     ...MESSAGES.map((m, i) => `#define M_${up(m)} ${i}`),
     ...REASONS.map((r, i) => `#define ${R(r)} ${i + 1}`),
+    // A metered plan's amounts, in quarters of the hold (model/transitions.ts).
+    `#define HOLD ${HOLD}`,
+    `#define PROGRESS_COST ${PROGRESS_COST}`,
+    `#define COMPLETE_COST ${COMPLETE_COST}`,
+    `#define RELEASE_COST ${RELEASE_COST}`,
+    "#define RUNNING_COST (st == S_RUNNING -> (reasons -> HOLD : PROGRESS_COST) : 0)",
+    "#define RELEASE_REPORT (sp -> (reasons -> HOLD : RELEASE_COST) : 0)",
     ...outcomes.map((o, i) => `#define ${O(o)} ${i + 1}`),
     "",
     ...Object.entries(table).map(([name, fn]) => inline(name, fn)),

@@ -21,7 +21,39 @@ export type Reason =
   /** The operator's fault (a revoked key, a region, an unknown model): never bounded. */
   | "provider_misconfigured"
   /** A flex job waited for capacity (429 resource unavailable) past its max age. */
-  | "capacity_unavailable";
+  | "capacity_unavailable"
+  /** A metered job whose next attempt could take its spend past twice its hold. */
+  | "attempt_budget_exhausted";
+
+/**
+ * A metered plan (tokens or money: the same rules in other units, `private.attempt_cost`) is
+ * modeled in quarters of the job's hold, so its sums stay small and exact: the hold is 4, a
+ * running attempt as SQL knows it (its prompt and last progress write) costs 1, or the whole hold
+ * when the model reasons (hidden reasoning cut short is billed, never reported), and a worker's
+ * report costs what its call says (`reportCost`). test/model/conformance.test.ts builds each
+ * quarter as a concrete amount of tokens and of micro-dollars.
+ */
+export const HOLD = 4;
+export const PROGRESS_COST = 1;
+/** The provider's usage a completing worker reports. */
+export const COMPLETE_COST = 2;
+/** A released attempt's usage when it streamed (a timeout after streaming: our own count). */
+export const RELEASE_COST = 2;
+
+/** What the running attempt cost as SQL knows it, when someone other than its worker ends it. */
+export function runningCost(f: Pick<Facts, "status" | "reasons">): number {
+  if (f.status !== "running") return 0;
+  return f.reasons ? HOLD : PROGRESS_COST;
+}
+
+/** What the worker's own report of its attempt costs, per function. */
+export function reportCost(fn: FnName, f: Pick<Facts, "reasons">, args: Pick<Args, "spent">) {
+  if (fn === "complete_job") return COMPLETE_COST;
+  // A count of ours, not the provider's: for a reasoning model, the attempt's bound.
+  if (fn === "release_job") return args.spent ? (f.reasons ? HOLD : RELEASE_COST) : 0;
+  // fail_job and requeue_job: a 400, a 401 or a 429 billed nothing.
+  return 0;
+}
 
 /**
  * What a guard may look at. Time is abstracted into the facts the SQL compares against `now`:
@@ -53,6 +85,15 @@ export interface Facts {
    * usage, a reclaimed attempt's prompt and progress). Varied for active jobs; false elsewhere.
    */
   paid: boolean;
+  /** The plan's meter: a job plan, or a metered one (tokens or money). */
+  meter: "jobs" | "metered";
+  /** Metered: the job's model reasons. False elsewhere. */
+  reasons: boolean;
+  /**
+   * Metered: what the job's earlier attempts consumed, in quarters of the hold (an active job
+   * never has more than its hold: the attempt budget). `paid` is `consumed > 0`. 0 elsewhere.
+   */
+  consumed: 0 | 2 | 4;
 }
 
 /** The caller's arguments a guard may look at. */
@@ -81,9 +122,39 @@ export interface Args {
   fault: "user" | "operator";
 }
 
+/**
+ * Facts a guard may test that follow from the facts and the arguments: the attempt budget of a
+ * metered plan (no attempt starts that could take the job's spend past twice its hold).
+ */
+export interface Derived {
+  /** start_job: consumed, plus the running attempt it reclaims, leaves room for a whole hold. */
+  claimFits: boolean;
+  /** release_job: consumed plus the released attempt leaves room for a whole hold. */
+  releaseFits: boolean;
+}
+
+export function derived(f: Facts, args: Args): Derived {
+  return {
+    claimFits: f.consumed + runningCost(f) + HOLD <= 2 * HOLD,
+    releaseFits: f.consumed + reportCost("release_job", f, args) + HOLD <= 2 * HOLD,
+  };
+}
+
 export type FactName = keyof Facts;
 export type ArgName = keyof Args;
-export type When = { [K in FactName]?: Facts[K][] } & { [K in ArgName]?: Args[K][] };
+export type DerivedName = keyof Derived;
+export type When = { [K in FactName]?: Facts[K][] } & { [K in ArgName]?: Args[K][] } & {
+  [K in DerivedName]?: Derived[K][];
+};
+
+/** Whose count prices the attempt a metered call ends or releases. */
+export type Own =
+  /** The running attempt as SQL knows it (`private.running_cost`); nothing for a queued job. */
+  | "running"
+  /** The worker's own report (`reportCost`). */
+  | "report"
+  /** The running attempt's prompt and progress, as if no model reasoned (a mutant's). */
+  | "counted";
 
 export interface Effect {
   status?: Status;
@@ -110,13 +181,19 @@ export interface Effect {
   /** The job's attempts now have consumed provider tokens (`consumed` grows). */
   spend?: true;
   /**
-   * An ending: what the job keeps of its hold (docs/DESIGN.md#metering-hold-and-capture). On a
-   * job plan, the only plan this table models, the hold is 1, so 1 kept or 0 released, and the
-   * counter moves by captured − 1. Token plans (captures of least(hold, consumed + the ending
-   * attempt's tokens)) are not modeled; test/db/hold-capture.test.ts and
-   * test/db/paid-endings.test.ts cover them.
+   * A job plan's ending: what the job keeps of its hold (docs/DESIGN.md#metering-hold-and-capture).
+   * The hold is 1, so 1 kept or 0 released, and the counter moves by captured − 1. A metered
+   * ending says `capture` instead.
    */
   captured?: 0 | 1;
+  /**
+   * A metered ending: it captures `least(hold, consumed + own)` (`spend`) or nothing (`nothing`:
+   * the operator's fault), and the counter moves by captured − hold. On a metered plan `counter`
+   * +1 reserves a whole hold.
+   */
+  capture?: "spend" | "nothing";
+  /** Metered: what prices the ending or released attempt (`capture`, `spend`). */
+  own?: Own;
 }
 
 export interface Row {
@@ -143,11 +220,22 @@ const nothing: Effect = { counter: 0 };
 
 /**
  * An ending that gives the unit back (docs/DESIGN.md#metering-hold-and-capture), as rows in order:
- * where the ending is after provider spend (`paid`: each a When that says so), past the bound
+ * on a metered plan it captures what was spent (priced by `own`); on a job plan, where the ending is after provider spend (`paid`: each a When that says so), past the bound
  * the unit is kept (withheld), under it the refund is counted; elsewhere it refunds freely.
  */
-function refunding(when: When, to: Omit<Effect, "counter">, paid: When[]): Row[] {
+function refunding(
+  when: When,
+  to: Omit<Effect, "counter">,
+  paid: When[],
+  own: Own = "running",
+): Row[] {
   return [
+    // A metered plan pays what the job consumed, up to its hold: no bound, nothing withheld.
+    {
+      when: { ...when, meter: ["metered"] },
+      outcome: "",
+      to: { ...to, counter: 0 as const, capture: "spend" as const, own },
+    },
     ...paid.map((p) => ({
       when: { ...when, ...p, cancelRefundLeft: [false] },
       outcome: "",
@@ -196,11 +284,24 @@ export const transitions: Record<FnName, Fn> = {
       { when: { status: final }, outcome: "already_final", to: nothing },
       { when: { status: ["queued"], resume: ["waiting"] }, outcome: "not_ready", to: nothing },
       { when: { status: ["running"], lease: ["live"] }, outcome: "already_running", to: nothing },
+      // Metered: no attempt starts that could take the job's spend past twice its hold. A
+      // reclaim's dead attempt counts first (a reasoning model's: its whole hold).
+      {
+        when: { meter: ["metered"], claimFits: [false] },
+        outcome: "budget_exhausted",
+        to: {
+          status: "failed",
+          reason: "attempt_budget_exhausted",
+          counter: 0,
+          capture: "spend",
+          own: "running",
+        },
+      },
       // A reclaim: the dead attempt's prompt and progress go into consumed.
       {
         when: { status: ["running"] },
         outcome: "started",
-        to: { status: "running", claim: true, spend: true, counter: 0 },
+        to: { status: "running", claim: true, spend: true, own: "running", counter: 0 },
       },
       {
         when: { status: ["queued"] },
@@ -213,6 +314,12 @@ export const transitions: Record<FnName, Fn> = {
     args: ["claim"],
     claims: ["current", "stale"],
     rows: [
+      // Metered: what the provider reported, with what earlier attempts consumed, up to the hold.
+      {
+        when: { status: ["running"], claim: ["current"], meter: ["metered"] },
+        outcome: "completed",
+        to: { status: "succeeded", counter: 0, capture: "spend", own: "report" },
+      },
       {
         when: { status: ["running"], claim: ["current"] },
         outcome: "completed",
@@ -238,7 +345,12 @@ export const transitions: Record<FnName, Fn> = {
             beyondDeadline: [true],
           } as When,
         ].flatMap((when) =>
-          refunding(when, { status: "failed", reason: "capacity_unavailable" }, [consumedBefore]),
+          refunding(
+            when,
+            { status: "failed", reason: "capacity_unavailable" },
+            [consumedBefore],
+            "report",
+          ),
         ),
       ),
       // The attempt that gives up hit a 429 (bills nothing): after spend only if earlier ones did.
@@ -255,9 +367,12 @@ export const transitions: Record<FnName, Fn> = {
           { status: ["running"], claim: ["current"], aged: [true] } as When,
           { status: ["running"], claim: ["current"], beyondDeadline: [true] } as When,
         ].flatMap((when) =>
-          refunding(when, { status: "failed", reason: "provider_quota_exhausted" }, [
-            consumedBefore,
-          ]),
+          refunding(
+            when,
+            { status: "failed", reason: "provider_quota_exhausted" },
+            [consumedBefore],
+            "report",
+          ),
         ),
       ),
       {
@@ -291,10 +406,29 @@ export const transitions: Record<FnName, Fn> = {
     args: ["claim", "spent"],
     claims: ["current", "stale"],
     rows: [
+      // Metered: a released attempt that leaves no room for a whole hold ends the job.
+      {
+        when: { status: ["running"], claim: ["current"], meter: ["metered"], releaseFits: [false] },
+        outcome: "budget_exhausted",
+        to: {
+          status: "failed",
+          reason: "attempt_budget_exhausted",
+          counter: 0,
+          capture: "spend",
+          own: "report",
+        },
+      },
       {
         when: { status: ["running"], claim: ["current"], spent: [true] },
         outcome: "released",
-        to: { status: "queued", resume: "ready", requeuedNow: true, spend: true, counter: 0 },
+        to: {
+          status: "queued",
+          resume: "ready",
+          requeuedNow: true,
+          spend: true,
+          own: "report",
+          counter: 0,
+        },
       },
       {
         when: { status: ["running"], claim: ["current"] },
@@ -323,12 +457,22 @@ export const transitions: Record<FnName, Fn> = {
       },
       { when: { status: ["running"], claim: ["stale"] }, outcome: "not_running", to: nothing },
       {
+        when: { fault: ["operator"], meter: ["metered"] },
+        outcome: "failed",
+        to: { status: "failed", reason: "$reason", counter: 0, capture: "nothing" },
+      },
+      {
         when: { fault: ["operator"] },
         outcome: "failed",
         to: { status: "failed", reason: "$reason", counter: -1, captured: 0 },
       },
       // The worker's own failure reports its attempt's usage (a 400: nothing); the failure
       // callback's failure of a running job ends an attempt SQL knows only from its progress.
+      {
+        when: { claim: ["current"], meter: ["metered"] },
+        outcome: "failed",
+        to: { status: "failed", reason: "$reason", counter: 0, capture: "spend", own: "report" },
+      },
       ...outcome(
         "failed",
         refunding({}, { status: "failed", reason: "$reason" }, [
@@ -362,6 +506,17 @@ export const transitions: Record<FnName, Fn> = {
         ),
       ),
       // Always a running attempt someone else ends: always after spend.
+      {
+        when: { status: ["running"], lease: ["past_grace"], meter: ["metered"] },
+        outcome: "failed",
+        to: {
+          status: "failed",
+          reason: "lease_expired",
+          counter: 0,
+          capture: "spend",
+          own: "running",
+        },
+      },
       {
         when: { status: ["running"], lease: ["past_grace"], cancelRefundLeft: [false] },
         outcome: "failed",
@@ -424,15 +579,34 @@ export function allFacts(): Facts[] {
               { lease: "none", resume: "ready", undelivered: true },
             ]
           : [{ lease: "none", resume: "none", undelivered: false }];
-    const lefts = status === "running" || status === "queued" ? [true, false] : [true];
-    const paids = status === "running" || status === "queued" ? [false, true] : [false];
+    const active = status === "running" || status === "queued";
+    // A job plan: the period's bound of refunds after spend, and whether anything was spent.
+    const jobs = (active ? [true, false] : [true]).flatMap((cancelRefundLeft) =>
+      (active ? [false, true] : [false]).map((paid) => ({
+        meter: "jobs" as const,
+        reasons: false,
+        consumed: 0 as const,
+        cancelRefundLeft,
+        paid,
+      })),
+    );
+    // A metered plan: no bound of refunds; how much was spent, and (for a running attempt
+    // someone else ends) whether the model reasons.
+    const metered = (active ? ([0, 2, 4] as const) : ([0] as const)).flatMap((consumed) =>
+      (status === "running" ? [false, true] : [false]).map((reasons) => ({
+        meter: "metered" as const,
+        reasons,
+        consumed,
+        cancelRefundLeft: true,
+        paid: consumed > 0,
+      })),
+    );
     for (const shape of shapes)
       for (const aged of [false, true])
         for (const lastHit of [false, true])
           for (const republished of [false, true])
-            for (const cancelRefundLeft of lefts)
-              for (const paid of paids)
-                out.push({ status, ...shape, aged, lastHit, republished, cancelRefundLeft, paid });
+            for (const plan of [...jobs, ...metered])
+              out.push({ status, ...shape, aged, lastHit, republished, ...plan });
   }
   return out;
 }
@@ -460,7 +634,12 @@ export function allArgs(fn: Fn, facts: Facts): Args[] {
 
 export function matches(when: When, facts: Facts, args: Args): boolean {
   for (const [name, allowed] of Object.entries(when) as [string, unknown[]][]) {
-    const value = name in facts ? facts[name as FactName] : args[name as ArgName];
+    const value =
+      name in facts
+        ? facts[name as FactName]
+        : name in args
+          ? args[name as ArgName]
+          : derived(facts, args)[name as DerivedName];
     if (!allowed.includes(value)) return false;
   }
   return true;

@@ -230,13 +230,17 @@ create table public.plan_kinds (
   plan_id text not null,
   kind text not null,
   units integer not null,
+  model text,
+  constraint plan_kinds_check_model TRIGGER,
   constraint plan_kinds_kind_fkey FOREIGN KEY (kind) REFERENCES public.job_kinds(id),
+  constraint plan_kinds_model_fkey FOREIGN KEY (model) REFERENCES public.models(id),
   constraint plan_kinds_pkey PRIMARY KEY (plan_id, kind),
   constraint plan_kinds_plan_id_fkey FOREIGN KEY (plan_id) REFERENCES public.plans(id) ON DELETE CASCADE,
   constraint plan_kinds_units_check CHECK (units > 0)
 );
 alter table public.plan_kinds enable row level security;
 comment on table public.plan_kinds is 'Which kinds a plan offers; units is what a job of the kind holds on a job plan (a token plan holds tokens whatever the kind). A kind without a row is refused (kind_not_in_plan).';
+comment on column public.plan_kinds.model is 'The model a job of this kind runs on under this plan (public.models). Null: the plan''s, else the deployment''s OPENAI_MODEL. It must offer the plan''s tier, take its reasoning effort and allow its max_output_tokens.';
 
 create table public.plans (
   id text not null,
@@ -252,6 +256,7 @@ create table public.plans (
   flex_fallback_after_seconds integer,
   model text,
   reasoning_effort text,
+  constraint plans_check_kind_models TRIGGER,
   constraint plans_fallback_only_on_flex CHECK (flex_fallback_after_seconds IS NULL OR service_tier = 'flex'::text),
   constraint plans_flex_fallback_after_seconds_check CHECK (flex_fallback_after_seconds >= 0),
   constraint plans_max_active_jobs_check CHECK (max_active_jobs >= 1),
@@ -411,6 +416,63 @@ AS $function$
   end
 $function$;
 comment on function private.cancel_refunds(p_job public.generation_jobs) is 'Whether canceling this job now would give back what it holds: on a token plan, the rest beyond what it consumed; on a job plan, always for a queued job whose attempts consumed nothing, else while the refunds after spend of its period are under its plan''s bound.';
+
+CREATE OR REPLACE FUNCTION private.check_kind_models(p_plan_id text, p_kind text DEFAULT NULL::text)
+ RETURNS void
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO ''
+AS $function$
+declare
+  v record;
+begin
+  for v in
+    select k.kind, k.model, p.id as plan_id, p.service_tier, p.max_output_tokens,
+      p.reasoning_effort, m.max_output_tokens as model_max, m.reasoning_efforts,
+      exists (select from public.model_tiers t
+        where t.model_id = k.model and t.tier = p.service_tier) as tier_offered
+    from public.plan_kinds k
+    join public.plans p on p.id = k.plan_id
+    join public.models m on m.id = k.model
+    where k.plan_id = p_plan_id and (p_kind is null or k.kind = p_kind)
+  loop
+    if not v.tier_offered then
+      raise exception 'plan %, kind %: model % is not offered on tier %',
+        v.plan_id, v.kind, v.model, v.service_tier
+        using errcode = '23514', constraint = 'plan_kinds_tier_offered';
+    end if;
+    if v.max_output_tokens > v.model_max then
+      raise exception 'plan %, kind %: max_output_tokens % is above model %''s largest output %',
+        v.plan_id, v.kind, v.max_output_tokens, v.model, v.model_max
+        using errcode = '23514', constraint = 'plan_kinds_output_within_model';
+    end if;
+    if v.reasoning_effort is not null and not (v.reasoning_effort = any (v.reasoning_efforts)) then
+      raise exception 'plan %, kind %: model % does not take reasoning effort %',
+        v.plan_id, v.kind, v.model, v.reasoning_effort
+        using errcode = '23514', constraint = 'plan_kinds_effort_of_model';
+    end if;
+  end loop;
+end
+$function$;
+comment on function private.check_kind_models(p_plan_id text, p_kind text) is 'A plan''s kinds that name a model keep within it: the model offers the plan''s tier, allows its output bound and takes its reasoning effort (23514 otherwise).';
+
+CREATE OR REPLACE FUNCTION private.check_plan_kind_model()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+begin
+  if tg_table_name = 'plan_kinds' then
+    if new.model is not null then
+      perform private.check_kind_models(new.plan_id, new.kind);
+    end if;
+  else
+    perform private.check_kind_models(new.id);
+  end if;
+  return null;
+end
+$function$;
+comment on function private.check_plan_kind_model() is 'private.check_kind_models after a kind''s model, or its plan''s tier, bound or effort, is written.';
 
 CREATE OR REPLACE FUNCTION private.check_plan_model()
  RETURNS trigger
@@ -1246,6 +1308,7 @@ declare
   v_hold bigint;
   v_model public.models;
   v_model_id text;
+  v_kind_model text;
   v_reasons boolean;
   v_units integer;
   v_input jsonb := coalesce(p_input, jsonb_build_object('prompt', p_prompt));
@@ -1291,14 +1354,16 @@ begin
      where q.user_id = p_user_id and q.period_start = b.period_start and q.meter = p.meter),
     (select count(*) from public.generation_jobs j
      where j.user_id = p_user_id and j.status in ('queued', 'running')),
-    (select k.units from public.plan_kinds k where k.plan_id = p.id and k.kind = p_kind)
+    k.units, k.model
   into v_plan.id, v_plan.name, v_plan.period, v_plan.units_per_period, v_plan.max_active_jobs,
     v_plan.max_output_tokens, v_plan.max_refunded_running_cancels, v_plan.meter, v_plan.model,
-    v_plan.service_tier, v_plan.reasoning_effort, v_period_start, v_used, v_active, v_units
+    v_plan.service_tier, v_plan.reasoning_effort, v_period_start, v_used, v_active, v_units,
+    v_kind_model
   from public.plans p
   cross join lateral (
     select date_trunc(p.period, p_now at time zone 'UTC') at time zone 'UTC' as period_start
   ) b
+  left join public.plan_kinds k on k.plan_id = p.id and k.kind = p_kind
   where p.id = (select (private.plan_for(p_user_id)).id);
 
   if p_idempotency_key is not null then
@@ -1324,9 +1389,10 @@ begin
     );
   end if;
 
-  -- The model the job runs on: the plan's, else the deployment's. From its shutdown date on, the
-  -- provider no longer serves it: refused here, nothing held, rather than failed at the provider.
-  v_model_id := coalesce(v_plan.model, p_model);
+  -- The model the job runs on: its kind's on the plan, else the plan's, else the deployment's. From
+  -- its shutdown date on, the provider no longer serves it: refused here, nothing held, rather
+  -- than failed at the provider.
+  v_model_id := coalesce(v_kind_model, v_plan.model, p_model);
   select * into v_model from public.models m where m.id = v_model_id;
   if v_model.shutdown_date <= (p_now at time zone 'UTC')::date then
     return jsonb_build_object('outcome', 'model_retired', 'model', v_model.id,
@@ -1415,7 +1481,7 @@ begin
   return v_result;
 end
 $function$;
-comment on function public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text, p_now timestamp with time zone, p_prompt_tokens integer, p_kind text, p_input jsonb, p_model text) is 'Starts a job of a kind (default document) for a user that exists (else user_not_found): a kind the plan does not offer is kind_not_in_plan; a model (the plan''s, else p_model) past its shutdown date is model_retired; holds the kind''s units (job plan), p_prompt_tokens + max_output_tokens (token plan) or that call''s worst case in micro-dollars (money plan) on the counter of the plan''s meter under the limit, checks the active-job limit and the idempotency key, inserts, in one transaction. A refusal holds nothing.';
+comment on function public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text, p_now timestamp with time zone, p_prompt_tokens integer, p_kind text, p_input jsonb, p_model text) is 'Starts a job of a kind (default document) for a user that exists (else user_not_found): a kind the plan does not offer is kind_not_in_plan; a model (the kind''s on the plan, else the plan''s, else p_model) past its shutdown date is model_retired; holds the kind''s units (job plan), p_prompt_tokens + max_output_tokens (token plan) or that call''s worst case in micro-dollars (money plan) on the counter of the plan''s meter under the limit, checks the active-job limit and the idempotency key, inserts, in one transaction. A refusal holds nothing.';
 
 CREATE OR REPLACE FUNCTION public.erase_user(p_user_id uuid, p_now timestamp with time zone DEFAULT now())
  RETURNS jsonb
@@ -1869,10 +1935,22 @@ AS $function$
       else 2 * p.units_per_period::bigint
     end
   from public.plans p
-  left join lateral private.held_prices(coalesce(p.model, p_default_model), p.service_tier) h on true
+  -- The dearest of the models the plan's calls may run on; null when one of them is not priced.
+  left join lateral (
+    select case when bool_and(hp.input_per_mtok is not null) then max(hp.input_per_mtok) end
+        as input_per_mtok,
+      case when bool_and(hp.output_per_mtok is not null) then max(hp.output_per_mtok) end
+        as output_per_mtok
+    from (
+      select coalesce(p.model, p_default_model) as model
+      union
+      select k.model from public.plan_kinds k where k.plan_id = p.id and k.model is not null
+    ) used
+    left join lateral private.held_prices(used.model, p.service_tier) hp on true
+  ) h on true
   order by p.id
 $function$;
-comment on function public.plan_worst_case(p_default_model text, p_attempts integer, p_prompt_tokens integer) is 'Each plan''s worst-case provider bill per period, in micro-dollars, from the price book: a job plan''s billed calls (units / the cheapest kind + refunds after spend, × attempts per job) at their prompt (p_prompt_tokens) and output bounds; a token plan''s twice its tokens at the dearest token price; a money plan''s twice its micro-dollars. Null where the model is not priced. docs/DESIGN.md#metering-hold-and-capture says why each bound holds.';
+comment on function public.plan_worst_case(p_default_model text, p_attempts integer, p_prompt_tokens integer) is 'Each plan''s worst-case provider bill per period, in micro-dollars, from the price book: a job plan''s billed calls (units / the cheapest kind + refunds after spend, × attempts per job) at their prompt (p_prompt_tokens) and output bounds; a token plan''s twice its tokens at the dearest token price; a money plan''s twice its micro-dollars. Prices are the dearest of the models the plan and its kinds run on; null where one is not priced. docs/DESIGN.md#metering-hold-and-capture says why each bound holds.';
 
 CREATE OR REPLACE FUNCTION public.record_attempt_usage(p_job_id uuid, p_attempt integer, p_usage jsonb, p_now timestamp with time zone DEFAULT now())
  RETURNS jsonb
@@ -2345,6 +2423,8 @@ AS $function$
     select coalesce(p.model, p_default_model) as model, p.id as plan_id
     from public.plans p
     where coalesce(p.model, p_default_model) is not null
+    union
+    select k.model, k.plan_id from public.plan_kinds k where k.model is not null
   )
   select jsonb_build_object('outcome', 'listed', 'models', coalesce(jsonb_agg(jsonb_build_object(
     'model', u.model,
@@ -2356,7 +2436,7 @@ AS $function$
   from (select u.model, jsonb_agg(u.plan_id order by u.plan_id) as plans from used u group by u.model) u
   left join public.models m on m.id = u.model
 $function$;
-comment on function public.watched_models(p_default_model text) is 'Every model a plan runs on (a plan naming none: p_default_model, the deployment''s OPENAI_MODEL), with the plans that use it, whether the price book has it, and the shutdown date last read from the provider.';
+comment on function public.watched_models(p_default_model text) is 'Every model a plan or one of its kinds runs on (a plan naming none: p_default_model, the deployment''s OPENAI_MODEL), with the plans that use it, whether the price book has it, and the shutdown date last read from the provider.';
 
 -- triggers ----------------------------------------------------------------------------------------
 
@@ -2365,6 +2445,8 @@ CREATE TRIGGER generation_jobs_document_input BEFORE INSERT ON public.generation
 CREATE TRIGGER generation_jobs_drop_output_chunks AFTER UPDATE OF status, attempts, erased_at ON public.generation_jobs FOR EACH ROW WHEN (old.status = 'running'::text AND ((new.status = ANY (ARRAY['queued'::text, 'succeeded'::text])) OR new.attempts <> old.attempts) OR old.erased_at IS NULL AND new.erased_at IS NOT NULL) EXECUTE FUNCTION private.drop_output_chunks();
 CREATE TRIGGER generation_jobs_final_is_final BEFORE UPDATE ON public.generation_jobs FOR EACH ROW WHEN (old.status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) EXECUTE FUNCTION private.forbid_changing_final_jobs();
 CREATE TRIGGER job_events_append_only BEFORE DELETE OR UPDATE ON public.job_events FOR EACH ROW EXECUTE FUNCTION private.forbid_changing_events();
+CREATE CONSTRAINT TRIGGER plan_kinds_check_model AFTER INSERT OR UPDATE OF model ON public.plan_kinds NOT DEFERRABLE INITIALLY IMMEDIATE FOR EACH ROW EXECUTE FUNCTION private.check_plan_kind_model();
+CREATE CONSTRAINT TRIGGER plans_check_kind_models AFTER UPDATE OF service_tier, max_output_tokens, reasoning_effort ON public.plans NOT DEFERRABLE INITIALLY IMMEDIATE FOR EACH ROW EXECUTE FUNCTION private.check_plan_kind_model();
 CREATE TRIGGER plans_check_model BEFORE INSERT OR UPDATE ON public.plans FOR EACH ROW EXECUTE FUNCTION private.check_plan_model();
 CREATE TRIGGER plans_offer_documents AFTER INSERT ON public.plans FOR EACH ROW EXECUTE FUNCTION private.offer_documents();
 
@@ -2399,6 +2481,8 @@ grant delete, insert, maintain, references, select, trigger, truncate, update on
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.user_plans to service_role;
 grant execute on function private.attempt_cost(p_job public.generation_jobs, p_prompt integer, p_cached integer, p_completion integer, p_served_tier text, p_reported boolean) to service_role;
 grant execute on function private.cancel_refunds(p_job public.generation_jobs) to service_role;
+grant execute on function private.check_kind_models(p_plan_id text, p_kind text) to service_role;
+grant execute on function private.check_plan_kind_model() to service_role;
 grant execute on function private.check_plan_model() to service_role;
 grant execute on function private.document_input() to service_role;
 grant execute on function private.drop_output_chunks() to service_role;

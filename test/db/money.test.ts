@@ -331,6 +331,110 @@ describe("a model past its shutdown date", () => {
   });
 });
 
+describe("a plan may name a model per kind", () => {
+  /** A kind of `planId` on `model`. */
+  const kindOn = (planId: string, kind: string, model: string | null, units = 1) =>
+    admin.query(
+      `insert into public.plan_kinds (plan_id, kind, units, model) values ($1, $2, $3, $4)
+       on conflict (plan_id, kind) do update set model = excluded.model`,
+      [planId, kind, units, model],
+    );
+
+  test("a kind's model must offer the plan's tier, take its effort and allow its output bound", async () => {
+    // economy is on flex at low effort: gpt-4o-mini has neither.
+    await expect(kindOn("economy", "summary", "gpt-4o-mini")).rejects.toMatchObject({
+      code: "23514",
+      constraint: "plan_kinds_tier_offered",
+    });
+    await plan("kinds_effort", { effort: "low" });
+    await expect(kindOn("kinds_effort", "extract", "gpt-4o-mini")).rejects.toMatchObject({
+      code: "23514",
+      constraint: "plan_kinds_effort_of_model",
+    });
+    await admin.query(
+      `insert into public.plans (id, name, period, units_per_period, max_active_jobs,
+         max_output_tokens, meter, model) values ('kinds_long', 'L', 'month', 10, 1, 20000, 'jobs', 'gpt-5.4')`,
+    );
+    await expect(kindOn("kinds_long", "extract", "gpt-4o-mini")).rejects.toMatchObject({
+      code: "23514",
+      constraint: "plan_kinds_output_within_model",
+    });
+    await expect(kindOn("kinds_long", "extract", "gpt-9")).rejects.toMatchObject({
+      code: "23503",
+      constraint: "plan_kinds_model_fkey",
+    });
+    // Nor can the plan move where a kind's model cannot follow.
+    await plan("kinds_move", { model: "gpt-5.4-mini" });
+    await kindOn("kinds_move", "extract", "gpt-5.4-nano");
+    await expect(
+      admin.query("update public.plans set service_tier = 'priority' where id = 'kinds_move'"),
+    ).rejects.toMatchObject({ code: "23514", constraint: "plan_kinds_tier_offered" });
+    await expect(
+      admin.query("update public.plans set max_output_tokens = 200000 where id = 'kinds_move'"),
+    ).rejects.toMatchObject({ code: "23514", constraint: "plans_output_within_model" });
+    // The nano model takes every effort the mini does, and priority on the plan's own model is fine
+    // once the kind follows.
+    await kindOn("kinds_move", "extract", "gpt-5.4");
+    await admin.query("update public.plans set service_tier = 'priority' where id = 'kinds_move'");
+  });
+
+  test("a job of the kind runs on, is held at and is watched on the kind's model", async () => {
+    await plan("kinds_money", {});
+    await kindOn("kinds_money", "extract", "gpt-5.4");
+    const user = await db.user("kinds_money");
+    const doc = await enqueue(user);
+    // 200 × 0.75 + 1,000 × 4.5 on the plan's gpt-5.4-mini
+    expect(doc.job).toMatchObject({ kind: "document", model: "gpt-5.4-mini", hold: 4650 });
+    const extract = await enqueue(user, { p_kind: "extract", p_input: { text: "t", schema: {} } });
+    // 200 × 2.5 + 1,000 × 15 on the kind's gpt-5.4
+    expect(extract.job).toMatchObject({ kind: "extract", model: "gpt-5.4", hold: 15500 });
+    expect(await counter(user)).toBe(4650 + 15500);
+
+    const watched = (await rpc(svc, "watched_models", { p_default_model: "gpt-5.4-mini" })).models;
+    expect(watched.find((m: Json) => m.model === "gpt-5.4").plans).toContain("kinds_money");
+    expect(watched.find((m: Json) => m.model === "gpt-5.4-mini").plans).toContain("kinds_money");
+
+    // A job plan's worst case prices every billed call at the dearest model its kinds run on.
+    await plan("kinds_jobs", { meter: "jobs", units: 10 });
+    const worst = async () =>
+      (
+        await admin.query(
+          `select billed_calls, worst_case_micro_usd::bigint as w
+           from public.plan_worst_case() where plan_id = 'kinds_jobs'`,
+        )
+      ).rows[0];
+    const before = await worst();
+    await kindOn("kinds_jobs", "extract", "gpt-5.4", 2);
+    const after = await worst();
+    // Documents still cost 1 unit: as many billed calls, each at (8,008 × in + 1,000 × out).
+    expect(after.billed_calls).toBe(before.billed_calls);
+    expect([before.w, after.w]).toEqual([
+      String(Math.ceil(before.billed_calls * (8008 * 0.75 + 1000 * 4.5))),
+      String(Math.ceil(before.billed_calls * (8008 * 2.5 + 1000 * 15))),
+    ]);
+  });
+
+  test("a kind's model past its shutdown date refuses that kind only, holding nothing", async () => {
+    await plan("kinds_retire", {});
+    await kindOn("kinds_retire", "extract", "gpt-5.4-nano");
+    const user = await db.user("kinds_retire");
+    try {
+      await rpc(svc, "record_model_catalogue", {
+        p_model: "gpt-5.4-nano",
+        p_shutdown_date: "2026-12-01",
+        p_now: T0,
+      });
+      expect(
+        await enqueue(user, { p_kind: "extract", p_input: { text: "t", schema: {} } }),
+      ).toEqual({ outcome: "model_retired", model: "gpt-5.4-nano", shutdown_date: "2026-12-01" });
+      expect(await counter(user)).toBe(0);
+      expect((await enqueue(user)).job.model).toBe("gpt-5.4-mini");
+    } finally {
+      await rpc(svc, "record_model_catalogue", { p_model: "gpt-5.4-nano", p_shutdown_date: null });
+    }
+  });
+});
+
 describe("races on a money plan: counter = open holds + captures", () => {
   const ROUNDS = 30;
 

@@ -3,7 +3,9 @@
  * can describe (with every argument combination a caller can pass) is built as a real row, the
  * function is called, and its outcome, the new state and the counter are compared with the
  * table's row. A guard in the SQL that the model lacks, or one in the model that the SQL lacks,
- * shows up as a mismatch here. Each case runs in a transaction that is rolled back.
+ * shows up as a mismatch here. Each case runs in a transaction that is rolled back. A metered
+ * state is built twice, on a token plan and on a money plan, its quarters of the hold as tokens
+ * and as micro-dollars: the counter, the capture and what the job consumed are compared exactly.
  */
 import { randomUUID } from "node:crypto";
 import pg from "pg";
@@ -13,9 +15,14 @@ import {
   type Args,
   allArgs,
   allFacts,
+  type Effect,
   type Facts,
   type FnName,
+  HOLD,
+  PROGRESS_COST,
+  reportCost,
   rowFor,
+  runningCost,
   type Table,
   transitions,
 } from "../../model/transitions.ts";
@@ -24,12 +31,51 @@ import { databaseUrl, useFreshDatabase } from "../support/db.ts";
 // sweep_jobs looks at every job: a database of our own.
 useFreshDatabase();
 
+/**
+ * The plans a case's job is on: the model's job plan, and its metered plan twice, in tokens and
+ * in micro-dollars. A metered quarter of the hold (`u`) is a concrete amount in each: what the
+ * running attempt's prompt and progress cost (`partialTokens`), what a worker's count of a
+ * streamed attempt and the provider's report of a completed one cost, are one and two quarters
+ * at the plan's prices (gpt-5.4-mini's standard tier: 0.75 and 4.5 micro-dollars a token).
+ */
+const PLANS = {
+  free: { meter: "jobs", u: 1, partialTokens: 0, model: null, used: { prompt: 5, completion: 40 } },
+  "conf-tokens": {
+    meter: "tokens",
+    u: 25,
+    // 5 + 20 tokens.
+    partialTokens: 20,
+    model: null,
+    // 10 + 40 tokens.
+    used: { prompt: 10, completion: 40 },
+  },
+  "conf-money": {
+    meter: "money",
+    u: 45,
+    // ceil(5 × 0.75 + 9 × 4.5) = 45 micro-dollars.
+    partialTokens: 9,
+    model: "gpt-5.4-mini",
+    // 12 × 0.75 + 18 × 4.5 = 90 micro-dollars.
+    used: { prompt: 12, completion: 18 },
+  },
+} as const;
+type PlanId = keyof typeof PLANS;
+
 /** The free plan's bound of refunds after spend, read from private.refund_bound. */
 let freeBound = Number.NaN;
 beforeAll(async () => {
   const client = new pg.Client({ connectionString: databaseUrl() });
   await client.connect();
   try {
+    for (const [id, plan] of Object.entries(PLANS)) {
+      if (plan.meter === "jobs") continue;
+      await client.query(
+        `insert into public.plans (id, name, period, units_per_period, max_active_jobs,
+           max_output_tokens, meter, model, reasoning_effort)
+         values ($1, $1, 'day', 1000000, 3, 512, $2, $3, null)`,
+        [id, plan.meter, plan.model],
+      );
+    }
     freeBound = (
       await client.query(
         "select private.refund_bound(p) as b from public.plans p where id = 'free'",
@@ -50,7 +96,10 @@ const UNDELIVERED = 900;
 const MAX_HITS = 3;
 
 /** One concrete row for an abstract state; `variant` picks among equivalent shapes. */
-function concrete(f: Facts, args: Args, variant: number) {
+function concrete(f: Facts, args: Args, variant: number, planId: PlanId) {
+  const plan = PLANS[planId];
+  // A job plan's job holds 1; a metered one four quarters.
+  const hold = f.meter === "metered" ? HOLD * plan.u : 1;
   const holdsUnit = ["queued", "running", "succeeded"].includes(f.status);
   const createdAt = f.aged ? s(-MAX_AGE - 100) : s(-3000);
   let queuedAt = s(-10);
@@ -85,14 +134,19 @@ function concrete(f: Facts, args: Args, variant: number) {
       refunded_at: f.status === "failed" || f.status === "canceled" ? s(-50) : null,
       failure_reason: f.status === "failed" ? "delivery_failed" : null,
       output: f.status === "succeeded" ? "the doc" : null,
-      // A job plan's ending kept 1 (succeeded) or 0 (refunded); null while active.
-      captured: f.status === "succeeded" ? 1 : final ? 0 : null,
+      // An ending kept its hold (succeeded) or nothing (refunded); null while active.
+      captured: f.status === "succeeded" ? hold : final ? 0 : null,
       // What earlier attempts consumed; every prompt counts its tokens at enqueue.
-      consumed: f.paid ? 50 : 0,
+      consumed: f.meter === "metered" ? f.consumed * plan.u : f.paid ? 50 : 0,
       prompt_tokens: 5,
+      partial_tokens: f.status === "running" ? plan.partialTokens : 0,
+      meter: plan.meter,
+      hold,
+      model: plan.model,
+      reasons: f.reasons,
     },
-    // One unit of another job, so a refund too many would show as a number, not an error.
-    unitsUsed: 1 + (holdsUnit ? 1 : 0),
+    // Another job's hold, so a refund too many would show as a number, not an error.
+    unitsUsed: hold + (holdsUnit ? hold : 0),
     // The period's refunds after spend, one under the free plan's bound or at it: the bound as
     // the SQL's one rule (private.refund_bound) states it, so the model's `cancelRefundLeft` is
     // checked at the edge the SQL itself draws.
@@ -109,14 +163,36 @@ function callFor(
   f: Facts,
   args: Args,
   publishSeq: number,
+  planId: PlanId,
 ): Call {
+  const used = PLANS[planId].used;
+  const metered = PLANS[planId].meter !== "jobs";
   const attempt = args.claim === "none" ? null : 1;
   const createdAt = f.aged ? s(-MAX_AGE - 100) : s(-3000);
   switch (fn) {
     case "start_job":
       return { fn, args: { p_job_id: id, p_lease_seconds: 90, p_now: T } };
     case "complete_job":
-      return { fn, args: { p_job_id: id, p_attempt: attempt, p_output: "out", p_now: T } };
+      return {
+        fn,
+        args: {
+          p_job_id: id,
+          p_attempt: attempt,
+          p_output: "out",
+          p_now: T,
+          // The provider's usage, at the tier it served (a job plan keeps its unit whatever it is).
+          ...(metered
+            ? {
+                p_usage: {
+                  prompt_tokens: used.prompt,
+                  completion_tokens: used.completion,
+                  service_tier: "default",
+                  source: "provider",
+                },
+              }
+            : {}),
+        },
+      };
     case "requeue_job":
       return {
         fn,
@@ -144,7 +220,7 @@ function callFor(
           p_now: T,
           // A timeout after streaming, or a 5xx before anything was billed.
           p_usage: args.spent
-            ? { prompt_tokens: 5, completion_tokens: 40, source: "counted" }
+            ? { prompt_tokens: used.prompt, completion_tokens: used.completion, source: "counted" }
             : { prompt_tokens: 0, completion_tokens: 0, source: "counted" },
         },
       };
@@ -215,6 +291,8 @@ interface Observed {
   paid: boolean;
   /** The refund used the period's bound of refunds after spend (refunded_running_cancels + 1). */
   counted: number;
+  /** A metered active job's consumed, in quarters of its hold (null elsewhere). */
+  spent: number | null;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: a generation_jobs row as pg returns it
@@ -226,6 +304,8 @@ function observe(
   after: JobRow,
   units: [number, number],
   counted: [number, number],
+  /** The plan's quarter of a hold: counter, capture and consumed are compared in quarters. */
+  u: number,
 ): Observed {
   const t = (d: Date | null) => (d === null ? null : d.getTime());
   const lease = t(after.lease_expires_at);
@@ -257,12 +337,30 @@ function observe(
       : 0,
     messages: after.publish_seq - before.publish_seq,
     republishes: after.republish_count - before.republish_count,
-    counter: units[1] - units[0],
+    counter: (units[1] - units[0]) / u,
     withheld: after.refund_withheld !== null,
-    captured: before.captured === null ? after.captured : null,
+    captured: before.captured === null && after.captured !== null ? after.captured / u : null,
     paid: ["queued", "running"].includes(after.status) && after.consumed > 0,
     counted: counted[1] - counted[0],
+    spent:
+      after.meter !== "jobs" && ["queued", "running"].includes(after.status)
+        ? after.consumed / u
+        : null,
   };
+}
+
+/** What the attempt a metered row prices costs, in quarters of the hold. */
+function ownCost(to: Effect, fn: FnName, f: Facts, args: Args): number {
+  switch (to.own) {
+    case "running":
+      return runningCost(f);
+    case "report":
+      return reportCost(fn, f, args);
+    case "counted":
+      return f.status === "running" ? PROGRESS_COST : 0;
+    default:
+      return 0;
+  }
 }
 
 function expected(table: Table, fn: FnName, f: Facts, args: Args): Observed | undefined {
@@ -270,6 +368,11 @@ function expected(table: Table, fn: FnName, f: Facts, args: Args): Observed | un
   if (!row) return undefined;
   const to = row.to;
   const status = to.status ?? f.status;
+  const own = ownCost(to, fn, f, args);
+  // A metered ending keeps what was consumed up to its hold (or nothing) and releases the rest.
+  const kept =
+    to.capture === "spend" ? Math.min(HOLD, f.consumed + own) : to.capture === "nothing" ? 0 : null;
+  const active = ["queued", "running"].includes(status);
   return {
     outcome: row.outcome,
     status,
@@ -291,11 +394,12 @@ function expected(table: Table, fn: FnName, f: Facts, args: Args): Observed | un
     hits: ["queued", "running"].includes(status) && to.hit ? 1 : 0,
     messages: to.newMessage ? 1 : 0,
     republishes: to.republish ? 1 : 0,
-    counter: to.counter,
+    counter: kept === null ? to.counter : kept - HOLD,
     withheld: to.withheld === true,
-    captured: to.captured ?? null,
-    paid: ["queued", "running"].includes(status) && (to.spend === true || f.paid),
+    captured: kept ?? to.captured ?? null,
+    paid: active && (to.spend === true || f.paid),
     counted: to.counted ? 1 : 0,
+    spent: f.meter === "metered" && active ? f.consumed + (to.spend ? own : 0) : null,
   };
 }
 
@@ -305,25 +409,28 @@ async function runCase(
   f: Facts,
   args: Args,
   variant: number,
+  planId: PlanId,
 ): Promise<Observed> {
   const id = randomUUID();
   const user = randomUUID();
-  const c = concrete(f, args, variant);
+  const c = concrete(f, args, variant, planId);
   await client.query("begin");
   try {
     const j = c.job;
     const { rows } = await client.query(
       `with u as (
-         insert into public.quota_usage (user_id, period_start, units_used, refunded_running_cancels)
-       values ($2, $3, $4, $19)
+         insert into public.quota_usage (user_id, period_start, units_used, refunded_running_cancels,
+           meter)
+       values ($2, $3, $4, $19, $25)
        )
        insert into public.generation_jobs (
          id, user_id, status, prompt, request_hash, plan_id, period_start, attempts,
          provider_quota_hits, republish_count, publish_seq, created_at, queued_at, resume_at,
          lease_expires_at, started_at, finished_at, refunded_at, failure_reason, output, updated_at,
-         captured, consumed, prompt_tokens
-       ) values ($1, $2, $5, 'write it', 'h', 'free', $3, $6, $7, $8, $9, $10, $11, $12, $13, $14,
-         $15, $16, $17, $18, $10, $20, $21, $22)
+         captured, consumed, prompt_tokens, partial_tokens, meter, hold, model,
+         service_tier, reasons
+       ) values ($1, $2, $5, 'write it', 'h', $24, $3, $6, $7, $8, $9, $10, $11, $12, $13, $14,
+         $15, $16, $17, $18, $10, $20, $21, $22, $23, $25, $26, $27, 'default', $28)
        returning *`,
       [
         id,
@@ -348,10 +455,16 @@ async function runCase(
         j.captured,
         j.consumed,
         j.prompt_tokens,
+        j.partial_tokens,
+        planId,
+        j.meter,
+        j.hold,
+        j.model,
+        j.reasons,
       ],
     );
     const before = rows[0] as JobRow;
-    const call = callFor(fn, id, user, f, args, j.publish_seq);
+    const call = callFor(fn, id, user, f, args, j.publish_seq, planId);
     const names = Object.keys(call.args);
     const result = (
       await client.query(
@@ -379,6 +492,7 @@ async function runCase(
       after,
       [c.unitsUsed, counter.units_used],
       [c.refundedRunningCancels, counter.refunded_running_cancels],
+      PLANS[planId].u,
     );
   } finally {
     await client.query("rollback");
@@ -417,12 +531,16 @@ describe("the transition table is a function", () => {
   });
 });
 
+/** Every state and argument, each metered state on a token plan and on a money plan. */
 function casesOf(fn: FnName) {
-  const cases: { f: Facts; args: Args; variant: number }[] = [];
+  const cases: { f: Facts; args: Args; variant: number; plan: PlanId }[] = [];
   for (const f of allFacts())
     for (const args of allArgs(transitions[fn], f))
       for (const variant of f.status === "queued" && f.resume === "ready" ? [0, 1] : [0])
-        cases.push({ f, args, variant });
+        for (const plan of f.meter === "metered"
+          ? (["conf-tokens", "conf-money"] as const)
+          : (["free"] as const))
+          cases.push({ f, args, variant, plan });
   return cases;
 }
 
@@ -431,13 +549,13 @@ describe("the SQL does what the model's transition table says", () => {
     const cases = casesOf(fn);
     const mismatches: unknown[] = [];
     const rowsSeen = new Set<number>();
-    await onClients(3, cases, async (client, { f, args, variant }) => {
+    await onClients(3, cases, async (client, { f, args, variant, plan }) => {
       const want = expected(transitions, fn, f, args);
       const row = rowFor(transitions[fn], f, args);
       if (row) rowsSeen.add(transitions[fn].rows.indexOf(row));
-      const got = await runCase(client, fn, f, args, variant);
+      const got = await runCase(client, fn, f, args, variant, plan);
       if (JSON.stringify(got) !== JSON.stringify(want))
-        mismatches.push({ state: f, args, variant, model: want, sql: got });
+        mismatches.push({ state: f, args, variant, plan, model: want, sql: got });
     });
     expect(mismatches.slice(0, 5), `${mismatches.length} of ${cases.length} cases differ`).toEqual(
       [],
@@ -454,9 +572,11 @@ describe("the SQL does what the model's transition table says", () => {
       );
       expect(changed).toHaveLength(1);
       const fn = changed[0] as FnName;
+      // One disagreement is enough: the cases after it are not run.
       let mismatches = 0;
-      await onClients(3, casesOf(fn), async (client, { f, args, variant }) => {
-        const got = await runCase(client, fn, f, args, variant);
+      await onClients(3, casesOf(fn), async (client, { f, args, variant, plan }) => {
+        if (mismatches > 0) return;
+        const got = await runCase(client, fn, f, args, variant, plan);
         if (JSON.stringify(got) !== JSON.stringify(expected(mutant.table, fn, f, args)))
           mismatches++;
       });
