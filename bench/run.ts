@@ -8,6 +8,7 @@ import { printCapacity, runCapacity } from "./capacity.ts";
 import { printColdStart, runColdStart } from "./cold-start.ts";
 import { printFirstRequest, runFirstRequest } from "./first-request.ts";
 import { printGrowth, runGrowth } from "./growth.ts";
+import { printHotPath, runHotPath } from "./hot-path.ts";
 import { printHttp, runHttp } from "./http.ts";
 import { printPeers, runPeers } from "./peers.ts";
 import { printRoundtrips, runRoundtrips } from "./roundtrips.ts";
@@ -27,6 +28,7 @@ const titles: Record<Section, string> = {
   roundtrips: "1. Round trips per flow (counted at the stand-ins)",
   sql: "2. SQL throughput against the floor",
   peers: "2b. A job's whole life: ours, pg-boss and graphile-worker on the same database",
+  hotpath: "2c. Where a job's life spends its time in the database, and what each suspect costs",
   http: "3. HTTP through the local stack",
   cold: "4. Cold start (the built .vercel/output, fresh Node 24 process)",
   growth: "5. Growth (10k to 10M jobs with their events), the audits, retention and history upkeep",
@@ -37,6 +39,7 @@ const run: Record<Section, (o: { quick: boolean }) => Promise<string>> = {
   roundtrips: async (o) => printRoundtrips(await runRoundtrips(o)),
   sql: async (o) => printSqlThroughput(await runSqlThroughput(o)),
   peers: async (o) => printPeers(await runPeers(o)),
+  hotpath: async (o) => printHotPath(await runHotPath(o)),
   http: async (o) => printHttp(await runHttp(o)),
   cold: async (o) => printColdStart(await runColdStart(o)),
   growth: async (o) => printGrowth(await runGrowth(o)),

@@ -398,10 +398,12 @@ comment on function private.attempt_cost(p_job public.generation_jobs, p_prompt 
 
 CREATE OR REPLACE FUNCTION private.cancel_refunds(p_job public.generation_jobs)
  RETURNS boolean
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
  SET search_path TO ''
 AS $function$
+begin
+  return (
   select case
     when p_job.status not in ('queued', 'running') then false
     when p_job.meter in ('tokens', 'money') then true
@@ -414,6 +416,8 @@ AS $function$
         and q.meter = p_job.meter and p.id = p_job.plan_id
     ), false)
   end
+  );
+end
 $function$;
 comment on function private.cancel_refunds(p_job public.generation_jobs) is 'Whether canceling this job now would give back what it holds: on a token plan, the rest beyond what it consumed; on a job plan, always for a queued job whose attempts consumed nothing, else while the refunds after spend of its period are under its plan''s bound.';
 
@@ -766,14 +770,17 @@ comment on function private.forbid_changing_final_jobs() is 'A final job never c
 
 CREATE OR REPLACE FUNCTION private.held_prices(p_model text, p_tier text)
  RETURNS TABLE(input_per_mtok bigint, cached_input_per_mtok bigint, output_per_mtok bigint)
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
  SET search_path TO ''
 AS $function$
+begin
+  return query
   select max(t.input_per_mtok), max(t.cached_input_per_mtok), max(t.output_per_mtok)
   from public.model_tiers t
   where t.model_id = p_model and t.tier in (coalesce(p_tier, 'default'), 'default')
-  having count(*) > 0
+  having count(*) > 0;
+end
 $function$;
 comment on function private.held_prices(p_model text, p_tier text) is 'The prices a money hold is made at: per kind of token, the dearer of the tier''s and the standard tier''s (a flex request may be served at standard). No row: the model is not priced.';
 
@@ -822,14 +829,17 @@ comment on function private.job_events_month_partition(p_month timestamp with ti
 
 CREATE OR REPLACE FUNCTION private.job_json(j public.generation_jobs)
  RETURNS jsonb
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
  SET search_path TO ''
 AS $function$
-  select pg_catalog.to_jsonb(j) - 'request_hash'
-    || case when j.status in ('running', 'failed', 'canceled')
-         then pg_catalog.jsonb_build_object('partial_output', private.partial_output(j))
-         else '{}'::jsonb end
+begin
+  if j.status in ('running', 'failed', 'canceled') then
+    return (pg_catalog.to_jsonb(j) - 'request_hash')
+      || pg_catalog.jsonb_build_object('partial_output', private.partial_output(j));
+  end if;
+  return pg_catalog.to_jsonb(j) - 'request_hash';
+end
 $function$;
 comment on function private.job_json(j public.generation_jobs) is 'A job as the functions return it: every column but the prompt hash, partial_output read from public.job_output_chunks.';
 
@@ -890,33 +900,39 @@ comment on function private.ops_buckets(p_from timestamp with time zone, p_to ti
 
 CREATE OR REPLACE FUNCTION private.partial_output(j public.generation_jobs)
  RETURNS text
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
  SET search_path TO ''
 AS $function$
-  select pg_catalog.string_agg(c.text, '' order by c.end_char)
-  from public.job_output_chunks c
-  where c.job_id = j.id and c.attempt = j.attempts
+begin
+  return (select pg_catalog.string_agg(c.text, '' order by c.end_char)
+          from public.job_output_chunks c
+          where c.job_id = j.id and c.attempt = j.attempts);
+end
 $function$;
 comment on function private.partial_output(j public.generation_jobs) is 'The job''s current attempt''s text so far (its chunks in order); null before its first progress write, and once the chunks are gone.';
 
 CREATE OR REPLACE FUNCTION private.period_end(p_period text, p_start timestamp with time zone)
  RETURNS timestamp with time zone
- LANGUAGE sql
+ LANGUAGE plpgsql
  IMMUTABLE
  SET search_path TO ''
 AS $function$
-  select ((p_start at time zone 'UTC') + ('1 ' || p_period)::interval) at time zone 'UTC'
+begin
+  return ((p_start at time zone 'UTC') + ('1 ' || p_period)::interval) at time zone 'UTC';
+end
 $function$;
 comment on function private.period_end(p_period text, p_start timestamp with time zone) is 'When the period that starts at p_start resets.';
 
 CREATE OR REPLACE FUNCTION private.period_start(p_period text, p_now timestamp with time zone)
  RETURNS timestamp with time zone
- LANGUAGE sql
+ LANGUAGE plpgsql
  IMMUTABLE
  SET search_path TO ''
 AS $function$
-  select date_trunc(p_period, p_now at time zone 'UTC') at time zone 'UTC'
+begin
+  return date_trunc(p_period, p_now at time zone 'UTC') at time zone 'UTC';
+end
 $function$;
 comment on function private.period_start(p_period text, p_now timestamp with time zone) is 'Start of the UTC day or month that contains p_now (independent of the session time zone).';
 
@@ -949,13 +965,17 @@ comment on function private.plan_for(p_user_id uuid) is 'The plan a user is on: 
 
 CREATE OR REPLACE FUNCTION private.plan_kinds_json(p_plan_id text)
  RETURNS jsonb
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
  SET search_path TO ''
 AS $function$
+begin
+  return (
   select coalesce(jsonb_agg(jsonb_build_object('kind', k.kind, 'units', k.units)
     order by k.units, k.kind), '[]'::jsonb)
   from public.plan_kinds k where k.plan_id = p_plan_id
+  );
+end
 $function$;
 comment on function private.plan_kinds_json(p_plan_id text) is 'The kinds a plan offers and their units, cheapest first: [{"kind", "units"}].';
 
@@ -1018,12 +1038,14 @@ comment on function private.refund(p_job public.generation_jobs, p_now timestamp
 
 CREATE OR REPLACE FUNCTION private.refund_bound(p_plan public.plans)
  RETURNS integer
- LANGUAGE sql
+ LANGUAGE plpgsql
  IMMUTABLE
  SET search_path TO ''
 AS $function$
-  select case when p_plan.meter = 'jobs'
-    then coalesce(p_plan.max_refunded_running_cancels, p_plan.units_per_period) end
+begin
+  return case when p_plan.meter = 'jobs'
+    then coalesce(p_plan.max_refunded_running_cancels, p_plan.units_per_period) end;
+end
 $function$;
 comment on function private.refund_bound(p_plan public.plans) is 'How many refunds after provider spend (running cancels, failures and queued cancels after a consumed attempt) the plan gives per period: max_refunded_running_cancels, else units_per_period. Null on a token plan, which has no such bound (an ending captures what was consumed). A refund after spend is made while the period''s refunded_running_cancels is under it.';
 
@@ -1122,10 +1144,12 @@ comment on function private.usage_cost(p_job public.generation_jobs, p_usage jso
 
 CREATE OR REPLACE FUNCTION private.usage_json(p_user_id uuid, p_plan public.plans, p_now timestamp with time zone)
  RETURNS jsonb
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
  SET search_path TO ''
 AS $function$
+begin
+  return (
   with bounds as (
     select private.period_start(p_plan.period, p_now) as period_start
   ), counter as (
@@ -1150,16 +1174,19 @@ AS $function$
     'kinds', private.plan_kinds_json(p_plan.id)
   )
   from bounds b, active a
+  );
+end
 $function$;
 comment on function private.usage_json(p_user_id uuid, p_plan public.plans, p_now timestamp with time zone) is 'A user''s usage in the period that contains p_now: the meter, units (jobs or tokens) used on that meter''s counter and the limit, what active jobs hold, active jobs, (job plans) the refunds after spend used and allowed, null for both on a token plan, and the kinds the plan offers.';
 
 CREATE OR REPLACE FUNCTION private.usage_object(p_plan public.plans, p_period_start timestamp with time zone, p_used integer, p_active bigint)
  RETURNS jsonb
- LANGUAGE sql
+ LANGUAGE plpgsql
  IMMUTABLE
  SET search_path TO ''
 AS $function$
-  select jsonb_build_object(
+begin
+  return jsonb_build_object(
     'plan', p_plan.id,
     'used', p_used,
     'limit', p_plan.units_per_period,
@@ -1167,19 +1194,22 @@ AS $function$
     'resets_at', private.period_end(p_plan.period, p_period_start),
     'active', p_active,
     'max_active', p_plan.max_active_jobs
-  )
+  );
+end
 $function$;
 comment on function private.usage_object(p_plan public.plans, p_period_start timestamp with time zone, p_used integer, p_active bigint) is 'A usage report from values the caller already holds (enqueue knows them: no second read).';
 
 CREATE OR REPLACE FUNCTION private.usage_tokens(p_usage jsonb)
  RETURNS integer
- LANGUAGE sql
+ LANGUAGE plpgsql
  IMMUTABLE
  SET search_path TO ''
 AS $function$
-  select case when p_usage is null then 0 else
+begin
+  return case when p_usage is null then 0 else
     greatest(coalesce((p_usage ->> 'prompt_tokens')::integer, 0), 0)
-    + greatest(coalesce((p_usage ->> 'completion_tokens')::integer, 0), 0) end
+    + greatest(coalesce((p_usage ->> 'completion_tokens')::integer, 0), 0) end;
+end
 $function$;
 comment on function private.usage_tokens(p_usage jsonb) is 'prompt_tokens + completion_tokens of an attempt''s usage (0 without one).';
 
@@ -1199,11 +1229,13 @@ comment on function private.user_exists(p_user_id uuid) is 'Whether Supabase Aut
 
 CREATE OR REPLACE FUNCTION private.with_usage(p_detail jsonb, p_usage jsonb)
  RETURNS jsonb
- LANGUAGE sql
+ LANGUAGE plpgsql
  IMMUTABLE
  SET search_path TO ''
 AS $function$
-  select case when p_usage is null then p_detail else p_detail || jsonb_build_object('usage', p_usage) end
+begin
+  return case when p_usage is null then p_detail else p_detail || jsonb_build_object('usage', p_usage) end;
+end
 $function$;
 comment on function private.with_usage(p_detail jsonb, p_usage jsonb) is 'An event detail with the attempt''s usage added under `usage` (unchanged without one).';
 
@@ -1575,26 +1607,32 @@ comment on function public.fail_job(p_job_id uuid, p_reason text, p_error text, 
 
 CREATE OR REPLACE FUNCTION public.get_job(p_job_id uuid, p_user_id uuid)
  RETURNS jsonb
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
  SET search_path TO ''
 AS $function$
+begin
+  return (
   select coalesce(
     (select jsonb_build_object('outcome', 'found',
        'job', private.job_json(j) || jsonb_build_object('cancel_refunds', private.cancel_refunds(j)))
      from public.generation_jobs j where j.id = p_job_id and j.user_id = p_user_id),
     jsonb_build_object('outcome', 'not_found')
   )
+  );
+end
 $function$;
 comment on function public.get_job(p_job_id uuid, p_user_id uuid) is 'A job for its owner; another user''s job is not_found, exactly like a missing one.';
 
 CREATE OR REPLACE FUNCTION public.get_usage(p_user_id uuid, p_now timestamp with time zone DEFAULT now())
  RETURNS jsonb
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
  SET search_path TO ''
 AS $function$
-  select jsonb_build_object('outcome', 'usage', 'usage', private.usage_json(p_user_id, private.plan_for(p_user_id), p_now))
+begin
+  return jsonb_build_object('outcome', 'usage', 'usage', private.usage_json(p_user_id, private.plan_for(p_user_id), p_now));
+end
 $function$;
 comment on function public.get_usage(p_user_id uuid, p_now timestamp with time zone) is 'A user''s plan, units used and limit in the current period, when it resets, active jobs.';
 

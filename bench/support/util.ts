@@ -19,6 +19,7 @@ export const SECTIONS = [
   "roundtrips",
   "sql",
   "peers",
+  "hotpath",
   "http",
   "cold",
   "growth",

@@ -14,6 +14,8 @@ export interface PostgresOptions {
   reset?: boolean;
   /** Keep the data folder after stop. */
   persistent?: boolean;
+  /** More server settings (`-c name=value`), e.g. a test cluster's `shared_preload_libraries`. */
+  settings?: Record<string, string>;
 }
 
 export interface RunningPostgres {
@@ -40,6 +42,7 @@ export async function startPostgres(options: PostgresOptions): Promise<RunningPo
       "fsync=off",
       "-c",
       "listen_addresses=127.0.0.1",
+      ...Object.entries(options.settings ?? {}).flatMap(([k, v]) => ["-c", `${k}=${v}`]),
     ],
     onLog: () => {},
     onError: () => {},

@@ -80,12 +80,16 @@ comment on column public.generation_jobs.partial_output is
 
 -- reading it --------------------------------------------------------------------------------------
 
+-- plpgsql, as 20261207300000_plpgsql_helpers.sql made the hot path's helpers: a sql function
+-- with a SET clause is planned again on every call, a plpgsql one once a session.
 create function private.partial_output(j public.generation_jobs) returns text
-language sql stable set search_path = ''
+language plpgsql stable set search_path = ''
 as $$
-  select pg_catalog.string_agg(c.text, '' order by c.end_char)
-  from public.job_output_chunks c
-  where c.job_id = j.id and c.attempt = j.attempts
+begin
+  return (select pg_catalog.string_agg(c.text, '' order by c.end_char)
+          from public.job_output_chunks c
+          where c.job_id = j.id and c.attempt = j.attempts);
+end
 $$;
 comment on function private.partial_output(public.generation_jobs) is
   'The job''s current attempt''s text so far (its chunks in order); null before its first '
@@ -94,12 +98,15 @@ comment on function private.partial_output(public.generation_jobs) is
 -- Stable now (it reads the chunks). Only a running, failed or canceled job can have any: the
 -- others skip the lookup.
 create or replace function private.job_json(j public.generation_jobs) returns jsonb
-language sql stable set search_path = ''
+language plpgsql stable set search_path = ''
 as $$
-  select pg_catalog.to_jsonb(j) - 'request_hash'
-    || case when j.status in ('running', 'failed', 'canceled')
-         then pg_catalog.jsonb_build_object('partial_output', private.partial_output(j))
-         else '{}'::jsonb end
+begin
+  if j.status in ('running', 'failed', 'canceled') then
+    return (pg_catalog.to_jsonb(j) - 'request_hash')
+      || pg_catalog.jsonb_build_object('partial_output', private.partial_output(j));
+  end if;
+  return pg_catalog.to_jsonb(j) - 'request_hash';
+end
 $$;
 comment on function private.job_json(public.generation_jobs) is
   'A job as the functions return it: every column but the prompt hash, partial_output read from '
