@@ -360,7 +360,9 @@ async function watchRow(stack: Stack, id: string, t0: number, until: () => boole
   let text = Number.NaN;
   while (!until() && Number.isNaN(text)) {
     const { rows } = await stack.sql.query(
-      "select status, partial_output is not null or output is not null as has_text from public.generation_jobs where id = $1",
+      `select status, output is not null or exists (select from public.job_output_chunks c
+         where c.job_id = j.id and c.attempt = j.attempts) as has_text
+       from public.generation_jobs j where id = $1`,
       [id],
     );
     const r = rows[0] as { status: string; has_text: boolean } | undefined;

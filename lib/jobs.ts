@@ -76,7 +76,10 @@ export interface JobRow {
   /** Why a failed or canceled job kept its unit spent (docs/DESIGN.md#cancel); else null. */
   refund_withheld: RefundWithheld | null;
   updated_at: string;
-  /** The running attempt's output so far (record_progress). */
+  /**
+   * The running attempt's output so far (record_progress; read from its chunks, and kept on a
+   * failed or canceled job as it ended).
+   */
   partial_output: string | null;
   partial_tokens: number;
   progress_at: string | null;
@@ -206,7 +209,8 @@ export type FailResult =
   | { outcome: "superseded"; job: JobRow }
   | { outcome: "not_found" };
 export type ProgressResult =
-  | { outcome: "recorded" }
+  /** `stored`: the characters of the attempt's text the database holds now. */
+  | { outcome: "recorded"; stored: number }
   | { outcome: "not_running"; status: JobStatus }
   | { outcome: "not_found" };
 export type AttemptUsageResult = {
@@ -333,12 +337,18 @@ export function createJobs(
         ...usageArg(i.usage),
         ...at(i.now),
       }),
-    /** The running attempt's output so far; `not_running` means: stop the model now. */
+    /**
+     * The running attempt's new text (after the `offset` characters stored) and its tokens so
+     * far; `recorded` says how many characters are stored (send from there), `not_running`
+     * means: stop the model now. Only what lies beyond what is stored is appended, so a retry
+     * stores nothing twice (lib/partial-text.ts keeps the offset).
+     */
     progress: (
       jobId: string,
       i: {
         attempt: number;
-        partialOutput: string;
+        offset: number;
+        text: string;
         completionTokens: number;
         /** The prompt as the worker counts it (+ framing): lowers what a running cancel charges. */
         promptTokens?: number;
@@ -351,7 +361,8 @@ export function createJobs(
       call<ProgressResult>("record_progress", {
         p_job_id: jobId,
         p_attempt: i.attempt,
-        p_partial_output: i.partialOutput,
+        p_offset: i.offset,
+        p_text: i.text,
         p_completion_tokens: i.completionTokens,
         ...(i.promptTokens === undefined ? {} : { p_prompt_tokens: i.promptTokens }),
         ...(i.thinking ? { p_thinking: true } : {}),

@@ -19,6 +19,7 @@ import {
   type OperatorFault,
   usageOfFailure,
 } from "./model.ts";
+import { storable, textCursor } from "./partial-text.ts";
 import type { WorkerDeps } from "./ports.ts";
 import { safetyIdentifier } from "./safety-identifier.ts";
 import { countBytes, tokenCounter, utf8Bytes } from "./tokens.ts";
@@ -286,14 +287,6 @@ const toAttemptUsage = (u: ModelUsage, servedTier?: string | null): AttemptUsage
   ...(servedTier ? { service_tier: servedTier } : {}),
 });
 
-/**
- * The text as Postgres can take it: a NUL or a lone surrogate (which a model can stream, or a
- * proxy cut in half) makes the json of the call invalid, and a write that fails every time
- * would never tell the worker of a cancel. Each becomes U+FFFD; the count is of what streamed.
- */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is one of what Postgres refuses
-const storable = (text: string): string => text.replace(/[\u0000\uD800-\uDFFF]/gu, "\uFFFD");
-
 /*
  * Why the worker streams and writes its progress on a timer.
  *
@@ -322,6 +315,8 @@ async function streamModel(
 ): Promise<ModelCall> {
   const controller = new AbortController();
   let text = "";
+  // What of `text` the database stores: each write sends only what follows it.
+  const cursor = textCursor();
   // Reasoning streams no visible text: the progress write says "thinking" (with the provider's
   // count of reasoning tokens once it reports one) instead of an empty output that looks stuck.
   // Those tokens are billed output, so they are part of the completion tokens written.
@@ -340,7 +335,7 @@ async function streamModel(
       );
       const reasoned = reasoningTokens;
       const completionTokens = visibleTokens + (reasoned ?? 0);
-      const partialOutput = storable(streamed);
+      const delta = cursor.next(streamed);
       // The model input as the model's tokenizer counts it, with its framing (the kind knows
       // what it sends): what a cancel or a sweep of this attempt charges for it (enqueue held
       // the kind's bound, bytes + framing).
@@ -350,12 +345,14 @@ async function streamModel(
       );
       const r = await deps.jobs.progress(job.id, {
         attempt,
-        partialOutput,
+        offset: delta.offset,
+        text: delta.text,
         completionTokens,
         promptTokens,
         thinking: thinking && streamed === "",
         reasoningTokens: reasoned,
       });
+      if (r.outcome === "recorded") cursor.stored(streamed, delta, r.stored);
       traceEvent("progress", {
         "gen_ai.usage.output_tokens": completionTokens,
         outcome: r.outcome,

@@ -107,6 +107,7 @@ create table public.generation_jobs (
   constraint generation_jobs_lease_iff_running CHECK ((status = 'running'::text) = (lease_expires_at IS NOT NULL)),
   constraint generation_jobs_meter_check CHECK (meter = ANY (ARRAY['jobs'::text, 'tokens'::text, 'money'::text])),
   constraint generation_jobs_output_only_when_succeeded CHECK (output IS NULL OR status = 'succeeded'::text),
+  constraint generation_jobs_partial_output_in_chunks CHECK (partial_output IS NULL),
   constraint generation_jobs_partial_tokens_check CHECK (partial_tokens >= 0),
   constraint generation_jobs_pkey PRIMARY KEY (id),
   constraint generation_jobs_plan_id_fkey FOREIGN KEY (plan_id) REFERENCES public.plans(id),
@@ -131,7 +132,7 @@ comment on column public.generation_jobs.request_hash is 'sha256 of the prompt (
 comment on column public.generation_jobs.attempts is 'How many times a worker claimed the job; the claim number guards complete/requeue/release/fail.';
 comment on column public.generation_jobs.publish_seq is 'Which QStash message currently stands for the job; the publish deduplication id is job id + this.';
 comment on column public.generation_jobs.refunded_at is 'When the reserved unit came back. Set by the same statement that ends the job failed or canceled.';
-comment on column public.generation_jobs.partial_output is 'The running attempt''s output so far, written by record_progress; the API shows it only while running.';
+comment on column public.generation_jobs.partial_output is 'Always null: the running attempt''s text so far is in public.job_output_chunks, and private.job_json shows it under this name.';
 comment on column public.generation_jobs.partial_tokens is 'Completion tokens the running attempt has streamed so far (as counted by the worker).';
 comment on column public.generation_jobs.progress_at is 'When the running attempt last recorded its progress.';
 comment on column public.generation_jobs.refund_withheld is 'Why a job plan''s failed or canceled job kept its unit spent: running_cancel_limit (canceled while running) or paid_refund_limit (failed, or canceled while queued, after its attempts consumed provider tokens), when the user''s refunds after spend had reached the plan''s bound. Null on every other job.';
@@ -174,6 +175,20 @@ create table public.job_kinds (
 );
 alter table public.job_kinds enable row level security;
 comment on table public.job_kinds is 'What a job does with its input: document (a prompt in, markdown out), extract (a text and a JSON Schema in, a JSON value out). lib/kinds/index.ts is the one list.';
+
+create table public.job_output_chunks (
+  job_id uuid not null,
+  attempt integer not null,
+  end_char integer not null,
+  text text not null,
+  constraint job_output_chunks_attempt_check CHECK (attempt >= 1),
+  constraint job_output_chunks_fits CHECK (char_length(text) <= end_char),
+  constraint job_output_chunks_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.generation_jobs(id) ON DELETE CASCADE,
+  constraint job_output_chunks_pkey PRIMARY KEY (job_id, attempt, end_char)
+);
+alter table public.job_output_chunks enable row level security;
+comment on table public.job_output_chunks is 'The running attempt''s streamed text, one row per progress write that brought new text (and an empty one for a first write with none): appended by record_progress, read in end_char order by private.partial_output. Deleted when the attempt stops being the job''s without leaving its text on the job (a new claim, a requeue or release, a completion) and when retention erases the job''s text (private.drop_output_chunks); a failed or canceled job keeps its last attempt''s, as its partial output.';
+comment on column public.job_output_chunks.end_char is 'The attempt''s text length, in characters, once this chunk is appended: the last one is what is stored.';
 
 create table public.model_tiers (
   model_id text not null,
@@ -504,6 +519,18 @@ end
 $function$;
 comment on function private.document_input() is 'A document row inserted without an input gets {"prompt": prompt}; any other kind must bring its own.';
 
+CREATE OR REPLACE FUNCTION private.drop_output_chunks()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+begin
+  delete from public.job_output_chunks c where c.job_id = old.id;
+  return null;
+end
+$function$;
+comment on function private.drop_output_chunks() is 'Deletes a job''s output chunks where its partial_output used to be cleared: a new claim, running → queued or succeeded, and retention''s erasure (the trigger''s condition).';
+
 CREATE OR REPLACE FUNCTION private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb DEFAULT '{}'::jsonb, p_own integer DEFAULT NULL::integer, p_running_cancel boolean DEFAULT false)
  RETURNS public.generation_jobs
  LANGUAGE plpgsql
@@ -803,14 +830,18 @@ comment on function private.job_events_month_partition(p_month timestamp with ti
 CREATE OR REPLACE FUNCTION private.job_json(j public.generation_jobs)
  RETURNS jsonb
  LANGUAGE plpgsql
- IMMUTABLE
+ STABLE
  SET search_path TO ''
 AS $function$
 begin
-  return to_jsonb(j) - 'request_hash';
+  if j.status in ('running', 'failed', 'canceled') then
+    return (pg_catalog.to_jsonb(j) - 'request_hash')
+      || pg_catalog.jsonb_build_object('partial_output', private.partial_output(j));
+  end if;
+  return pg_catalog.to_jsonb(j) - 'request_hash';
 end
 $function$;
-comment on function private.job_json(j public.generation_jobs) is 'A job as the functions return it (every column but the prompt hash).';
+comment on function private.job_json(j public.generation_jobs) is 'A job as the functions return it: every column but the prompt hash, partial_output read from public.job_output_chunks.';
 
 CREATE OR REPLACE FUNCTION private.log_event(p_job public.generation_jobs, p_event text, p_from_status text, p_now timestamp with time zone, p_detail jsonb DEFAULT '{}'::jsonb)
  RETURNS void
@@ -866,6 +897,20 @@ begin
 end
 $function$;
 comment on function private.ops_buckets(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) is 'The buckets of an operator-page window: p_from, p_from + p_bucket, … before p_to (at most 1000; else 22023). Every series has a row per bucket, zeros included.';
+
+CREATE OR REPLACE FUNCTION private.partial_output(j public.generation_jobs)
+ RETURNS text
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO ''
+AS $function$
+begin
+  return (select pg_catalog.string_agg(c.text, '' order by c.end_char)
+          from public.job_output_chunks c
+          where c.job_id = j.id and c.attempt = j.attempts);
+end
+$function$;
+comment on function private.partial_output(j public.generation_jobs) is 'The job''s current attempt''s text so far (its chunks in order); null before its first progress write, and once the chunks are gone.';
 
 CREATE OR REPLACE FUNCTION private.period_end(p_period text, p_start timestamp with time zone)
  RETURNS timestamp with time zone
@@ -1999,20 +2044,22 @@ end
 $function$;
 comment on function public.record_model_catalogue(p_model text, p_shutdown_date date, p_now timestamp with time zone) is 'What the provider''s catalogue says of a priced model: its shutdown date (null: none announced), and when it was read. not_priced for a model the price book does not have.';
 
-CREATE OR REPLACE FUNCTION public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone DEFAULT now(), p_prompt_tokens integer DEFAULT NULL::integer, p_thinking boolean DEFAULT false, p_reasoning_tokens integer DEFAULT NULL::integer)
+CREATE OR REPLACE FUNCTION public.record_progress(p_job_id uuid, p_attempt integer, p_offset integer, p_text text, p_completion_tokens integer, p_now timestamp with time zone DEFAULT now(), p_prompt_tokens integer DEFAULT NULL::integer, p_thinking boolean DEFAULT false, p_reasoning_tokens integer DEFAULT NULL::integer)
  RETURNS jsonb
  LANGUAGE plpgsql
  SET search_path TO ''
 AS $function$
 declare
   v_status text;
+  v_stored integer;
+  v_new text;
 begin
   -- Guarded like complete_job: only the claim that is still running may write. Not a
   -- transition (the status does not change), so no event row: one a second would bury the
-  -- history. What the attempt consumed is recorded when it ends.
+  -- history. What the attempt consumed is recorded when it ends. The update's row lock also
+  -- orders this attempt's writes: the next one reads the chunks this one appends.
   update public.generation_jobs j
-  set partial_output = p_partial_output,
-      partial_tokens = greatest(coalesce(p_completion_tokens, 0), 0),
+  set partial_tokens = greatest(coalesce(p_completion_tokens, 0), 0),
       prompt_tokens = case when p_prompt_tokens is null or p_prompt_tokens < 0 then j.prompt_tokens
         else least(coalesce(j.prompt_tokens, p_prompt_tokens), p_prompt_tokens) end,
       thinking = coalesce(p_thinking, false),
@@ -2022,18 +2069,33 @@ begin
       progress_at = p_now,
       updated_at = p_now
   where j.id = p_job_id and j.status = 'running' and j.attempts = p_attempt;
-  if found then
-    return jsonb_build_object('outcome', 'recorded');
-  end if;
-  select j.status into v_status from public.generation_jobs j where j.id = p_job_id;
   if not found then
-    return jsonb_build_object('outcome', 'not_found');
+    select j.status into v_status from public.generation_jobs j where j.id = p_job_id;
+    if not found then
+      return jsonb_build_object('outcome', 'not_found');
+    end if;
+    -- Canceled, failed, succeeded, requeued or reclaimed: this attempt is no longer the job's.
+    return jsonb_build_object('outcome', 'not_running', 'status', v_status);
   end if;
-  -- Canceled, failed, succeeded, requeued or reclaimed: this attempt is no longer the job's.
-  return jsonb_build_object('outcome', 'not_running', 'status', v_status);
+
+  select max(c.end_char) into v_stored from public.job_output_chunks c
+  where c.job_id = p_job_id and c.attempt = p_attempt;
+  -- What lies beyond what is stored: nothing for a duplicate, the rest of an overlapping
+  -- retry, none of a text whose start is past the stored end (the caller sends from `stored`).
+  if p_offset between 0 and coalesce(v_stored, 0) then
+    v_new := pg_catalog.substr(coalesce(p_text, ''), coalesce(v_stored, 0) - p_offset + 1);
+  end if;
+  -- The first write stores a chunk even when empty (thinking): the partial output is '' then,
+  -- not null, as it was.
+  if v_new <> '' or (v_new is not null and v_stored is null) then
+    v_stored := coalesce(v_stored, 0) + char_length(v_new);
+    insert into public.job_output_chunks (job_id, attempt, end_char, text)
+    values (p_job_id, p_attempt, v_stored, v_new);
+  end if;
+  return jsonb_build_object('outcome', 'recorded', 'stored', coalesce(v_stored, 0));
 end
 $function$;
-comment on function public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone, p_prompt_tokens integer, p_thinking boolean, p_reasoning_tokens integer) is 'The running attempt''s output so far (p_completion_tokens includes its reasoning tokens: billed output), whether it is thinking (reasoning, no visible text yet) and the reasoning tokens reported so far, and (p_prompt_tokens) its prompt as the worker counts it, which lowers prompt_tokens (never raises it). recorded, or not_running (with the job''s status): the worker then cuts the model''s stream at once.';
+comment on function public.record_progress(p_job_id uuid, p_attempt integer, p_offset integer, p_text text, p_completion_tokens integer, p_now timestamp with time zone, p_prompt_tokens integer, p_thinking boolean, p_reasoning_tokens integer) is 'The running attempt''s new text (p_text, after the p_offset characters the caller believes stored: only what lies beyond what is stored is appended, so a retry adds nothing twice), its completion tokens so far (reasoning included: billed output), whether it is thinking (reasoning, no visible text yet) and the reasoning tokens reported so far, and (p_prompt_tokens) its prompt as the worker counts it, which lowers prompt_tokens (never raises it). recorded with `stored` (the characters stored now: send from there), or not_running (with the job''s status): the worker then cuts the model''s stream at once.';
 
 CREATE OR REPLACE FUNCTION public.release_job(p_job_id uuid, p_attempt integer, p_error text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT now(), p_usage jsonb DEFAULT NULL::jsonb)
  RETURNS jsonb
@@ -2418,6 +2480,7 @@ comment on function public.watched_models(p_default_model text) is 'Every model 
 
 CREATE TRIGGER erase_user_data BEFORE DELETE ON auth.users FOR EACH ROW EXECUTE FUNCTION private.erase_deleted_user();
 CREATE TRIGGER generation_jobs_document_input BEFORE INSERT ON public.generation_jobs FOR EACH ROW EXECUTE FUNCTION private.document_input();
+CREATE TRIGGER generation_jobs_drop_output_chunks AFTER UPDATE OF status, attempts, erased_at ON public.generation_jobs FOR EACH ROW WHEN (old.status = 'running'::text AND ((new.status = ANY (ARRAY['queued'::text, 'succeeded'::text])) OR new.attempts <> old.attempts) OR old.erased_at IS NULL AND new.erased_at IS NOT NULL) EXECUTE FUNCTION private.drop_output_chunks();
 CREATE TRIGGER generation_jobs_final_is_final BEFORE UPDATE ON public.generation_jobs FOR EACH ROW WHEN (old.status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) EXECUTE FUNCTION private.forbid_changing_final_jobs();
 CREATE TRIGGER job_events_append_only BEFORE DELETE OR UPDATE ON public.job_events FOR EACH ROW EXECUTE FUNCTION private.forbid_changing_events();
 CREATE CONSTRAINT TRIGGER plan_kinds_check_model AFTER INSERT OR UPDATE OF model ON public.plan_kinds NOT DEFERRABLE INITIALLY IMMEDIATE FOR EACH ROW EXECUTE FUNCTION private.check_plan_kind_model();
@@ -2430,6 +2493,9 @@ CREATE TRIGGER plans_offer_documents AFTER INSERT ON public.plans FOR EACH ROW E
 create policy "users read their own jobs" on public.generation_jobs as permissive for select to authenticated using ((user_id = ( SELECT auth.uid() AS uid)));
 create policy "users read their own job events" on public.job_events as permissive for select to authenticated using ((user_id = ( SELECT auth.uid() AS uid)));
 create policy "job kinds are readable by signed-in users" on public.job_kinds as permissive for select to authenticated using (true);
+create policy "users read their own jobs' output" on public.job_output_chunks as permissive for select to authenticated using ((EXISTS ( SELECT
+   FROM public.generation_jobs j
+  WHERE ((j.id = job_output_chunks.job_id) AND (j.user_id = ( SELECT auth.uid() AS uid))))));
 create policy "plan kinds are readable by signed-in users" on public.plan_kinds as permissive for select to authenticated using (true);
 create policy "plans are readable by signed-in users" on public.plans as permissive for select to authenticated using (true);
 create policy "users read their own usage" on public.quota_usage as permissive for select to authenticated using ((user_id = ( SELECT auth.uid() AS uid)));
@@ -2442,6 +2508,7 @@ grant delete, insert, maintain, references, select, trigger, truncate, update on
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.generation_jobs to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.job_events to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.job_kinds to service_role;
+grant delete, insert, maintain, references, select, trigger, truncate, update on table public.job_output_chunks to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.model_tiers to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.models to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.plan_kinds to service_role;
@@ -2456,6 +2523,7 @@ grant execute on function private.check_kind_models(p_plan_id text, p_kind text)
 grant execute on function private.check_plan_kind_model() to service_role;
 grant execute on function private.check_plan_model() to service_role;
 grant execute on function private.document_input() to service_role;
+grant execute on function private.drop_output_chunks() to service_role;
 grant execute on function private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb, p_own integer, p_running_cancel boolean) to service_role;
 grant execute on function private.erase_deleted_user() to service_role;
 grant execute on function private.erase_user_data(p_user_id uuid, p_now timestamp with time zone) to service_role;
@@ -2469,6 +2537,7 @@ grant execute on function private.log_event(p_job public.generation_jobs, p_even
 grant execute on function private.offer_documents() to service_role;
 grant execute on function private.open_periods_since(p_now timestamp with time zone) to service_role;
 grant execute on function private.ops_buckets(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) to service_role;
+grant execute on function private.partial_output(j public.generation_jobs) to service_role;
 grant execute on function private.period_end(p_period text, p_start timestamp with time zone) to service_role;
 grant execute on function private.period_start(p_period text, p_now timestamp with time zone) to service_role;
 grant execute on function private.plan_for(p_user_id uuid) to service_role;
@@ -2508,7 +2577,7 @@ grant execute on function public.ops_provider_series(p_from timestamp with time 
 grant execute on function public.plan_worst_case(p_default_model text, p_attempts integer, p_prompt_tokens integer) to service_role;
 grant execute on function public.record_attempt_usage(p_job_id uuid, p_attempt integer, p_usage jsonb, p_now timestamp with time zone) to service_role;
 grant execute on function public.record_model_catalogue(p_model text, p_shutdown_date date, p_now timestamp with time zone) to service_role;
-grant execute on function public.record_progress(p_job_id uuid, p_attempt integer, p_partial_output text, p_completion_tokens integer, p_now timestamp with time zone, p_prompt_tokens integer, p_thinking boolean, p_reasoning_tokens integer) to service_role;
+grant execute on function public.record_progress(p_job_id uuid, p_attempt integer, p_offset integer, p_text text, p_completion_tokens integer, p_now timestamp with time zone, p_prompt_tokens integer, p_thinking boolean, p_reasoning_tokens integer) to service_role;
 grant execute on function public.release_job(p_job_id uuid, p_attempt integer, p_error text, p_now timestamp with time zone, p_usage jsonb) to service_role;
 grant execute on function public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text, p_max_hits integer, p_max_age_seconds integer, p_now timestamp with time zone, p_count_hit boolean, p_usage jsonb, p_capacity boolean) to service_role;
 grant execute on function public.retention_batch(p_before timestamp with time zone, p_limit integer) to service_role;
@@ -2521,6 +2590,7 @@ grant select on table private.history_horizon to service_role;
 grant select on table public.generation_jobs to authenticated;
 grant select on table public.job_events to authenticated;
 grant select on table public.job_kinds to authenticated;
+grant select on table public.job_output_chunks to authenticated;
 grant select on table public.plan_kinds to authenticated;
 grant select on table public.plans to authenticated;
 grant select on table public.quota_usage to authenticated;

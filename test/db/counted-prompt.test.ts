@@ -20,7 +20,8 @@ async function runningWithProgress(user: string, bound: number, counted?: number
   const p = await rpc(svc, "record_progress", {
     p_job_id: job.id,
     p_attempt: 1,
-    p_partial_output: "so far",
+    p_offset: 0,
+    p_text: "so far",
     p_completion_tokens: 30,
     p_now: T0,
     ...(counted === undefined ? {} : { p_prompt_tokens: counted }),
@@ -62,7 +63,8 @@ describe("the counted prompt of a running attempt", () => {
     const late = await rpc(svc, "record_progress", {
       p_job_id: job.id,
       p_attempt: 1,
-      p_partial_output: "late",
+      p_offset: 0,
+      p_text: "late",
       p_completion_tokens: 1,
       p_prompt_tokens: 1,
       p_now: T0,

@@ -16,6 +16,8 @@ const { admin } = db;
 const COVERAGE: CoverageList = {
   // Ours. Events go before their jobs; a superseded callback stays, without its job id.
   "public.job_events.job_events_job_id_fkey": "deleted",
+  // The streamed text of a job's attempt goes with its job.
+  "public.job_output_chunks.job_output_chunks_job_id_fkey": "cascade",
   "public.superseded_callbacks.superseded_callbacks_job_id_fkey": "nulled",
   "public.user_plans.user_plans_user_id_fkey": "deleted",
   "private.user_pseudonyms.user_pseudonyms_user_id_fkey": "deleted",

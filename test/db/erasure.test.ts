@@ -146,7 +146,8 @@ describe("erase_user", () => {
     await rpc(svc, "record_progress", {
       p_job_id: running.id,
       p_attempt: 1,
-      p_partial_output: "y",
+      p_offset: 0,
+      p_text: "y",
       p_completion_tokens: 9,
       p_now: at,
     });

@@ -108,7 +108,8 @@ describe("a token plan holds the most a job can cost and captures what it consum
       await rpc(svc, "record_progress", {
         p_job_id: job.id,
         p_attempt: 1,
-        p_partial_output: "half",
+        p_offset: 0,
+        p_text: "half",
         p_completion_tokens: 300,
         p_now: T0,
       });
@@ -174,7 +175,8 @@ describe("a token plan holds the most a job can cost and captures what it consum
       await rpc(svc, "record_progress", {
         p_job_id: job.id,
         p_attempt: 1,
-        p_partial_output: "so far",
+        p_offset: 0,
+        p_text: "so far",
         p_completion_tokens: 40 * (i + 1),
         p_now: now,
       });
@@ -202,7 +204,8 @@ describe("a token plan holds the most a job can cost and captures what it consum
     await rpc(svc, "record_progress", {
       p_job_id: job.id,
       p_attempt: 1,
-      p_partial_output: "x",
+      p_offset: 0,
+      p_text: "x",
       p_completion_tokens: 99_999,
       p_now: T0,
     });
@@ -291,7 +294,8 @@ describe("races on a token plan: counter = open holds + captures", () => {
       await rpc(svc, "record_progress", {
         p_job_id: job.id,
         p_attempt: 1,
-        p_partial_output: "p",
+        p_offset: 0,
+        p_text: "p",
         p_completion_tokens: 30,
         p_now: T0,
       });
@@ -383,7 +387,8 @@ describe("a retry cannot double the bill: at most 2 × hold across a token plan'
     await rpc(svc, "record_progress", {
       p_job_id: job.id,
       p_attempt: 1,
-      p_partial_output: "x",
+      p_offset: 0,
+      p_text: "x",
       p_completion_tokens: 900,
       p_now: T0,
     });
@@ -393,7 +398,8 @@ describe("a retry cannot double the bill: at most 2 × hold across a token plan'
     await rpc(svc, "record_progress", {
       p_job_id: job.id,
       p_attempt: 2,
-      p_partial_output: "y",
+      p_offset: 0,
+      p_text: "y",
       p_completion_tokens: 1100,
       p_now: addSeconds(T0, 101),
     });

@@ -201,7 +201,8 @@ describe("a money plan holds the call's worst case and captures what the provide
     await rpc(svc, "record_progress", {
       p_job_id: job.id,
       p_attempt: 1,
-      p_partial_output: "so far",
+      p_offset: 0,
+      p_text: "so far",
       p_completion_tokens: 30,
       p_now: T0,
     });
@@ -462,7 +463,8 @@ describe("races on a money plan: counter = open holds + captures", () => {
       await rpc(svc, "record_progress", {
         p_job_id: job.id,
         p_attempt: 1,
-        p_partial_output: "p",
+        p_offset: 0,
+        p_text: "p",
         p_completion_tokens: 30,
         p_now: T0,
       });

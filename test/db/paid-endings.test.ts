@@ -80,7 +80,8 @@ describe("a token plan's ending captures what the job's released attempts consum
     await rpc(svc, "record_progress", {
       p_job_id: job.id,
       p_attempt: s.job.attempts,
-      p_partial_output: "a few words",
+      p_offset: 0,
+      p_text: "a few words",
       p_completion_tokens: 27,
       p_now: addSeconds(T0, 6),
     });

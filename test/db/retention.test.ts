@@ -68,7 +68,11 @@ describe("retention_batch", () => {
     const recent = await plantJobs(svc, recentUser, recentMarker, new Date(now.getTime() - DAY));
     const before = await accounting(oldUser);
     const recentBefore = await accounting(recentUser);
-    expect(await findMarker(admin, oldMarker)).toEqual(["public.generation_jobs"]);
+    // The failed job's streamed text is in its output chunks, as it kept its partial output.
+    expect(await findMarker(admin, oldMarker)).toEqual([
+      "public.generation_jobs",
+      "public.job_output_chunks",
+    ]);
 
     const erased = await retainUntilDone(new Date(now.getTime() - 30 * DAY));
 
@@ -77,7 +81,8 @@ describe("retention_batch", () => {
     expect(await accounting(oldUser)).toEqual(before);
     expect(await accounting(recentUser)).toEqual(recentBefore);
     const { rows } = await admin.query(
-      "select prompt, input, output, partial_output, last_error, idempotency_key, erased_at from public.generation_jobs where user_id = $1",
+      `select prompt, input, output, private.job_json(j) ->> 'partial_output' as partial_output,
+         last_error, idempotency_key, erased_at from public.generation_jobs j where user_id = $1`,
       [oldUser],
     );
     for (const r of rows) {
@@ -86,7 +91,8 @@ describe("retention_batch", () => {
     }
     // The recent user's text is all still there, finished and active alike.
     const { rows: kept } = await admin.query(
-      "select id, prompt, output, partial_output, last_error from public.generation_jobs where user_id = $1",
+      `select id, prompt, output, private.job_json(j) ->> 'partial_output' as partial_output,
+         last_error from public.generation_jobs j where user_id = $1`,
       [recentUser],
     );
     const byId = new Map(kept.map((k) => [k.id, k]));

@@ -1,5 +1,6 @@
 import type pg from "pg";
 import { describe, expect, test } from "vitest";
+import { rpc } from "../support/db.ts";
 import { dbFixture } from "../support/db-fixture.ts";
 
 // Row level security with real role switching, the way PostgREST runs a user's request:
@@ -48,6 +49,31 @@ describe("row level security", () => {
     expect(seen.events).toEqual([{ user_id: a.user }]);
     expect(seen.plans).toEqual([{ user_id: a.user }]);
     expect(seen.bJob).toEqual([]);
+  });
+
+  test("a signed-in user reads only their own jobs' streamed text", async () => {
+    const streaming = async () => {
+      const a = await userWithJob();
+      await db.started(a.jobId);
+      const r = await rpc(db.svc, "record_progress", {
+        p_job_id: a.jobId,
+        p_attempt: 1,
+        p_offset: 0,
+        p_text: `text of ${a.user}`,
+        p_completion_tokens: 3,
+      });
+      expect(r.outcome).toBe("recorded");
+      return a;
+    };
+    const a = await streaming();
+    const b = await streaming();
+    const seen = await as(
+      "authenticated",
+      a.user,
+      async (c) => (await c.query("select job_id, text from public.job_output_chunks")).rows,
+    );
+    expect(seen).toEqual([{ job_id: a.jobId, text: `text of ${a.user}` }]);
+    expect(seen).not.toContainEqual(expect.objectContaining({ job_id: b.jobId }));
   });
 
   test("plans are readable by signed-in users", async () => {
@@ -129,6 +155,7 @@ describe("row level security", () => {
       "generation_jobs",
       "quota_usage",
       "job_events",
+      "job_output_chunks",
       "user_plans",
       "plans",
       "job_kinds",
@@ -194,6 +221,7 @@ describe("row level security", () => {
       { relname: "generation_jobs", relrowsecurity: true },
       { relname: "job_events", relrowsecurity: true },
       { relname: "job_kinds", relrowsecurity: true },
+      { relname: "job_output_chunks", relrowsecurity: true },
       { relname: "model_tiers", relrowsecurity: true },
       { relname: "models", relrowsecurity: true },
       { relname: "plan_kinds", relrowsecurity: true },

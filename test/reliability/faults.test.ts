@@ -234,7 +234,8 @@ describe("named points, what exactly happens", () => {
     expect(sim.lastOutcome).toMatchObject({ kind: "killed", at: "after:rpc:record_progress" });
     expect(sim.lastTrace).toEqual(["rpc:start_job", "redis:get", "model", "rpc:record_progress"]);
     const { rows } = await app.admin.query(
-      `select j.status, j.failure_reason, j.captured, u.units_used, j.partial_output,
+      `select j.status, j.failure_reason, j.captured, u.units_used,
+         private.job_json(j) ->> 'partial_output' as partial_output,
          j.prompt_tokens + j.partial_tokens as known
        from public.generation_jobs j join public.quota_usage u using (user_id, period_start, meter)
        where j.user_id = $1`,

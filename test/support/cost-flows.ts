@@ -91,11 +91,11 @@ const PROGRESS_CHUNK = 200;
 export const STREAMED = 10;
 
 /**
- * `chunksOnly`: each write sends only what streamed since the last one, as an append-only
- * progress write would store (the self-test's stand-in for that future; record_progress keeps
- * only the last chunk then, which nothing here reads).
+ * Each write sends what streamed since the last one after its offset, as lib/worker.ts does
+ * (lib/partial-text.ts; the answer is ASCII, so characters are bytes), and record_progress
+ * appends it to the attempt's chunks.
  */
-export function streamed(writes: number, { chunksOnly = false } = {}): Flow {
+export function streamed(writes: number): Flow {
   return {
     name: `streamed job, ${writes} progress writes`,
     // enqueue, start, record_progress × writes (PROGRESS_CHUNK bytes more each), complete
@@ -109,14 +109,12 @@ export function streamed(writes: number, { chunksOnly = false } = {}): Flow {
           const r = await call("record_progress", {
             p_job_id: job,
             p_attempt: attempt,
-            p_partial_output: answer.slice(
-              chunksOnly ? PROGRESS_CHUNK * (i - 1) : 0,
-              PROGRESS_CHUNK * i,
-            ),
+            p_offset: PROGRESS_CHUNK * (i - 1),
+            p_text: answer.slice(PROGRESS_CHUNK * (i - 1), PROGRESS_CHUNK * i),
             p_completion_tokens: (PROGRESS_CHUNK * i) / 4,
             p_prompt_tokens: 12,
           });
-          expect(r.outcome).toBe("recorded");
+          expect(r).toEqual({ outcome: "recorded", stored: PROGRESS_CHUNK * i });
         }
         await complete(call, job, attempt, answer);
       };

@@ -65,7 +65,8 @@ export async function plantJobs(
     const r = await rpc(svc, "record_progress", {
       p_job_id: id,
       p_attempt: attempt,
-      p_partial_output: `partial ${marker}`,
+      p_offset: 0,
+      p_text: `partial ${marker}`,
       p_completion_tokens: 12,
       p_now: now,
     });
