@@ -264,7 +264,8 @@ function callFor(
         args: {
           p_job_id: id,
           p_attempt: attempt,
-          p_partial_output: "so far",
+          p_offset: 0,
+          p_text: "so far",
           p_completion_tokens: 2,
           p_now: T,
         },
