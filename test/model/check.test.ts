@@ -15,8 +15,12 @@ const quickCompile = true;
 const SEARCH_MS = 240_000;
 
 /** Checks the real table in `mode`: no counterexample, no error, the whole space searched. */
-async function expectHolds(mode: "safety" | "liveness", flags: string[] = []) {
-  const r = await checkModel({ bounds, mode, flags, quickCompile });
+async function expectHolds(
+  mode: "safety" | "liveness",
+  flags: string[] = [],
+  within: typeof bounds = bounds,
+) {
+  const r = await checkModel({ bounds: within, mode, flags, quickCompile });
   expect(r.trail).toEqual([]);
   expect(r.errors).toBe(0);
   expect(r.complete).toBe(true);
@@ -41,13 +45,16 @@ describe("the job model, every interleaving of the bounded profile", () => {
     SEARCH_MS,
   );
 
-  // Liveness on a metered plan is in `npm run model:check` (about 2.5 minutes more): its rows
-  // only end jobs sooner (the attempt budget) than the job plan's, whose liveness runs above.
+  // A metered plan here without the provider's 429 (327 thousand states, ~4 s, against 9.5
+  // million and ~70 s with it): a 429 bills nothing, and its requeue and give-up rows are held
+  // to the SQL by the conformance test. `npm run model:check` runs the metered plan on the
+  // bounded profile, the 429 included, in safety and in liveness (its rows only end jobs sooner,
+  // by the attempt budget, than the job plan's, whose liveness runs above).
   test(
     "metered plan (tokens or money), safety: the hold settles once, the counter is the hold or the capture, the capture covers the bill up to the hold, no attempt past twice the hold",
     async () => {
-      const r = await expectHolds("safety", ["METERED"]);
-      expect(r.states).toBeGreaterThan(1_000_000);
+      const r = await expectHolds("safety", ["METERED"], { ...bounds, QUOTA_429: 0 });
+      expect(r.states).toBeGreaterThan(300_000);
     },
     SEARCH_MS,
   );
