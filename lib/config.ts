@@ -568,7 +568,7 @@ export type FlowControlLimits = {
 };
 
 /**
- * The Flow Control key of a provider's model: `openai.gpt-4o-mini`. QStash accepts only
+ * The Flow Control key of a provider's model: `openai.gpt-5.4-mini`. QStash accepts only
  * letters, digits, `-`, `_` and `.` in a key (its resource-name rule), so anything else in a
  * model name (a fine-tuned model's `ft:…:org::id`) becomes `_`. One key per model, whatever the
  * service tier: OpenAI's requests- and tokens-per-minute are counted per model, and a flex
