@@ -101,7 +101,6 @@ create table public.generation_jobs (
   constraint generation_jobs_finished_iff_terminal CHECK ((status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) = (finished_at IS NOT NULL)),
   constraint generation_jobs_hold_check CHECK (hold >= 1),
   constraint generation_jobs_idempotency_key_check CHECK (char_length(idempotency_key) >= 1 AND char_length(idempotency_key) <= 255),
-  constraint generation_jobs_idempotency_key_per_user UNIQUE (user_id, idempotency_key),
   constraint generation_jobs_input_is_object CHECK (jsonb_typeof(input) = 'object'::text),
   constraint generation_jobs_kind_fkey FOREIGN KEY (kind) REFERENCES public.job_kinds(id),
   constraint generation_jobs_lease_iff_running CHECK ((status = 'running'::text) = (lease_expires_at IS NOT NULL)),
@@ -329,6 +328,7 @@ CREATE INDEX generation_jobs_active_created ON public.generation_jobs USING btre
 CREATE INDEX generation_jobs_created ON public.generation_jobs USING btree (created_at);
 CREATE INDEX generation_jobs_finished ON public.generation_jobs USING btree (finished_at) WHERE (finished_at IS NOT NULL);
 CREATE INDEX generation_jobs_finished_unerased ON public.generation_jobs USING btree (finished_at) WHERE ((erased_at IS NULL) AND (finished_at IS NOT NULL));
+CREATE UNIQUE INDEX generation_jobs_idempotency_key_per_user ON public.generation_jobs USING btree (user_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
 CREATE INDEX generation_jobs_period ON public.generation_jobs USING btree (period_start, user_id, meter) INCLUDE (hold, captured);
 CREATE INDEX generation_jobs_queued_since ON public.generation_jobs USING btree (COALESCE(resume_at, queued_at)) WHERE (status = 'queued'::text);
 CREATE INDEX generation_jobs_running_lease ON public.generation_jobs USING btree (lease_expires_at) WHERE (status = 'running'::text);
