@@ -36,15 +36,13 @@ const lines = captureLogLines();
 const redis = () => createRedis({ url: rest.url, token });
 const prefix = () => `test:${randomUUID()}`;
 const idKey = "unit-test-rate-limit-key";
+/** A limiter of `requests` a minute under a prefix of its own. */
+const perMinute = (requests: number) =>
+  createRateLimiter(redis(), { idKey, requests, windowSeconds: 60, prefix: prefix() });
 
 describe("createRateLimiter", () => {
   test("allows `requests` per window per user, then answers with a Retry-After within the window", async () => {
-    const limiter = createRateLimiter(redis(), {
-      idKey,
-      requests: 3,
-      windowSeconds: 60,
-      prefix: prefix(),
-    });
+    const limiter = perMinute(3);
     const user = randomUUID();
     const results = [];
     for (let i = 0; i < 4; i++) results.push(await limiter.check(user));
@@ -58,12 +56,7 @@ describe("createRateLimiter", () => {
   });
 
   test("users do not share a budget", async () => {
-    const limiter = createRateLimiter(redis(), {
-      idKey,
-      requests: 1,
-      windowSeconds: 60,
-      prefix: prefix(),
-    });
+    const limiter = perMinute(1);
     const [a, b] = [randomUUID(), randomUUID()];
     expect(await limiter.check(a)).toEqual({ ok: true });
     expect((await limiter.check(a)).ok).toBe(false);

@@ -12,40 +12,10 @@ import {
   validateAgainst,
 } from "../../lib/kinds/json-schema.ts";
 import { MAX_SCHEMA_APPLICATIONS } from "../../lib/kinds/schema-cost.ts";
+import { openaiExamples } from "../support/openai-schemas.ts";
 import { bomb, chain, cyclePaths, cycles, object } from "../support/schema-bombs.ts";
 
-/** OpenAI's recursive examples ("Supported schemas", Structured Outputs guide), as it shows them. */
-const ui = object({
-  type: {
-    type: "string",
-    description: "The type of the UI component",
-    enum: ["div", "button", "header", "section", "field", "form"],
-  },
-  label: {
-    type: "string",
-    description: "The label of the UI component, used for buttons or form fields",
-  },
-  children: { type: "array", description: "Nested UI components", items: { $ref: "#" } },
-  attributes: {
-    type: "array",
-    description: "Arbitrary attributes for the UI component, suitable for any element",
-    items: object({
-      name: { type: "string", description: "The name of the attribute" },
-      value: { type: "string", description: "The value of the attribute" },
-    }),
-  },
-});
-const linkedList = object(
-  { linked_list: { $ref: "#/$defs/linked_list_node" } },
-  {
-    $defs: {
-      linked_list_node: object({
-        value: { type: "number" },
-        next: { anyOf: [{ $ref: "#/$defs/linked_list_node" }, { type: "null" }] },
-      }),
-    },
-  },
-);
+const { ui, linkedList } = openaiExamples;
 /** A binary tree: two recursive properties, one recursive branch each. */
 const tree = object(
   { root: { $ref: "#/$defs/node" } },
