@@ -2,22 +2,14 @@
  * A Slack-compatible incoming-webhook receiver for the local stack: the app's on-call alerts
  * (ALERT_WEBHOOK_URL) land here, are printed, and are kept for tests. Answers `ok` like Slack.
  */
-import { serve } from "./http/serve.ts";
+import { type Receiver, type ReceiverOptions, serve } from "./http/serve.ts";
 
-export interface AlertReceiverOptions {
-  port: number;
-  /** @default "127.0.0.1" */
-  host?: string;
-  log?: (line: string) => void;
-}
+export type AlertReceiverOptions = ReceiverOptions;
 
-export interface AlertReceiver {
-  /** The webhook URL to put in ALERT_WEBHOOK_URL. */
-  url: string;
+/** `url` is the webhook URL to put in ALERT_WEBHOOK_URL. */
+export interface AlertReceiver extends Receiver {
   /** Every JSON body received, oldest first. */
   received(): unknown[];
-  clear(): void;
-  close(): Promise<void>;
 }
 
 /** One readable line for a Slack payload: its `text` and the fields of its section blocks. */

@@ -9,7 +9,7 @@
  * this project does not carry: refused with 415, as the specification lets a server that does not
  * support an encoding do. Success is `200 {"partialSuccess":{}}` (ExportTraceServiceResponse).
  */
-import { serve } from "./http/serve.ts";
+import { type Receiver, type ReceiverOptions, serve } from "./http/serve.ts";
 
 /** One received span, its attributes flattened to plain values. */
 export interface ReceivedSpan {
@@ -29,19 +29,11 @@ export interface ReceivedSpan {
   service: string;
 }
 
-export interface OtlpReceiverOptions {
-  port: number;
-  /** @default "127.0.0.1" */
-  host?: string;
-  log?: (line: string) => void;
-}
+export type OtlpReceiverOptions = ReceiverOptions;
 
-export interface OtlpReceiver {
-  /** The base URL to put in OTEL_EXPORTER_OTLP_ENDPOINT. */
-  url: string;
+/** `url` is the base URL to put in OTEL_EXPORTER_OTLP_ENDPOINT. */
+export interface OtlpReceiver extends Receiver {
   spans(): ReceivedSpan[];
-  clear(): void;
-  close(): Promise<void>;
 }
 
 type AnyValue = {

@@ -155,6 +155,15 @@ export function bearerMatches(req: Request, secret: string): boolean {
   return given.length === want.length && timingSafeEqual(given, want);
 }
 
+/** 401 `unauthorized` unless the request carries the cron secret ({@link bearerMatches}). */
+export function requireCronSecret(req: Request, secret: string): void {
+  if (!bearerMatches(req, secret)) {
+    throw new HttpError(401, "unauthorized", "Missing or wrong cron secret.", {
+      "www-authenticate": "Bearer",
+    });
+  }
+}
+
 /**
  * One route: dispatch by method, answer 405 `method_not_allowed` (with `Allow`) for others,
  * and turn every throw into a response through `toErrorResponse`.

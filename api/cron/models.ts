@@ -4,8 +4,7 @@
  * (lib/model-watch.ts).
  */
 import { type Deps, getDeps } from "../../lib/deps.ts";
-import { HttpError } from "../../lib/errors.ts";
-import { bearerMatches, handle, json } from "../../lib/http.ts";
+import { handle, json, requireCronSecret } from "../../lib/http.ts";
 import type { Catalogue } from "../../lib/model-watch.ts";
 import { watchModels } from "../../lib/model-watch.ts";
 import { startTrace, traceRequest } from "../../lib/trace.ts";
@@ -24,11 +23,7 @@ export function createHandler(
     async GET(req) {
       const d = deps();
       return traceRequest(d.config, "GET /api/cron/models", async () => {
-        if (!bearerMatches(req, d.config.cronSecret)) {
-          throw new HttpError(401, "unauthorized", "Missing or wrong cron secret.", {
-            "www-authenticate": "Bearer",
-          });
-        }
+        requireCronSecret(req, d.config.cronSecret);
         startTrace();
         return json(200, await watchModels(d, await catalogue(d)));
       });

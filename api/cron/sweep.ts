@@ -4,9 +4,8 @@
  * partitions (lib/history.ts).
  */
 import { type Deps, getDeps } from "../../lib/deps.ts";
-import { HttpError } from "../../lib/errors.ts";
 import { maintainHistory } from "../../lib/history.ts";
-import { bearerMatches, handle, json } from "../../lib/http.ts";
+import { handle, json, requireCronSecret } from "../../lib/http.ts";
 import { log } from "../../lib/log.ts";
 import { type RetentionReport, runRetention } from "../../lib/retention.ts";
 import { sweepStaleJobs } from "../../lib/sweeper.ts";
@@ -17,11 +16,7 @@ export function createHandler(deps: () => Deps) {
     async GET(req) {
       const d = deps();
       return traceRequest(d.config, "GET /api/cron/sweep", async () => {
-        if (!bearerMatches(req, d.config.cronSecret)) {
-          throw new HttpError(401, "unauthorized", "Missing or wrong cron secret.", {
-            "www-authenticate": "Bearer",
-          });
-        }
+        requireCronSecret(req, d.config.cronSecret);
         // A tick is a trace of its own; each job it republishes gets a span in the job's trace.
         startTrace();
         const report = await sweepStaleJobs(d);

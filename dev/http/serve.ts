@@ -31,6 +31,21 @@ export interface Served {
   close(): Promise<void>;
 }
 
+/** What a local receiver (alerts, traces) is started with. */
+export interface ReceiverOptions {
+  port: number;
+  /** @default "127.0.0.1" */
+  host?: string;
+  log?: (line: string) => void;
+}
+
+/** A started local receiver: what it has kept, until cleared. */
+export interface Receiver {
+  url: string;
+  clear(): void;
+  close(): Promise<void>;
+}
+
 export async function serve(handler: Handler, options: ServeOptions): Promise<Served> {
   const host = options.host ?? "127.0.0.1";
   const onError = options.onError ?? (() => new Response(null, { status: 500 }));

@@ -61,6 +61,26 @@ async function failedEvent(id: string) {
     | undefined;
 }
 
+/**
+ * Delivers the job once and holds what every unreadable answer ends in: the worker's 200, the job
+ * failed `output_invalid` (with `job`'s fields too), its failed event with the provider's usage.
+ */
+async function deliveredOutputInvalid(id: string, user: TestUser, job: object = {}) {
+  const delivered = await deliver(id);
+  expect(delivered.status).toBe(200);
+  expect(delivered.outcome).toBe("failed");
+  expect(await getJob(id, user)).toMatchObject({
+    status: "failed",
+    failureReason: "output_invalid",
+    ...job,
+  });
+  expect(await failedEvent(id)).toMatchObject({
+    reason: "output_invalid",
+    usage: { source: "provider" },
+  });
+  return delivered;
+}
+
 describe("refused at enqueue: 400 invalid_input at the schema's path, nothing reserved", () => {
   test.each([
     ["the bomb, k = 3", bomb(3), "input.schema.$defs.B.properties.n"],
@@ -86,15 +106,7 @@ describe("stored anyway, the attempt ends output_invalid with its usage", () => 
     async (k) => {
       const user = await app.newUser("pro");
       const id = await storedWith(user, bomb(k));
-      const { status, outcome, ms } = await deliver(id);
-      expect(status).toBe(200);
-      expect(outcome).toBe("failed");
-      const job = await getJob(id, user);
-      expect(job).toMatchObject({
-        status: "failed",
-        failureReason: "output_invalid",
-        quotaRefunded: true,
-      });
+      const { ms } = await deliveredOutputInvalid(id, user, { quotaRefunded: true });
       expect((await app.jobRow(id)).last_error).toContain(
         `output: took more than ${OUTPUT_CHECK_DEADLINE_MS} ms to check against the schema`,
       );
@@ -114,17 +126,7 @@ describe("stored anyway, the attempt ends output_invalid with its usage", () => 
     async (name) => {
       const user = await app.newUser("pro");
       const id = await storedWith(user, cycles[name]);
-      const { status, outcome } = await deliver(id);
-      expect(status).toBe(200);
-      expect(outcome).toBe("failed");
-      expect(await getJob(id, user)).toMatchObject({
-        status: "failed",
-        failureReason: "output_invalid",
-      });
-      expect(await failedEvent(id)).toMatchObject({
-        reason: "output_invalid",
-        usage: { source: "provider" },
-      });
+      await deliveredOutputInvalid(id, user);
       expect(app.logs.some((l) => l.includes("job_output_unreadable"))).toBe(true);
     },
   );
@@ -151,14 +153,7 @@ describe("any throw from a kind's readOutput fails the attempt output_invalid", 
       const res = await post(user, "summary", { text: "A text about queues.", words: 50 });
       expect(res.status).toBe(202);
       const id = (await res.json()).job.id as string;
-      const { status, outcome } = await deliver(id);
-      expect(status).toBe(200);
-      expect(outcome).toBe("failed");
-      expect(await getJob(id, user)).toMatchObject({
-        status: "failed",
-        failureReason: "output_invalid",
-        quotaRefunded: true,
-      });
+      await deliveredOutputInvalid(id, user, { quotaRefunded: true });
       expect(await failedEvent(id)).toMatchObject({
         reason: "output_invalid",
         usage: { source: "provider", completion_tokens: expect.any(Number) },

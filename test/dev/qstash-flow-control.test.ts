@@ -2,6 +2,7 @@ import { createServer } from "node:http";
 import { Client, QstashError } from "@upstash/qstash";
 import { expect, onTestFinished, test } from "vitest";
 import { DEV_TOKEN, startQStash } from "../../dev/qstash/index.ts";
+import { listenForTest } from "../support/listen.ts";
 import { freePort } from "../support/ports.ts";
 
 // QStash Flow Control in the stand-in, driven only through the official SDK (@upstash/qstash
@@ -44,14 +45,7 @@ async function destination(answer: (call: Call) => Answer = () => ({ status: 200
     res.writeHead(a.status);
     res.end("ok");
   });
-  await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
-  onTestFinished(
-    () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  );
+  await listenForTest(server, port);
   return {
     url: `http://127.0.0.1:${port}/work`,
     calls,

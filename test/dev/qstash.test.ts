@@ -7,6 +7,7 @@ import {
   type QStashStandIn,
   startQStash,
 } from "../../dev/qstash/index.ts";
+import { listenForTest } from "../support/listen.ts";
 import { freePort } from "../support/ports.ts";
 import { refusesItem, spans } from "../support/readme-refusals.ts";
 
@@ -59,14 +60,7 @@ async function startReceiver(reply: (d: Delivery, nth: number) => Reply = () => 
     res.writeHead(answer.status ?? 200, answer.headers ?? {});
     res.end(answer.body ?? "ok");
   });
-  await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
-  onTestFinished(
-    () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  );
+  await listenForTest(server, port);
   return { base, deliveries, to: (path: string) => deliveries.filter((d) => d.path === path) };
 }
 
