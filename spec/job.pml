@@ -1,8 +1,8 @@
 /*
  * One job, its user's quota counter, and every actor that touches them, for spin.
  * The transitions (one per SQL function, each one atomic step as each is one transaction that
- * locks the job's row) come from transitions.pml, generated from model/transitions.ts.
- * model/check.ts runs it; RELIABILITY.md explains the bounds.
+ * locks the job's row) come from transitions.pml, generated from spec/transitions.ts.
+ * spec/check.ts runs it; RELIABILITY.md explains the bounds.
  */
 
 /* Bounds of the environment (spin -D overrides them). */

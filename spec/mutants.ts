@@ -9,7 +9,7 @@ export interface Mutant {
   describe: string;
   mode: "safety" | "liveness";
   table: Table;
-  /** The plan the check runs the mutant on (model/job.pml's METERED): a job plan by default. */
+  /** The plan the check runs the mutant on (spec/job.pml's METERED): a job plan by default. */
   flags?: string[];
 }
 

@@ -1,12 +1,12 @@
 /**
  * The model check on every `npm test`: spin explores every interleaving of the bounded
- * profile (model/check.ts), the real table must hold every invariant and never leave a job
- * stuck, and every mutant must be caught with a counterexample. `npm run model:check` runs the
+ * profile (spec/check.ts), the real table must hold every invariant and never leave a job
+ * stuck, and every mutant must be caught with a counterexample. `npm run spec:check` runs the
  * full profile.
  */
 import { describe, expect, test } from "vitest";
-import { checkModel, PROFILES } from "../../model/check.ts";
-import { mutants } from "../../model/mutants.ts";
+import { checkModel, PROFILES } from "../../spec/check.ts";
+import { mutants } from "../../spec/mutants.ts";
 
 const bounds = PROFILES.bounded;
 // Small state spaces: compiling pan with -O2 would take longer than the search.
@@ -47,7 +47,7 @@ describe("the job model, every interleaving of the bounded profile", () => {
 
   // A metered plan here without the provider's 429 (327 thousand states, ~4 s, against 9.5
   // million and ~70 s with it): a 429 bills nothing, and its requeue and give-up rows are held
-  // to the SQL by the conformance test. `npm run model:check` runs the metered plan on the
+  // to the SQL by the conformance test. `npm run spec:check` runs the metered plan on the
   // bounded profile, the 429 included, in safety and in liveness (its rows only end jobs sooner,
   // by the attempt budget, than the job plan's, whose liveness runs above).
   test(

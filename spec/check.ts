@@ -1,7 +1,7 @@
 /**
  * Runs spin on the job model: generates the transitions from the table, then `spin -a`, `gcc`
  * and `./pan` in a temp dir, and reads the verdict (states, depth, memory, time, errors and, on
- * an error, the counterexample replayed). `npm run model:check` is the full run.
+ * an error, the counterexample replayed). `npm run spec:check` is the full run.
  */
 import { execFile } from "node:child_process";
 import { copyFile, mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -20,7 +20,7 @@ export type Bounds = Record<string, number>;
 
 /**
  * The environment's bounds. `bounded` (every `npm test`) has one worker and one sweeper and
- * no duplicate, early or repeated deliveries. The full run (`npm run model:check`) has two
+ * no duplicate, early or repeated deliveries. The full run (`npm run spec:check`) has two
  * workers and two sweepers throughout, and adds the environment's extra moves in two groups
  * (all of them at once does not finish in minutes on two cores): duplicates with a repeated
  * failure callback, and clock skew with the shared provider gate (the gate's requeue is what
@@ -211,7 +211,7 @@ function summary(name: string, r: CheckResult): string {
   return `${name.padEnd(48)} ${verdict.padEnd(12)} states ${r.states.toLocaleString("en")}, depth ${r.depth}, ${r.memoryMb} MB, ${r.seconds.toFixed(1)} s${r.complete ? "" : " (INCOMPLETE)"}`;
 }
 
-/** `npm run model:check [-- <profile>...]`: the real model on each profile, then every mutant. */
+/** `npm run spec:check [-- <profile>...]`: the real model on each profile, then every mutant. */
 async function main(): Promise<void> {
   const names = (process.argv.length > 2 ? process.argv.slice(2) : ["full"]).flatMap((n) =>
     n === "full" ? ["two workers", "duplicates", "skew and gate"] : [n],

@@ -10,7 +10,7 @@
 import { randomUUID } from "node:crypto";
 import pg from "pg";
 import { beforeAll, describe, expect, test } from "vitest";
-import { mutants } from "../../model/mutants.ts";
+import { mutants } from "../../spec/mutants.ts";
 import {
   type Args,
   allArgs,
@@ -25,7 +25,7 @@ import {
   runningCost,
   type Table,
   transitions,
-} from "../../model/transitions.ts";
+} from "../../spec/transitions.ts";
 import { databaseUrl, useFreshDatabase } from "../support/db.ts";
 
 // sweep_jobs looks at every job: a database of our own.

@@ -172,12 +172,12 @@ export function generatePromela(table: Table): string {
     ]),
   ];
   return [
-    "/* Generated from model/transitions.ts by model/promela.ts: do not edit. */",
+    "/* Generated from spec/transitions.ts by spec/promela.ts: do not edit. */",
     ...STATUSES.map((s, i) => `#define ${S(s)} ${i}`),
     ...LEASES.map((l, i) => `#define L_${up(l)} ${i}`),
     ...MESSAGES.map((m, i) => `#define M_${up(m)} ${i}`),
     ...REASONS.map((r, i) => `#define ${R(r)} ${i + 1}`),
-    // A metered plan's amounts, in quarters of the hold (model/transitions.ts).
+    // A metered plan's amounts, in quarters of the hold (spec/transitions.ts).
     `#define HOLD ${HOLD}`,
     `#define PROGRESS_COST ${PROGRESS_COST}`,
     `#define COMPLETE_COST ${COMPLETE_COST}`,

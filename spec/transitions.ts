@@ -1,8 +1,8 @@
 /**
  * The job state machine as one machine-readable table: for each SQL transition function, which
  * abstract state (and which caller arguments) leads to which outcome, new state and effect on
- * the user's quota counter. The Promela transitions are generated from it (model/promela.ts)
- * and test/model/conformance.test.ts checks every row against the real functions, so the model
+ * the user's quota counter. The Promela transitions are generated from it (spec/promela.ts)
+ * and test/spec/conformance.test.ts checks every row against the real functions, so the model
  * and the SQL cannot drift apart silently.
  *
  * Rows of one function are tried in order; the first whose `when` matches applies (the SQL
@@ -30,7 +30,7 @@ export type Reason =
  * modeled in quarters of the job's hold, so its sums stay small and exact: the hold is 4, a
  * running attempt as SQL knows it (its prompt and last progress write) costs 1, or the whole hold
  * when the model reasons (hidden reasoning cut short is billed, never reported), and a worker's
- * report costs what its call says (`reportCost`). test/model/conformance.test.ts builds each
+ * report costs what its call says (`reportCost`). test/spec/conformance.test.ts builds each
  * quarter as a concrete amount of tokens and of micro-dollars.
  */
 export const HOLD = 4;
