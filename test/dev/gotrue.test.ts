@@ -593,7 +593,7 @@ describe("the wire, without the client", () => {
     expect(method.status).toBe(405);
   });
 
-  test("every path, grant and verify type README's refusal list names is a JSON 4xx saying what is disabled", async () => {
+  test("every path, grant and verify type dev/README.md's refusal list names is a JSON 4xx saying what is disabled", async () => {
     const item = spans(refusesItem("Supabase Auth"));
     const paths = item.filter((s) => /^\/[a-z/]+$/.test(s));
     const grants = item.flatMap((s) => /^grant_type=(\w+)$/.exec(s)?.[1] ?? []);
@@ -617,7 +617,7 @@ describe("the wire, without the client", () => {
       answers.push([`${method} ${path}`, res.status, (await res.json()).error_code]);
     }
     expect(answers.length).toBeGreaterThanOrEqual(20);
-    // each code the README names is one of them, and every answer is one the README names
+    // each code dev/README.md names is one of them, and every answer is one it names
     const codes = item.filter((s) => /^[a-z0-9_]+_(disabled|not_enabled)$/.test(s));
     expect(
       answers.filter(([, status, code]) => status < 400 || status > 499 || !codes.includes(code)),

@@ -554,7 +554,7 @@ test("QStash features the app does not use answer 501 through the SDK, and nothi
   expect((await client.dlq.listMessages()).messages.map((m) => m.dlqId)).toEqual([dlqId]);
 });
 
-// README's list of what the stand-in refuses, probed entry by entry with raw HTTP (the SDK cannot
+// dev/README.md's list of what the stand-in refuses, probed entry by entry with raw HTTP (the SDK cannot
 // send every header alone): a header or API it names but the stand-in serves fails here.
 const refusals = refusesItem("QStash");
 const listedHeaders = spans(refusals).filter((s) => /^Upstash-[A-Za-z-]+$/.test(s));
@@ -562,7 +562,7 @@ const listedApis = spans(refusals).flatMap((s) => {
   const m = /^(?:(GET|POST|DELETE) )?(\/v2\/[\w/<>]+)$/.exec(s);
   return m ? [[m[1] ?? "GET", (m[2] ?? "").replace("<dlqId>", "1-0")] as const] : [];
 });
-test(`README's refusal list: every publish header (${listedHeaders.length}) and API (${listedApis.length}) it names answers 501`, async () => {
+test(`dev/README.md's refusal list: every publish header (${listedHeaders.length}) and API (${listedApis.length}) it names answers 501`, async () => {
   const { qstash } = await startStandIn();
   expect(listedHeaders.length).toBeGreaterThanOrEqual(8);
   expect(listedApis.length).toBeGreaterThanOrEqual(6);

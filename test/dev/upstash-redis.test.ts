@@ -208,7 +208,7 @@ describe("Upstash Redis REST stand-in, through @upstash/redis", () => {
     const m = /^([A-Z]+(?:\.[A-Z*]+)?)$/.exec(s);
     return m ? [[(m[1] ?? "").replace(".*", ".GET"), "k"]] : [];
   });
-  test(`every command README's refusal list names (${listed.length}) is answered 400, and never reaches redis-server`, async () => {
+  test(`every command dev/README.md's refusal list names (${listed.length}) is answered 400, and never reaches redis-server`, async () => {
     expect(listed.length).toBeGreaterThanOrEqual(30);
     const answers: Array<[string, number, string]> = [];
     for (const command of listed) {

@@ -44,7 +44,8 @@ const OUTSIDE: Rule[] = [
     except: [DESIGN],
   },
   {
-    pattern: /(?<!docs\/)(?<!\]\()\bDESIGN\.md\b/,
+    // docs/DESIGN.md by its path, or a relative link from docs/ or docs/flows/.
+    pattern: /(?<!docs\/)(?<!\]\()(?<!\]\(\.\.\/)\bDESIGN\.md\b/,
     why: "the design outside docs/; write docs/DESIGN.md",
   },
 ];
@@ -199,6 +200,7 @@ describe("the checker catches what it is for (planted text)", () => {
     expect(caught("the refund: docs/DESIGN.md#invariant-2-exactly-once-refund")).toEqual([]);
     expect(caught("see docs/DESIGN.md#state-machine and `docs/DESIGN.md`")).toEqual([]);
     expect(caught("[flows](DESIGN.md#state-machine)", "docs/RUNBOOK.md")).toEqual([]);
+    expect(caught("[design](../DESIGN.md#state-machine)", "docs/flows/cancel.md")).toEqual([]);
     expect(caught(`### Invariant ${2}: exactly-once refund`, DESIGN)).toEqual([]);
     expect(caught("the monthly budget; reissue 3 tokens; an issue with Redis")).toEqual([]);
   });
