@@ -10,7 +10,7 @@ import { handle, json } from "../lib/http.ts";
 import { decodeDelivery } from "../lib/message.ts";
 import { verifyDelivery } from "../lib/queue.ts";
 import { annotate, joinJob, traced, traceRequest } from "../lib/trace.ts";
-import { runJob, type WorkerDeps } from "../lib/worker.ts";
+import { runJob, type WorkerDeps } from "../lib/worker/index.ts";
 import { getWorkerDeps } from "../lib/worker-deps.ts";
 
 export function createHandler(deps: () => WorkerDeps) {

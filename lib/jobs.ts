@@ -281,18 +281,15 @@ export interface SweepOptions {
 const at = (now?: Date) => (now ? { p_now: now.toISOString() } : {});
 const usageArg = (usage?: AttemptUsage | null) => (usage ? { p_usage: usage } : {});
 
+/** How each group of calls reaches the database: one RPC, its result typed by the caller. */
+type Call = <T>(fn: string, args: Record<string, unknown>) => Promise<T>;
+type JobsOptions = { defaultModel?: string };
+
 /**
- * @example
- * const jobs = createJobs(createRpc({ url, serverKey }));
- * const claim = await jobs.start(jobId, { leaseSeconds: 90 });
- * if (claim.outcome !== "started") return; // someone else owns this job's fate
+ * A job's start and its ends: the enqueue, a failure (the worker's or the failure callback's),
+ * a cancel, the sweep.
  */
-export function createJobs(
-  rpc: Rpc,
-  /** The deployment's model (OPENAI_MODEL): what a plan naming none runs on. */
-  options: { defaultModel?: string } = {},
-) {
-  const call = <T>(fn: string, args: Record<string, unknown>) => rpc(fn, args) as Promise<T>;
+function lifecycleCalls(call: Call, options: JobsOptions) {
   return {
     enqueue: (i: {
       userId: string;
@@ -320,6 +317,47 @@ export function createJobs(
         ...(options.defaultModel === undefined ? {} : { p_model: options.defaultModel }),
         ...at(i.now),
       }),
+    fail: (
+      jobId: string,
+      i: {
+        reason: FailureReason;
+        error?: string;
+        attempt?: number;
+        usage?: AttemptUsage | null;
+        /**
+         * The failure callback's message (its `publish_seq`): an older one than the job's is
+         * `superseded`. Sent only when given, so callers without one call the same function.
+         */
+        seq?: number | null;
+        now?: Date;
+      },
+    ) =>
+      call<FailResult>("fail_job", {
+        p_job_id: jobId,
+        p_reason: i.reason,
+        p_error: i.error ?? null,
+        p_attempt: i.attempt ?? null,
+        ...usageArg(i.usage),
+        ...(i.seq == null ? {} : { p_seq: i.seq }),
+        ...at(i.now),
+      }),
+    cancel: (jobId: string, userId: string, now?: Date) =>
+      call<CancelResult>("cancel_job", { p_job_id: jobId, p_user_id: userId, ...at(now) }),
+    sweep: (o: SweepOptions, now?: Date) =>
+      call<SweepResult>("sweep_jobs", {
+        p_batch_size: o.batchSize,
+        p_lease_grace_seconds: o.leaseGraceSeconds,
+        p_undelivered_after_seconds: o.undeliveredAfterSeconds,
+        p_max_age_seconds: o.maxAgeSeconds,
+        p_max_republish: o.maxRepublish ?? 1,
+        ...at(now),
+      }),
+  };
+}
+
+/** The worker's calls on an attempt: start_job claims it, the others are guarded on that claim. */
+function attemptCalls(call: Call) {
+  return {
     start: (jobId: string, i: { leaseSeconds: number; now?: Date }) =>
       call<StartResult>("start_job", {
         p_job_id: jobId,
@@ -415,41 +453,12 @@ export function createJobs(
         ...usageArg(i.usage),
         ...at(i.now),
       }),
-    fail: (
-      jobId: string,
-      i: {
-        reason: FailureReason;
-        error?: string;
-        attempt?: number;
-        usage?: AttemptUsage | null;
-        /**
-         * The failure callback's message (its `publish_seq`): an older one than the job's is
-         * `superseded`. Sent only when given, so callers without one call the same function.
-         */
-        seq?: number | null;
-        now?: Date;
-      },
-    ) =>
-      call<FailResult>("fail_job", {
-        p_job_id: jobId,
-        p_reason: i.reason,
-        p_error: i.error ?? null,
-        p_attempt: i.attempt ?? null,
-        ...usageArg(i.usage),
-        ...(i.seq == null ? {} : { p_seq: i.seq }),
-        ...at(i.now),
-      }),
-    cancel: (jobId: string, userId: string, now?: Date) =>
-      call<CancelResult>("cancel_job", { p_job_id: jobId, p_user_id: userId, ...at(now) }),
-    sweep: (o: SweepOptions, now?: Date) =>
-      call<SweepResult>("sweep_jobs", {
-        p_batch_size: o.batchSize,
-        p_lease_grace_seconds: o.leaseGraceSeconds,
-        p_undelivered_after_seconds: o.undeliveredAfterSeconds,
-        p_max_age_seconds: o.maxAgeSeconds,
-        p_max_republish: o.maxRepublish ?? 1,
-        ...at(now),
-      }),
+  };
+}
+
+/** Reads, retention, a user's erasure and export, and the models the plans run on. */
+function accountCalls(call: Call, options: JobsOptions) {
+  return {
     get: (jobId: string, userId: string) =>
       call<GetResult>("get_job", { p_job_id: jobId, p_user_id: userId }),
     list: (userId: string, i: { limit: number; before?: { createdAt: string; id: string } }) =>
@@ -497,6 +506,25 @@ export function createJobs(
         "record_model_catalogue",
         { p_model: model, p_shutdown_date: shutdownDate, ...at(now) },
       ),
+  };
+}
+
+/**
+ * @example
+ * const jobs = createJobs(createRpc({ url, serverKey }));
+ * const claim = await jobs.start(jobId, { leaseSeconds: 90 });
+ * if (claim.outcome !== "started") return; // someone else owns this job's fate
+ */
+export function createJobs(
+  rpc: Rpc,
+  /** The deployment's model (OPENAI_MODEL): what a plan naming none runs on. */
+  options: JobsOptions = {},
+) {
+  const call = <T>(fn: string, args: Record<string, unknown>) => rpc(fn, args) as Promise<T>;
+  return {
+    ...lifecycleCalls(call, options),
+    ...attemptCalls(call),
+    ...accountCalls(call, options),
   };
 }
 export type Jobs = ReturnType<typeof createJobs>;

@@ -1,5 +1,5 @@
 /**
- * The ports the flows (lib/enqueue.ts, lib/worker.ts, lib/failure-callback.ts,
+ * The ports the flows (lib/enqueue.ts, lib/worker/, lib/failure-callback.ts,
  * lib/sweeper.ts) are written against. Types only: a flow imports this, never the wiring
  * (lib/deps.ts), so it loads nothing it does not call and a test can hand it real local
  * services.

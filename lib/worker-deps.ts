@@ -5,7 +5,7 @@
 import { getConfig } from "./config.ts";
 import { createDeps, type Deps } from "./deps.ts";
 import { createModel } from "./model.ts";
-import type { WorkerDeps } from "./worker.ts";
+import type { WorkerDeps } from "./ports.ts";
 
 export function createWorkerDeps(deps: Deps): WorkerDeps {
   const c = deps.config;

@@ -9,7 +9,7 @@ import { LOCAL_JWT_SECRET, mintUserToken } from "../../dev/token.ts";
 import { loadConfig } from "../../lib/config.ts";
 import { createDeps, type Deps } from "../../lib/deps.ts";
 import { setLogSink } from "../../lib/log.ts";
-import type { WorkerDeps } from "../../lib/worker.ts";
+import type { WorkerDeps } from "../../lib/worker/index.ts";
 import { createWorkerDeps } from "../../lib/worker-deps.ts";
 import type { BenchStack } from "./stack.ts";
 

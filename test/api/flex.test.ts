@@ -21,7 +21,7 @@ import {
   ModelCallError,
 } from "../../lib/model.ts";
 import { toJob } from "../../lib/view.ts";
-import { runJob } from "../../lib/worker.ts";
+import { runJob } from "../../lib/worker/index.ts";
 import { type TestUser, useApi } from "../support/api.ts";
 
 const KEY = "api-tests-safety-identifier-key-0123456789";

@@ -2,7 +2,7 @@
  * Whatever the model streams, the worker still hears a cancel: fast-check makes adversarial
  * model output (special-token strings, lone surrogates, huge words, mixed scripts and emoji),
  * the fake model streams exactly that (`[fake:say:…]`) to the real worker (api/worker.ts →
- * lib/worker.ts) over the real database and the PostgREST stand-in, and a user cancels once a
+ * lib/worker/) over the real database and the PostgREST stand-in, and a user cancels once a
  * progress write has landed. Every run: the stream is cut within one progress interval plus a
  * round trip, no progress write failed, and the attempt's usage is on record (and captured).
  * Bounded: a few runs of a second or two each.

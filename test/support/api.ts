@@ -47,7 +47,7 @@ import { loadConfig } from "../../lib/config.ts";
 import { createDeps, type Deps } from "../../lib/deps.ts";
 import type { Handler } from "../../lib/http.ts";
 import { setLogSink } from "../../lib/log.ts";
-import type { WorkerDeps } from "../../lib/worker.ts";
+import type { WorkerDeps } from "../../lib/worker/index.ts";
 import { createWorkerDeps } from "../../lib/worker-deps.ts";
 import { adminPool, databaseUrl, expectNoDrift, newUser, useFreshDatabase } from "./db.ts";
 import { freePort } from "./ports.ts";

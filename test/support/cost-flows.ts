@@ -1,6 +1,6 @@
 /**
  * The flows test/db/cost-budget.test.ts holds to a budget, each as the SQL calls the app makes
- * for it (lib/jobs.ts's arguments; lib/worker.ts, lib/failure-callback.ts, lib/sweeper.ts,
+ * for it (lib/jobs.ts's arguments; lib/worker/, lib/failure-callback.ts, lib/sweeper.ts,
  * api/jobs/[id].ts decide which). A flow's setup is not counted; each call asserts the outcome
  * the flow needs, so a broken flow fails where it breaks instead of looking cheap.
  */
@@ -91,8 +91,8 @@ const PROGRESS_CHUNK = 200;
 export const STREAMED = 10;
 
 /**
- * Each write sends what streamed since the last one after its offset, as lib/worker.ts does
- * (lib/partial-text.ts; the answer is ASCII, so characters are bytes), and record_progress
+ * Each write sends what streamed since the last one after its offset, as lib/worker/stream.ts
+ * does (lib/partial-text.ts; the answer is ASCII, so characters are bytes), and record_progress
  * appends it to the attempt's chunks.
  */
 export function streamed(writes: number): Flow {
@@ -181,7 +181,7 @@ export const FLOWS: Flow[] = [
   },
   {
     name: "failure: worker",
-    // enqueue, start_job, fail_job model_refused (lib/worker.ts)
+    // enqueue, start_job, fail_job model_refused (lib/worker/errors.ts)
     async run(db) {
       const user = await returningUser(db);
       return async (call) => {

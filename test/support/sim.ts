@@ -39,7 +39,7 @@ import { createRateLimiter } from "../../lib/rate-limit.ts";
 import { createRedis } from "../../lib/redis.ts";
 import { sweepStaleJobs } from "../../lib/sweeper.ts";
 import { documentRequest, parseJobRequest } from "../../lib/validate.ts";
-import { runJob, type WorkerDeps, type WorkerResult } from "../../lib/worker.ts";
+import { runJob, type WorkerDeps, type WorkerResult } from "../../lib/worker/index.ts";
 import { signAsQStash } from "./api.ts";
 import { type Fault, Faults, type Outcome } from "./faults.ts";
 import { pgRpc, withClock } from "./pg-rpc.ts";
