@@ -68,7 +68,7 @@ describe("a plan names a model the price book prices, on a tier that model is of
     await expect(
       admin.query(
         `insert into public.plans (id, name, period, units_per_period, max_active_jobs,
-           max_output_tokens, max_refunded_running_cancels, meter, service_tier, model)
+           max_output_tokens, max_paid_refunds, meter, service_tier, model)
          values ('economy_4o', 'Economy', 'month', 200, 3, 2048, 40, 'jobs', 'flex', 'gpt-4o-mini')`,
       ),
     ).rejects.toMatchObject({ code: "23503", constraint: "plans_tier_offered" });

@@ -55,10 +55,7 @@ export interface DbFixture {
   /** requeue_job on a running job's `attempt` (1 unless given), which must answer "requeued". */
   requeued(jobId: string, options: { resumeAt: Date; now?: Date; attempt?: number }): Promise<Json>;
   /** The user's counter row (for `meter`, else its only one), zeros when there is none. */
-  usage(
-    user: string,
-    meter?: string,
-  ): Promise<{ units_used: number; refunded_running_cancels: number }>;
+  usage(user: string, meter?: string): Promise<{ units_used: number; paid_refunds: number }>;
   /** The job's events in order, as job_events holds them. */
   events(jobId: string): Promise<Json[]>;
 }
@@ -107,11 +104,11 @@ export function dbFixture(options: DbFixtureOptions = {}): DbFixture {
     },
     async usage(user, meter) {
       const r = await admin.query(
-        `select units_used, refunded_running_cancels from public.quota_usage
+        `select units_used, paid_refunds from public.quota_usage
          where user_id = $1 and ($2::text is null or meter = $2)`,
         [user, meter ?? null],
       );
-      return r.rows[0] ?? { units_used: 0, refunded_running_cancels: 0 };
+      return r.rows[0] ?? { units_used: 0, paid_refunds: 0 };
     },
     async events(jobId) {
       const r = await admin.query(
