@@ -65,11 +65,11 @@ const PREVIOUS: Record<string, string> = {
             where ${PREVIOUS_COUNTED}
             group by j.user_id, j.period_start, j.meter
           )
-          select q.user_id, q.period_start, q.meter, q.refunded_running_cancels, coalesce(c.n, 0) as events
+          select q.user_id, q.period_start, q.meter, q.paid_refunds, coalesce(c.n, 0) as events
           from public.quota_usage q
           left join counted c
             on c.user_id = q.user_id and c.period_start = q.period_start and c.meter = q.meter
-          where q.refunded_running_cancels <> coalesce(c.n, 0)
+          where q.paid_refunds <> coalesce(c.n, 0)
             and q.period_start >= private.events_complete_since()`,
   refund_after_spend_past_bound: `with endings as (
             select e.id, j.id as job_id, j.user_id, j.period_start, j.meter, j.status,
@@ -242,7 +242,7 @@ async function plantAnomalies(db: pg.Pool): Promise<Record<string, string>> {
       events: [["running", "canceled", refunded, 30]],
     }),
   };
-  // The user's counters as its jobs say (no drift), refunded_running_cancels left at 0.
+  // The user's counters as its jobs say (no drift), paid_refunds left at 0.
   await db.query(
     `insert into public.quota_usage (user_id, period_start, meter, units_used)
      select user_id, period_start, meter, sum(coalesce(captured, hold)) from public.generation_jobs

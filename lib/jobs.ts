@@ -139,8 +139,12 @@ export interface UsageRow {
   max_active: number;
   /**
    * get_usage (not the enqueue's report): the period's refunds after provider spend (running
-   * cancels among them) and their bound; null on a token plan, which has no such bound.
+   * cancels, failures and queued cancels after a consumed attempt) and their bound; null on a
+   * token plan, which has no such bound.
    */
+  paid_refunds?: number | null;
+  max_paid_refunds?: number | null;
+  /** The same two under their names before 20261208100000_paid_refunds.sql. */
   refunded_running_cancels?: number | null;
   max_refunded_running_cancels?: number | null;
   /** The kinds the plan offers and what each holds on a job plan; absent from older databases. */

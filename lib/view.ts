@@ -100,8 +100,11 @@ export interface Usage {
   active: number;
   maxActive: number;
   /**
-   * Jobs refunded this period after provider spend (running cancels, failures after a consumed
-   * attempt), and how many may be (GET /api/usage, job plans only: a token plan has no such bound).
+   * Jobs refunded this period after provider spend (running cancels, failures and queued cancels
+   * after a consumed attempt), and how many may be (GET /api/usage, job plans only: a token plan
+   * has no such bound). The name is older than what it counts (the database's paid_refunds) and
+   * is kept: a client reading it must not find it gone, which would read as a token plan's "no
+   * bound" rather than an error.
    */
   runningCancelRefunds?: { used: number; limit: number };
   /** The kinds the plan offers and what each costs on a job plan: `[{kind, units}]`. */
@@ -167,15 +170,10 @@ function outputOf(row: JobRow): unknown {
 }
 
 export function toUsage(row: UsageRow): Usage {
-  const cancels =
-    row.refunded_running_cancels == null || row.max_refunded_running_cancels == null
-      ? {}
-      : {
-          runningCancelRefunds: {
-            used: row.refunded_running_cancels,
-            limit: row.max_refunded_running_cancels,
-          },
-        };
+  // A database before the rename still says refunded_running_cancels: the code deploys first.
+  const used = row.paid_refunds ?? row.refunded_running_cancels;
+  const limit = row.max_paid_refunds ?? row.max_refunded_running_cancels;
+  const cancels = used == null || limit == null ? {} : { runningCancelRefunds: { used, limit } };
   return {
     plan: row.plan,
     meter: row.meter ?? "jobs",

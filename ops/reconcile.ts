@@ -14,7 +14,7 @@
  *   may lack its refund only when withheld, past the plan's bound of refunds after provider
  *   spend: a running cancel, `running_cancel_limit`, or a failure or queued cancel after spend,
  *   `paid_refund_limit`; and its event says `refunded: false`);
- * - counters of refunds after spend (`refunded_running_cancels`) that differ from their events;
+ * - counters of refunds after spend (`paid_refunds`) that differ from their events;
  * - refunds after spend made past the plan's bound, or withheld under it (the bound is
  *   `private.refund_bound`, the rule the endings themselves use);
  * - succeeded jobs with a refund or a refund-bearing event.
@@ -199,11 +199,11 @@ export const CHECKS: Check[] = [
             where ${COUNTED}
             group by j.user_id, j.period_start, j.meter
           )
-          select q.user_id, q.period_start, q.meter, q.refunded_running_cancels, coalesce(c.n, 0) as events
+          select q.user_id, q.period_start, q.meter, q.paid_refunds, coalesce(c.n, 0) as events
           from public.quota_usage q
           left join counted c
             on c.user_id = q.user_id and c.period_start = q.period_start and c.meter = q.meter
-          where q.refunded_running_cancels <> coalesce(c.n, 0)
+          where q.paid_refunds <> coalesce(c.n, 0)
             and q.period_start >= ${SINCE}`,
   },
   {

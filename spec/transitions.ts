@@ -176,7 +176,7 @@ export interface Effect {
   counter: -1 | 0 | 1;
   /** Ended with the unit kept spent (refund_withheld): past the bound of refunds after spend. */
   withheld?: true;
-  /** A refund after spend: counted in the period's bound (refunded_running_cancels + 1). */
+  /** A refund after spend: counted in the period's bound (paid_refunds + 1). */
   counted?: true;
   /** The job's attempts now have consumed provider tokens (`consumed` grows). */
   spend?: true;

@@ -249,7 +249,7 @@ create table public.plans (
   max_active_jobs integer not null,
   for_anonymous_users boolean not null default false,
   max_output_tokens integer not null default 512,
-  max_refunded_running_cancels integer,
+  max_paid_refunds integer,
   meter text not null default 'jobs'::text,
   service_tier text not null default 'default'::text,
   flex_fallback_after_seconds integer,
@@ -260,7 +260,7 @@ create table public.plans (
   constraint plans_flex_fallback_after_seconds_check CHECK (flex_fallback_after_seconds >= 0),
   constraint plans_max_active_jobs_check CHECK (max_active_jobs >= 1),
   constraint plans_max_output_tokens_check CHECK (max_output_tokens >= 16),
-  constraint plans_max_refunded_running_cancels_check CHECK (max_refunded_running_cancels >= 0),
+  constraint plans_max_paid_refunds_check CHECK (max_paid_refunds >= 0),
   constraint plans_meter_check CHECK (meter = ANY (ARRAY['jobs'::text, 'tokens'::text, 'money'::text])),
   constraint plans_period_check CHECK (period = ANY (ARRAY['day'::text, 'month'::text])),
   constraint plans_pkey PRIMARY KEY (id),
@@ -274,7 +274,7 @@ alter table public.plans enable row level security;
 comment on table public.plans is 'Usage plans: how many units a user may reserve per UTC period and how many jobs may be active at once.';
 comment on column public.plans.for_anonymous_users is 'Anonymous sign-ins without a user_plans row are on this plan. At most one plan says so; when none does, they are on ''none'' (no units).';
 comment on column public.plans.max_output_tokens is 'The most completion tokens one model attempt may produce (sent as max_completion_tokens).';
-comment on column public.plans.max_refunded_running_cancels is 'How many jobs per period get their unit back after the provider billed them (running cancels, and failures or queued cancels after a consumed attempt). Null: as many as units_per_period. Job plans only: a token plan captures what was consumed instead.';
+comment on column public.plans.max_paid_refunds is 'How many jobs per period get their unit back after the provider billed them: running cancels, failures and queued cancels after a consumed attempt. Null: as many as units_per_period. Job plans only: a token plan captures what was consumed instead.';
 comment on column public.plans.meter is 'jobs: units_per_period counts jobs (a job holds its kind''s units). tokens: it counts tokens (a job holds its prompt tokens plus max_output_tokens and captures what it consumed). money: it counts micro-dollars of the provider''s bill (a job holds its worst case at the price book''s prices and captures what the provider billed).';
 comment on column public.plans.service_tier is 'OpenAI''s service tier for this plan''s model calls: default, or flex (Batch prices, slower, may answer 429 resource unavailable; the job then waits for capacity without counting a provider quota hit).';
 comment on column public.plans.flex_fallback_after_seconds is 'A flex plan''s job that has waited this long for flex capacity runs its next attempt on the default tier. Null: never (the job waits within its max age, then fails capacity_unavailable, refunded).';
@@ -286,16 +286,16 @@ create table public.quota_usage (
   period_start timestamp with time zone not null,
   units_used integer not null default 0,
   updated_at timestamp with time zone not null default now(),
-  refunded_running_cancels integer not null default 0,
+  paid_refunds integer not null default 0,
   meter text not null default 'jobs'::text,
   constraint quota_usage_meter_check CHECK (meter = ANY (ARRAY['jobs'::text, 'tokens'::text, 'money'::text])),
+  constraint quota_usage_paid_refunds_check CHECK (paid_refunds >= 0),
   constraint quota_usage_pkey PRIMARY KEY (user_id, period_start, meter),
-  constraint quota_usage_refunded_running_cancels_check CHECK (refunded_running_cancels >= 0),
   constraint quota_usage_units_used_check CHECK (units_used >= 0)
 );
 alter table public.quota_usage enable row level security;
 comment on table public.quota_usage is 'Units reserved per user and UTC period, net of refunds. Changed only by the transition functions.';
-comment on column public.quota_usage.refunded_running_cancels is 'Refunds after provider spend in this period (running cancels, failures and queued cancels after a consumed attempt). Changed only by private.end_with_refund, with the refund, in the same statement.';
+comment on column public.quota_usage.paid_refunds is 'Refunds after provider spend in this period: running cancels, failures and queued cancels after a consumed attempt. Changed only by private.end_with_refund, with the refund, in the same statement.';
 comment on column public.quota_usage.meter is 'What units_used counts: jobs, tokens or micro-dollars. A job holds on the counter of its own meter.';
 
 create table public.superseded_callbacks (
@@ -410,7 +410,7 @@ begin
     -- A job plan's queued job whose attempts consumed nothing: always.
     when p_job.status = 'queued' and p_job.consumed = 0 then true
     else coalesce((
-      select q.refunded_running_cancels < private.refund_bound(p)
+      select q.paid_refunds < private.refund_bound(p)
       from public.quota_usage q, public.plans p
       where q.user_id = p_job.user_id and q.period_start = p_job.period_start
         and q.meter = p_job.meter and p.id = p_job.plan_id
@@ -554,12 +554,12 @@ declare
 begin
   update public.quota_usage q
   set units_used = q.units_used - (p_job.hold - v_capture),
-      refunded_running_cancels = q.refunded_running_cancels + case when v_bounded then 1 else 0 end,
+      paid_refunds = q.paid_refunds + case when v_bounded then 1 else 0 end,
       updated_at = p_now
   where q.user_id = p_job.user_id and q.period_start = p_job.period_start and q.meter = p_job.meter
     and q.units_used >= p_job.hold - v_capture
     -- The row being updated is the one compared: two endings of one user take turns on it.
-    and (not v_bounded or q.refunded_running_cancels < (
+    and (not v_bounded or q.paid_refunds < (
       select private.refund_bound(p) from public.plans p where p.id = p_job.plan_id));
   v_refunded := found;
   if not v_refunded and not (v_bounded and exists (
@@ -1044,10 +1044,10 @@ CREATE OR REPLACE FUNCTION private.refund_bound(p_plan public.plans)
 AS $function$
 begin
   return case when p_plan.meter = 'jobs'
-    then coalesce(p_plan.max_refunded_running_cancels, p_plan.units_per_period) end;
+    then coalesce(p_plan.max_paid_refunds, p_plan.units_per_period) end;
 end
 $function$;
-comment on function private.refund_bound(p_plan public.plans) is 'How many refunds after provider spend (running cancels, failures and queued cancels after a consumed attempt) the plan gives per period: max_refunded_running_cancels, else units_per_period. Null on a token plan, which has no such bound (an ending captures what was consumed). A refund after spend is made while the period''s refunded_running_cancels is under it.';
+comment on function private.refund_bound(p_plan public.plans) is 'How many refunds after provider spend (running cancels, failures and queued cancels after a consumed attempt) the plan gives per period: max_paid_refunds, else units_per_period. Null on a token plan, which has no such bound (an ending captures what was consumed). A refund after spend is made while the period''s quota_usage.paid_refunds is under it.';
 
 CREATE OR REPLACE FUNCTION private.running_cost(p_job public.generation_jobs)
  RETURNS integer
@@ -1153,7 +1153,7 @@ begin
   with bounds as (
     select private.period_start(p_plan.period, p_now) as period_start
   ), counter as (
-    select q.units_used, q.refunded_running_cancels from public.quota_usage q, bounds b
+    select q.units_used, q.paid_refunds from public.quota_usage q, bounds b
     where q.user_id = p_user_id and q.period_start = b.period_start and q.meter = p_plan.meter
   ), active as (
     select count(*) as n, coalesce(sum(j.hold), 0) as held from public.generation_jobs j
@@ -1168,16 +1168,16 @@ begin
     'meter', p_plan.meter,
     'held', a.held,
     -- A token plan has no bound of refunds: a cancel or a failure pays what it consumed.
-    'refunded_running_cancels', case when p_plan.meter = 'jobs'
-      then coalesce((select c.refunded_running_cancels from counter c), 0) end,
-    'max_refunded_running_cancels', private.refund_bound(p_plan),
+    'paid_refunds', case when p_plan.meter = 'jobs'
+      then coalesce((select c.paid_refunds from counter c), 0) end,
+    'max_paid_refunds', private.refund_bound(p_plan),
     'kinds', private.plan_kinds_json(p_plan.id)
   )
   from bounds b, active a
   );
 end
 $function$;
-comment on function private.usage_json(p_user_id uuid, p_plan public.plans, p_now timestamp with time zone) is 'A user''s usage in the period that contains p_now: the meter, units (jobs or tokens) used on that meter''s counter and the limit, what active jobs hold, active jobs, (job plans) the refunds after spend used and allowed, null for both on a token plan, and the kinds the plan offers.';
+comment on function private.usage_json(p_user_id uuid, p_plan public.plans, p_now timestamp with time zone) is 'A user''s usage in the period that contains p_now: the meter, units (jobs or tokens) used on that meter''s counter and the limit, what active jobs hold, active jobs, (job plans) the refunds after spend used and allowed (paid_refunds, max_paid_refunds), null for both on a token plan, and the kinds the plan offers.';
 
 CREATE OR REPLACE FUNCTION private.usage_object(p_plan public.plans, p_period_start timestamp with time zone, p_used integer, p_active bigint)
  RETURNS jsonb
@@ -1380,7 +1380,7 @@ begin
   perform pg_advisory_xact_lock(hashtextextended('quota_jobs.enqueue:' || p_user_id::text, 0));
 
   select p.id, p.name, p.period, p.units_per_period, p.max_active_jobs, p.max_output_tokens,
-    p.max_refunded_running_cancels, p.meter, p.model, p.service_tier, p.reasoning_effort,
+    p.max_paid_refunds, p.meter, p.model, p.service_tier, p.reasoning_effort,
     b.period_start,
     (select q.units_used from public.quota_usage q
      where q.user_id = p_user_id and q.period_start = b.period_start and q.meter = p.meter),
@@ -1388,7 +1388,7 @@ begin
      where j.user_id = p_user_id and j.status in ('queued', 'running')),
     k.units, k.model
   into v_plan.id, v_plan.name, v_plan.period, v_plan.units_per_period, v_plan.max_active_jobs,
-    v_plan.max_output_tokens, v_plan.max_refunded_running_cancels, v_plan.meter, v_plan.model,
+    v_plan.max_output_tokens, v_plan.max_paid_refunds, v_plan.meter, v_plan.model,
     v_plan.service_tier, v_plan.reasoning_effort, v_period_start, v_used, v_active, v_units,
     v_kind_model
   from public.plans p

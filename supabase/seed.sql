@@ -1,7 +1,8 @@
 -- The plans. Idempotent: `npm run dev` runs it on every start.
--- A running job's cancel refunds its unit up to max_refunded_running_cancels times a period:
--- free, once a day (its one unit); pro, 20 times a month (a fifth of its units; beyond that a
--- canceled generation was paid to the provider and stays spent).
+-- A job the provider already billed (a running cancel, a failure or a queued cancel after a
+-- consumed attempt) gets its unit back up to max_paid_refunds times a period: free, once a day
+-- (its one unit); pro, 20 times a month (a fifth of its units; beyond that the billed job's
+-- unit stays spent).
 -- team meters tokens: 2,000,000 a month; each job holds its prompt's tokens plus 2,048 and keeps
 -- what the provider consumed (a running cancel keeps what streamed, so it needs no bound).
 -- pro's max_output_tokens, 8,000 (a long document, about 6,000 words), streams within the
@@ -15,7 +16,7 @@
 -- model: they run on the deployment's OPENAI_MODEL (a reasoning model by default). team sends
 -- reasoning effort none: a token plan's cancel then captures what streamed, where hidden
 -- reasoning cut short would cost the attempt's whole bound.
-insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_output_tokens, max_refunded_running_cancels, meter, service_tier, flex_fallback_after_seconds, model, reasoning_effort) values
+insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_output_tokens, max_paid_refunds, meter, service_tier, flex_fallback_after_seconds, model, reasoning_effort) values
   ('free', 'Free', 'day', 1, 1, 512, 1, 'jobs', 'default', null, null, null),
   ('pro', 'Pro', 'month', 100, 3, 8000, 20, 'jobs', 'default', null, null, null),
   ('team', 'Team', 'month', 2000000, 3, 2048, null, 'tokens', 'default', null, null, 'none'),
@@ -26,7 +27,7 @@ on conflict (id) do update set
   units_per_period = excluded.units_per_period,
   max_active_jobs = excluded.max_active_jobs,
   max_output_tokens = excluded.max_output_tokens,
-  max_refunded_running_cancels = excluded.max_refunded_running_cancels,
+  max_paid_refunds = excluded.max_paid_refunds,
   meter = excluded.meter,
   service_tier = excluded.service_tier,
   flex_fallback_after_seconds = excluded.flex_fallback_after_seconds,

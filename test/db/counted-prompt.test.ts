@@ -17,16 +17,7 @@ const { svc, admin } = db;
 async function runningWithProgress(user: string, bound: number, counted?: number): Promise<Json> {
   const job = await db.enqueued(user, { promptTokens: bound });
   await db.started(job.id);
-  const p = await rpc(svc, "record_progress", {
-    p_job_id: job.id,
-    p_attempt: 1,
-    p_offset: 0,
-    p_text: "so far",
-    p_completion_tokens: 30,
-    p_now: T0,
-    ...(counted === undefined ? {} : { p_prompt_tokens: counted }),
-  });
-  expect(p.outcome).toBe("recorded");
+  await db.progressed(job.id, { tokens: 30, promptTokens: counted });
   return job;
 }
 

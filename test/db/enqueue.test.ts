@@ -6,6 +6,15 @@ const T0 = at("2026-03-10T12:00:00Z");
 const db = dbFixture({ now: T0 });
 const { svc, admin } = db;
 
+/** enqueue_job with an Idempotency-Key, at T0 unless told. */
+const enqueueKeyed = (user: string, prompt: string, key: string, now = T0) =>
+  rpc(svc, "enqueue_job", {
+    p_user_id: user,
+    p_prompt: prompt,
+    p_idempotency_key: key,
+    p_now: now,
+  });
+
 describe("enqueue_job", () => {
   test("reserves one unit and inserts a queued job, logged as enqueued", async () => {
     const user = await db.user();
@@ -80,18 +89,8 @@ describe("enqueue_job", () => {
 
   test("a replay with the same key and prompt returns the same job and reserves nothing", async () => {
     const user = await db.user("pro");
-    const a = await rpc(svc, "enqueue_job", {
-      p_user_id: user,
-      p_prompt: "same",
-      p_idempotency_key: "k1",
-      p_now: T0,
-    });
-    const b = await rpc(svc, "enqueue_job", {
-      p_user_id: user,
-      p_prompt: "same",
-      p_idempotency_key: "k1",
-      p_now: addSeconds(T0, 5),
-    });
+    const a = await enqueueKeyed(user, "same", "k1");
+    const b = await enqueueKeyed(user, "same", "k1", addSeconds(T0, 5));
     expect(a.outcome).toBe("enqueued");
     expect(b.outcome).toBe("replayed");
     expect(b.job.id).toBe(a.job.id);
@@ -100,12 +99,7 @@ describe("enqueue_job", () => {
 
   test("a replay is served even after the job ended and the quota is used up", async () => {
     const user = await db.user();
-    const a = await rpc(svc, "enqueue_job", {
-      p_user_id: user,
-      p_prompt: "same",
-      p_idempotency_key: "k",
-      p_now: T0,
-    });
+    const a = await enqueueKeyed(user, "same", "k");
     await rpc(svc, "start_job", { p_job_id: a.job.id, p_now: T0 });
     await rpc(svc, "complete_job", {
       p_job_id: a.job.id,
@@ -113,12 +107,7 @@ describe("enqueue_job", () => {
       p_output: "done",
       p_now: T0,
     });
-    const b = await rpc(svc, "enqueue_job", {
-      p_user_id: user,
-      p_prompt: "same",
-      p_idempotency_key: "k",
-      p_now: T0,
-    });
+    const b = await enqueueKeyed(user, "same", "k");
     expect(b).toMatchObject({
       outcome: "replayed",
       job: { id: a.job.id, status: "succeeded", output: "done" },
@@ -127,18 +116,8 @@ describe("enqueue_job", () => {
 
   test("the same key with another prompt is idempotency_key_reused", async () => {
     const user = await db.user("pro");
-    const a = await rpc(svc, "enqueue_job", {
-      p_user_id: user,
-      p_prompt: "one",
-      p_idempotency_key: "k",
-      p_now: T0,
-    });
-    const b = await rpc(svc, "enqueue_job", {
-      p_user_id: user,
-      p_prompt: "two",
-      p_idempotency_key: "k",
-      p_now: T0,
-    });
+    const a = await enqueueKeyed(user, "one", "k");
+    const b = await enqueueKeyed(user, "two", "k");
     expect(b).toEqual({ outcome: "idempotency_key_reused", job_id: a.job.id });
     const usage = await rpc(svc, "get_usage", { p_user_id: user, p_now: T0 });
     expect(usage.usage.used).toBe(1);
@@ -146,18 +125,8 @@ describe("enqueue_job", () => {
 
   test("keys are per user: another user's key does not collide", async () => {
     const [u1, u2] = [await db.user(), await db.user()];
-    const a = await rpc(svc, "enqueue_job", {
-      p_user_id: u1,
-      p_prompt: "p",
-      p_idempotency_key: "shared",
-      p_now: T0,
-    });
-    const b = await rpc(svc, "enqueue_job", {
-      p_user_id: u2,
-      p_prompt: "p",
-      p_idempotency_key: "shared",
-      p_now: T0,
-    });
+    const a = await enqueueKeyed(u1, "p", "shared");
+    const b = await enqueueKeyed(u2, "p", "shared");
     expect(a.outcome).toBe("enqueued");
     expect(b.outcome).toBe("enqueued");
     expect(b.job.id).not.toBe(a.job.id);
@@ -186,12 +155,7 @@ describe("enqueue_job", () => {
 
   test("an over-long idempotency key is refused", async () => {
     const user = await db.user();
-    const r = await rpc(svc, "enqueue_job", {
-      p_user_id: user,
-      p_prompt: "p",
-      p_idempotency_key: "k".repeat(256),
-      p_now: T0,
-    });
+    const r = await enqueueKeyed(user, "p", "k".repeat(256));
     expect(r).toEqual({ outcome: "invalid_idempotency_key" });
   });
 });
@@ -335,24 +299,14 @@ describe("reads", () => {
 describe("idempotency after a failed publish", () => {
   test("a job failed publish_failed frees its key: the client's retry starts a new job", async () => {
     const user = await db.user();
-    const a = await rpc(svc, "enqueue_job", {
-      p_user_id: user,
-      p_prompt: "p",
-      p_idempotency_key: "retry-me",
-      p_now: T0,
-    });
+    const a = await enqueueKeyed(user, "p", "retry-me");
     const failed = await rpc(svc, "fail_job", {
       p_job_id: a.job.id,
       p_reason: "publish_failed",
       p_now: T0,
     });
     expect(failed.job).toMatchObject({ status: "failed", idempotency_key: null });
-    const b = await rpc(svc, "enqueue_job", {
-      p_user_id: user,
-      p_prompt: "p",
-      p_idempotency_key: "retry-me",
-      p_now: T0,
-    });
+    const b = await enqueueKeyed(user, "p", "retry-me");
     expect(b.outcome).toBe("enqueued");
     expect(b.job.id).not.toBe(a.job.id);
     expect(b.usage.used).toBe(1);
@@ -360,19 +314,9 @@ describe("idempotency after a failed publish", () => {
 
   test("any other failure keeps the key: a replay shows the failed job", async () => {
     const user = await db.user();
-    const a = await rpc(svc, "enqueue_job", {
-      p_user_id: user,
-      p_prompt: "p",
-      p_idempotency_key: "k",
-      p_now: T0,
-    });
+    const a = await enqueueKeyed(user, "p", "k");
     await rpc(svc, "fail_job", { p_job_id: a.job.id, p_reason: "delivery_failed", p_now: T0 });
-    const b = await rpc(svc, "enqueue_job", {
-      p_user_id: user,
-      p_prompt: "p",
-      p_idempotency_key: "k",
-      p_now: T0,
-    });
+    const b = await enqueueKeyed(user, "p", "k");
     expect(b).toMatchObject({ outcome: "replayed", job: { id: a.job.id, status: "failed" } });
   });
 });

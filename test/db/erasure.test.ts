@@ -33,6 +33,9 @@ async function rowsAbout(user: string) {
   return rows[0];
 }
 
+/** rowsAbout once the user is erased: no row of theirs anywhere. */
+const NOTHING_LEFT = { jobs: 0, events: 0, usage: 0, plans: 0, pseudonyms: 0, account: 0 };
+
 describe("erase_user", () => {
   test("every job in every status, then nothing of the user anywhere in the database", async () => {
     const user = await userOnRoomyPlan();
@@ -57,14 +60,7 @@ describe("erase_user", () => {
     );
     expect(superseded[0].n).toBe(0);
     expect(await findMarker(admin, marker)).toEqual([]);
-    expect(await rowsAbout(user)).toEqual({
-      jobs: 0,
-      events: 0,
-      usage: 0,
-      plans: 0,
-      pseudonyms: 0,
-      account: 0,
-    });
+    expect(await rowsAbout(user)).toEqual(NOTHING_LEFT);
     const { rows: after } = await admin.query(
       "select coalesce(sum(jobs), 0)::int as jobs from public.erased_usage where plan_id = $1",
       [PLAN],
@@ -94,14 +90,7 @@ describe("erase_user", () => {
     const r = await rpc(svc, "erase_user", { p_user_id: user });
 
     expect(r).toMatchObject({ outcome: "erased", jobs: 1, canceled: 1, account_deleted: true });
-    expect(await rowsAbout(user)).toEqual({
-      jobs: 0,
-      events: 0,
-      usage: 0,
-      plans: 0,
-      pseudonyms: 0,
-      account: 0,
-    });
+    expect(await rowsAbout(user)).toEqual(NOTHING_LEFT);
     const { rows: after } = await admin.query(
       "select job_id, message_seq, job_seq from public.superseded_callbacks where id = $1",
       [before[0].id],
@@ -143,14 +132,7 @@ describe("erase_user", () => {
     });
     const running = await db.enqueued(user, { now: at });
     await db.started(running.id, { now: at });
-    await rpc(svc, "record_progress", {
-      p_job_id: running.id,
-      p_attempt: 1,
-      p_offset: 0,
-      p_text: "y",
-      p_completion_tokens: 9,
-      p_now: at,
-    });
+    await db.progressed(running.id, { tokens: 9, text: "y", now: at });
 
     await rpc(svc, "erase_user", { p_user_id: user, p_now: at });
 
@@ -199,14 +181,7 @@ describe("erase_user", () => {
     await admin.query("delete from auth.users where id = $1", [user]);
 
     expect(await findMarker(admin, marker)).toEqual([]);
-    expect(await rowsAbout(user)).toEqual({
-      jobs: 0,
-      events: 0,
-      usage: 0,
-      plans: 0,
-      pseudonyms: 0,
-      account: 0,
-    });
+    expect(await rowsAbout(user)).toEqual(NOTHING_LEFT);
   });
 
   test("a token that outlives its user cannot enqueue again (no fresh quota)", async () => {
@@ -214,14 +189,7 @@ describe("erase_user", () => {
     await rpc(svc, "erase_user", { p_user_id: user });
     const r = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "again" });
     expect(r.outcome).toBe("user_not_found");
-    expect(await rowsAbout(user)).toEqual({
-      jobs: 0,
-      events: 0,
-      usage: 0,
-      plans: 0,
-      pseudonyms: 0,
-      account: 0,
-    });
+    expect(await rowsAbout(user)).toEqual(NOTHING_LEFT);
   });
 
   test("concurrent erasures of one user: all end cleanly, the jobs counted once", async () => {
@@ -233,14 +201,7 @@ describe("erase_user", () => {
     expect(results.map((r) => r.outcome)).toEqual(Array(8).fill("erased"));
     expect(results.reduce((n, r) => n + r.jobs, 0)).toBe(7);
     expect(results.filter((r) => r.account_deleted)).toHaveLength(1);
-    expect(await rowsAbout(user)).toEqual({
-      jobs: 0,
-      events: 0,
-      usage: 0,
-      plans: 0,
-      pseudonyms: 0,
-      account: 0,
-    });
+    expect(await rowsAbout(user)).toEqual(NOTHING_LEFT);
   });
 
   test("erasure racing a worker's completion and its usage record: one order or the other, never an error or a leftover", async () => {
@@ -269,14 +230,7 @@ describe("erase_user", () => {
       // The erasure canceled the job exactly when the completion did not get there first.
       expect(erased).toMatchObject({ outcome: "erased", jobs: 1 });
       expect(erased.canceled).toBe(done.outcome === "completed" ? 0 : 1);
-      expect(await rowsAbout(user)).toEqual({
-        jobs: 0,
-        events: 0,
-        usage: 0,
-        plans: 0,
-        pseudonyms: 0,
-        account: 0,
-      });
+      expect(await rowsAbout(user)).toEqual(NOTHING_LEFT);
     }
     await expectNoDrift(admin);
     // Reported, not asserted: which order won depends on the scheduler.
@@ -295,14 +249,7 @@ describe("erase_user", () => {
       // enqueue asks whether the user exists under the lock the erasure holds: a job it made
       // came first and was erased; none comes after.
       expect(erased.jobs).toBe(enq.outcome === "enqueued" ? 1 : 0);
-      expect(await rowsAbout(user)).toEqual({
-        jobs: 0,
-        events: 0,
-        usage: 0,
-        plans: 0,
-        pseudonyms: 0,
-        account: 0,
-      });
+      expect(await rowsAbout(user)).toEqual(NOTHING_LEFT);
     }
   });
 });
@@ -329,14 +276,7 @@ describe("enqueue against an erasure in flight", () => {
     } finally {
       eraser.release();
     }
-    expect(await rowsAbout(user)).toEqual({
-      jobs: 0,
-      events: 0,
-      usage: 0,
-      plans: 0,
-      pseudonyms: 0,
-      account: 0,
-    });
+    expect(await rowsAbout(user)).toEqual(NOTHING_LEFT);
   });
 });
 

@@ -15,6 +15,19 @@ const enqueued = (user: string, promptTokens = 100, now = T0): Promise<Json> =>
   db.enqueued(user, { promptTokens, now });
 const running = async (user: string, promptTokens = 100, now = T0): Promise<Json> =>
   (await db.started((await enqueued(user, promptTokens, now)).id, { now })).job;
+/** complete_job on attempt 1 at T0, with the provider's usage when given. */
+const complete = (
+  jobId: string,
+  output: string,
+  usage?: { prompt_tokens: number; completion_tokens: number },
+): Promise<Json> =>
+  rpc(svc, "complete_job", {
+    p_job_id: jobId,
+    p_attempt: 1,
+    p_output: output,
+    p_now: T0,
+    ...(usage ? { p_usage: { ...usage, source: "provider" } } : {}),
+  });
 
 /** The invariant per job: final jobs captured once, within the hold; active jobs captured nothing. */
 async function expectCapturedWithinHold(users: string[]): Promise<void> {
@@ -67,13 +80,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
   test("succeeded captures the provider's prompt + completion tokens and releases the rest", async () => {
     const user = await db.user("team");
     const job = await running(user, 100);
-    const r = await rpc(svc, "complete_job", {
-      p_job_id: job.id,
-      p_attempt: 1,
-      p_output: "done",
-      p_now: T0,
-      p_usage: { prompt_tokens: 97, completion_tokens: 400, source: "provider" },
-    });
+    const r = await complete(job.id, "done", { prompt_tokens: 97, completion_tokens: 400 });
     expect(r.job).toMatchObject({ status: "succeeded", hold: 100 + OUTPUT, captured: 497 });
     expect(await counter(user)).toBe(497);
   });
@@ -81,21 +88,10 @@ describe("a token plan holds the most a job can cost and captures what it consum
   test("succeeded never captures more than the hold, and captures the hold when no usage came", async () => {
     const user = await db.user("team");
     const over = await running(user, 10);
-    const r1 = await rpc(svc, "complete_job", {
-      p_job_id: over.id,
-      p_attempt: 1,
-      p_output: "long",
-      p_now: T0,
-      p_usage: { prompt_tokens: 50, completion_tokens: 5000, source: "provider" },
-    });
+    const r1 = await complete(over.id, "long", { prompt_tokens: 50, completion_tokens: 5000 });
     expect(r1.job.captured).toBe(10 + OUTPUT);
     const bare = await running(user, 10, addSeconds(T0, 1));
-    const r2 = await rpc(svc, "complete_job", {
-      p_job_id: bare.id,
-      p_attempt: 1,
-      p_output: "x",
-      p_now: T0,
-    });
+    const r2 = await complete(bare.id, "x");
     expect(r2.job.captured).toBe(10 + OUTPUT);
     expect(await counter(user)).toBe(2 * (10 + OUTPUT));
   });
@@ -105,14 +101,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
     async (reason) => {
       const user = await db.user("team");
       const job = await running(user);
-      await rpc(svc, "record_progress", {
-        p_job_id: job.id,
-        p_attempt: 1,
-        p_offset: 0,
-        p_text: "half",
-        p_completion_tokens: 300,
-        p_now: T0,
-      });
+      await db.progressed(job.id, { tokens: 300, text: "half" });
       const r = await rpc(svc, "fail_job", { p_job_id: job.id, p_reason: reason, p_now: T0 });
       expect(r.job).toMatchObject({ status: "failed", captured: 400, refund_withheld: null });
       expect(r.job.refunded_at).not.toBeNull();
@@ -172,14 +161,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
       expect(
         (await rpc(svc, "get_job", { p_job_id: job.id, p_user_id: user })).job.cancel_refunds,
       ).toBe(true);
-      await rpc(svc, "record_progress", {
-        p_job_id: job.id,
-        p_attempt: 1,
-        p_offset: 0,
-        p_text: "so far",
-        p_completion_tokens: 40 * (i + 1),
-        p_now: now,
-      });
+      await db.progressed(job.id, { tokens: 40 * (i + 1), now });
       const r = await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: now });
       expect(r).toMatchObject({ outcome: "canceled", refunded: true });
       expect(r.job.refund_withheld).toBeNull();
@@ -201,14 +183,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
   test("a cancel never captures more than the hold", async () => {
     const user = await db.user("team");
     const job = await running(user, 10);
-    await rpc(svc, "record_progress", {
-      p_job_id: job.id,
-      p_attempt: 1,
-      p_offset: 0,
-      p_text: "x",
-      p_completion_tokens: 99_999,
-      p_now: T0,
-    });
+    await db.progressed(job.id, { tokens: 99_999, text: "x" });
     const r = await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: T0 });
     expect(r.job.captured).toBe(10 + OUTPUT);
   });
@@ -238,7 +213,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
     const b = await running(user);
     const c = await enqueued(user);
     expect(a.hold).toBe(1);
-    await rpc(svc, "complete_job", { p_job_id: a.id, p_attempt: 1, p_output: "x", p_now: T0 });
+    await complete(a.id, "x");
     await rpc(svc, "fail_job", { p_job_id: b.id, p_reason: "delivery_failed", p_now: T0 });
     await rpc(svc, "cancel_job", { p_job_id: c.id, p_user_id: user, p_now: T0 });
     const { rows } = await admin.query(
@@ -291,23 +266,10 @@ describe("races on a token plan: counter = open holds + captures", () => {
       const user = await db.user("team");
       users.push(user);
       const job = await running(user, 50);
-      await rpc(svc, "record_progress", {
-        p_job_id: job.id,
-        p_attempt: 1,
-        p_offset: 0,
-        p_text: "p",
-        p_completion_tokens: 30,
-        p_now: T0,
-      });
+      await db.progressed(job.id, { tokens: 30, text: "p" });
       const results = await Promise.all([
         rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: T0 }),
-        rpc(svc, "complete_job", {
-          p_job_id: job.id,
-          p_attempt: 1,
-          p_output: "o",
-          p_now: T0,
-          p_usage: { prompt_tokens: 50, completion_tokens: 700, source: "provider" },
-        }),
+        complete(job.id, "o", { prompt_tokens: 50, completion_tokens: 700 }),
         rpc(svc, "fail_job", { p_job_id: job.id, p_reason: "delivery_failed", p_now: T0 }),
         rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: T0 }),
       ]);
@@ -384,25 +346,11 @@ describe("a retry cannot double the bill: at most 2 × hold across a token plan'
   test("a reclaim counts the dead attempt's last progress; a claim that could cross 2 × hold ends the job capturing what was consumed, up to the hold", async () => {
     const user = await db.user("team");
     const job = await running(user, 100); // hold 2,148
-    await rpc(svc, "record_progress", {
-      p_job_id: job.id,
-      p_attempt: 1,
-      p_offset: 0,
-      p_text: "x",
-      p_completion_tokens: 900,
-      p_now: T0,
-    });
+    await db.progressed(job.id, { tokens: 900, text: "x" });
     // The worker died; its lease expires and the next delivery reclaims: 1,000 consumed.
     const again = await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 100) });
     expect(again).toMatchObject({ outcome: "started", job: { attempts: 2, consumed: 1000 } });
-    await rpc(svc, "record_progress", {
-      p_job_id: job.id,
-      p_attempt: 2,
-      p_offset: 0,
-      p_text: "y",
-      p_completion_tokens: 1100,
-      p_now: addSeconds(T0, 101),
-    });
+    await db.progressed(job.id, { tokens: 1100, text: "y", attempt: 2, now: addSeconds(T0, 101) });
     // It dies too: 1,000 + 1,200 + a hold > 2 × hold, so no third attempt.
     const third = await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 200) });
     expect(third).toMatchObject({

@@ -66,7 +66,7 @@ describe("job kinds", () => {
       plan: "free",
       kinds: [{ kind: "document", units: 1 }],
     });
-    expect(await db.usage(user)).toEqual({ units_used: 0, refunded_running_cancels: 0 });
+    expect(await db.usage(user)).toEqual({ units_used: 0, paid_refunds: 0 });
     expect(await jobCount(user)).toBe(0);
     // The day's one document still fits: nothing was held.
     expect((await db.enqueued(user)).hold).toBe(1);
@@ -76,7 +76,7 @@ describe("job kinds", () => {
     const user = await db.user("pro");
     const r = await extract(user, { p_kind: "translate" });
     expect(r).toEqual({ outcome: "unknown_kind" });
-    expect(await db.usage(user)).toEqual({ units_used: 0, refunded_running_cancels: 0 });
+    expect(await db.usage(user)).toEqual({ units_used: 0, paid_refunds: 0 });
     expect(await jobCount(user)).toBe(0);
   });
 
@@ -148,10 +148,7 @@ describe("job kinds", () => {
     expect((await db.usage(user)).units_used).toBe(2);
 
     // pro's bound of refunds after spend is 20: use it up, then an output_invalid after spend keeps its 2.
-    await admin.query(
-      "update public.quota_usage set refunded_running_cancels = 20 where user_id = $1",
-      [user],
-    );
+    await admin.query("update public.quota_usage set paid_refunds = 20 where user_id = $1", [user]);
     const bad = await extract(user, { p_now: addSeconds(T0, 10) });
     await db.started(bad.job.id, { now: addSeconds(T0, 10) });
     const failed = await rpc(svc, "fail_job", {

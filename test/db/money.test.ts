@@ -54,6 +54,9 @@ async function running(user: string, extra: Record<string, unknown> = {}): Promi
   return (await db.started(r.job.id, { now: T0 })).job;
 }
 
+/** The model watch records `model`'s shutdown date, as of T0. */
+const shutdownOn = (model: string, date: string): Promise<Json> =>
+  rpc(svc, "record_model_catalogue", { p_model: model, p_shutdown_date: date, p_now: T0 });
 const complete = (job: Json, usage: Record<string, unknown>): Promise<Json> =>
   rpc(svc, "complete_job", {
     p_job_id: job.id,
@@ -68,7 +71,7 @@ describe("a plan names a model the price book prices, on a tier that model is of
     await expect(
       admin.query(
         `insert into public.plans (id, name, period, units_per_period, max_active_jobs,
-           max_output_tokens, max_refunded_running_cancels, meter, service_tier, model)
+           max_output_tokens, max_paid_refunds, meter, service_tier, model)
          values ('economy_4o', 'Economy', 'month', 200, 3, 2048, 40, 'jobs', 'flex', 'gpt-4o-mini')`,
       ),
     ).rejects.toMatchObject({ code: "23503", constraint: "plans_tier_offered" });
@@ -198,14 +201,7 @@ describe("a money plan holds the call's worst case and captures what the provide
     expect(c.job).toMatchObject({ status: "canceled", captured: 0 });
     const job = await running(user);
     expect(job.reasons).toBe(false);
-    await rpc(svc, "record_progress", {
-      p_job_id: job.id,
-      p_attempt: 1,
-      p_offset: 0,
-      p_text: "so far",
-      p_completion_tokens: 30,
-      p_now: T0,
-    });
+    await db.progressed(job.id, { tokens: 30 });
     // 200 × 0.75 + 30 × 4.5 = 285 (a count of ours: at the held prices)
     const r = await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: T0 });
     expect(r.job).toMatchObject({ status: "canceled", captured: 285 });
@@ -284,17 +280,9 @@ describe("a model past its shutdown date", () => {
     await plan("money_retiring", { model: "gpt-5.4-nano" });
     const user = await db.user("money_retiring");
     try {
-      await rpc(svc, "record_model_catalogue", {
-        p_model: "gpt-5.4-nano",
-        p_shutdown_date: "2026-12-22",
-        p_now: T0,
-      });
+      await shutdownOn("gpt-5.4-nano", "2026-12-22");
       expect((await enqueue(user)).outcome).toBe("enqueued");
-      const r = await rpc(svc, "record_model_catalogue", {
-        p_model: "gpt-5.4-nano",
-        p_shutdown_date: "2026-12-02",
-        p_now: T0,
-      });
+      const r = await shutdownOn("gpt-5.4-nano", "2026-12-02");
       expect(r).toMatchObject({ outcome: "recorded", changed: true });
       const used = await counter(user);
       const refused = await enqueue(user);
@@ -312,11 +300,7 @@ describe("a model past its shutdown date", () => {
   test("the deployment's model is checked too, for plans that name none", async () => {
     const user = await db.user("pro");
     try {
-      await rpc(svc, "record_model_catalogue", {
-        p_model: "gpt-4o-mini",
-        p_shutdown_date: "2026-11-30",
-        p_now: T0,
-      });
+      await shutdownOn("gpt-4o-mini", "2026-11-30");
       expect((await enqueue(user, { p_model: "gpt-4o-mini" })).outcome).toBe("model_retired");
       expect((await enqueue(user, { p_model: "gpt-5.4-mini" })).outcome).toBe("enqueued");
     } finally {
@@ -419,11 +403,7 @@ describe("a plan may name a model per kind", () => {
     await kindOn("kinds_retire", "extract", "gpt-5.4-nano");
     const user = await db.user("kinds_retire");
     try {
-      await rpc(svc, "record_model_catalogue", {
-        p_model: "gpt-5.4-nano",
-        p_shutdown_date: "2026-12-01",
-        p_now: T0,
-      });
+      await shutdownOn("gpt-5.4-nano", "2026-12-01");
       expect(
         await enqueue(user, { p_kind: "extract", p_input: { text: "t", schema: {} } }),
       ).toEqual({ outcome: "model_retired", model: "gpt-5.4-nano", shutdown_date: "2026-12-01" });
@@ -460,14 +440,7 @@ describe("races on a money plan: counter = open holds + captures", () => {
       const user = await db.user("money_race_end");
       users.push(user);
       const job = await running(user);
-      await rpc(svc, "record_progress", {
-        p_job_id: job.id,
-        p_attempt: 1,
-        p_offset: 0,
-        p_text: "p",
-        p_completion_tokens: 30,
-        p_now: T0,
-      });
+      await db.progressed(job.id, { tokens: 30, text: "p" });
       const results = await Promise.all([
         rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: T0 }),
         complete(job, { prompt_tokens: 190, completion_tokens: 700, service_tier: "default" }),

@@ -147,7 +147,7 @@ describe("a job plan's refunds after provider spend share the running-cancel bou
     const user = await db.user("free");
     const r1 = await canceledAfterTimeout(user, { prompt: 20, completion: 300 });
     expect(r1).toMatchObject({ outcome: "canceled", refunded: true });
-    expect(await counter(user)).toEqual({ units_used: 0, refunded_running_cancels: 1 });
+    expect(await counter(user)).toEqual({ units_used: 0, paid_refunds: 1 });
 
     const second = await enqueued(user, addSeconds(T0, 60));
     await timedOut(second.id, addSeconds(T0, 60), { prompt: 20, completion: 300 });
@@ -163,7 +163,7 @@ describe("a job plan's refunds after provider spend share the running-cancel bou
       refunded: false,
       job: { refunded_at: null, refund_withheld: "paid_refund_limit", captured: 1 },
     });
-    expect(await counter(user)).toEqual({ units_used: 1, refunded_running_cancels: 1 });
+    expect(await counter(user)).toEqual({ units_used: 1, paid_refunds: 1 });
     const again = await rpc(svc, "enqueue_job", {
       p_user_id: user,
       p_prompt: "round three",
@@ -193,7 +193,7 @@ describe("a job plan's refunds after provider spend share the running-cancel bou
       [true, null, 0],
       [false, "paid_refund_limit", 1],
     ]);
-    expect(await counter(user)).toEqual({ units_used: 1, refunded_running_cancels: 1 });
+    expect(await counter(user)).toEqual({ units_used: 1, paid_refunds: 1 });
     const events = await admin.query(
       "select detail from public.job_events where user_id = $1 and event = 'failed' order by id",
       [user],
@@ -235,13 +235,13 @@ describe("a job plan's refunds after provider spend share the running-cancel bou
       p_now: addSeconds(T0, 20),
     });
     expect(r.job.refund_withheld).toBe("paid_refund_limit");
-    expect(await counter(user)).toEqual({ units_used: 1, refunded_running_cancels: 1 });
+    expect(await counter(user)).toEqual({ units_used: 1, paid_refunds: 1 });
   });
 
   test("failures with nothing consumed and operator faults refund freely past the bound, uncounted", async () => {
     const user = await db.user("pro");
     await admin.query(
-      `insert into public.quota_usage (user_id, period_start, meter, units_used, refunded_running_cancels)
+      `insert into public.quota_usage (user_id, period_start, meter, units_used, paid_refunds)
        values ($1, '2026-12-01T00:00:00Z', 'jobs', 0, 20)`,
       [user],
     );
@@ -277,7 +277,7 @@ describe("a job plan's refunds after provider spend share the running-cancel bou
       expect(r.job.refunded_at).not.toBeNull();
       expect(r.job.refund_withheld).toBeNull();
     }
-    expect(await counter(user)).toEqual({ units_used: 0, refunded_running_cancels: 20 });
+    expect(await counter(user)).toEqual({ units_used: 0, paid_refunds: 20 });
   });
 
   test("the table allows a withheld refund on a failed job, but running_cancel_limit only on a canceled one", async () => {
@@ -357,9 +357,9 @@ describe("the account and the meter", () => {
     const team = await db.user("team");
     const free = await db.user("free");
     const t = await rpc(svc, "get_usage", { p_user_id: team, p_now: T0 });
-    expect(t.usage.max_refunded_running_cancels).toBeNull();
-    expect(t.usage.refunded_running_cancels).toBeNull();
+    expect(t.usage.max_paid_refunds).toBeNull();
+    expect(t.usage.paid_refunds).toBeNull();
     const f = await rpc(svc, "get_usage", { p_user_id: free, p_now: T0 });
-    expect(f.usage).toMatchObject({ refunded_running_cancels: 0, max_refunded_running_cancels: 1 });
+    expect(f.usage).toMatchObject({ paid_refunds: 0, max_paid_refunds: 1 });
   });
 });

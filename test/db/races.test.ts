@@ -148,9 +148,9 @@ describe("races on a real PostgreSQL", () => {
   });
 
   test(`5 running jobs of one user canceled at once: exactly the plan's bound refunded, the rest spent (${ROUNDS} rounds)`, async () => {
-    // A plan of 10 units, 5 active, 2 refunded running-cancels a day.
+    // A plan of 10 units, 5 active, 2 refunds after spend a day (max_paid_refunds).
     await admin.query(
-      `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_refunded_running_cancels)
+      `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_paid_refunds)
        values ('race_cancels', 'Race', 'day', 10, 5, 2) on conflict (id) do nothing`,
     );
     for (let round = 0; round < ROUNDS; round++) {
@@ -173,7 +173,7 @@ describe("races on a real PostgreSQL", () => {
       const found = (
         await admin.query(
           `select (select units_used from public.quota_usage where user_id = $1) as used,
-                  (select refunded_running_cancels from public.quota_usage where user_id = $1) as counted,
+                  (select paid_refunds from public.quota_usage where user_id = $1) as counted,
                   (select count(*)::int from public.generation_jobs where user_id = $1 and refunded_at is not null) as refunded,
                   (select count(*)::int from public.generation_jobs
                     where user_id = $1 and refund_withheld = 'running_cancel_limit' and refunded_at is null) as withheld`,
@@ -189,7 +189,7 @@ describe("races on a real PostgreSQL", () => {
     // The same plan: 2 refunds after spend a day, shared by running cancels and by failures or
     // queued cancels after a consumed attempt.
     await admin.query(
-      `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_refunded_running_cancels)
+      `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_paid_refunds)
        values ('race_cancels', 'Race', 'day', 10, 5, 2) on conflict (id) do nothing`,
     );
     const usage = { prompt_tokens: 20, completion_tokens: 200, source: "counted" };
@@ -214,7 +214,7 @@ describe("races on a real PostgreSQL", () => {
       const found = (
         await admin.query(
           `select (select units_used from public.quota_usage where user_id = $1) as used,
-                  (select refunded_running_cancels from public.quota_usage where user_id = $1) as counted,
+                  (select paid_refunds from public.quota_usage where user_id = $1) as counted,
                   (select count(*)::int from public.generation_jobs where user_id = $1 and refunded_at is not null) as refunded,
                   (select count(*)::int from public.generation_jobs
                     where user_id = $1 and refund_withheld = 'paid_refund_limit' and refunded_at is null) as withheld`,

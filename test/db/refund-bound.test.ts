@@ -16,12 +16,12 @@ const { svc, admin } = db;
 const T0 = at("2026-12-02T10:00:00Z");
 
 const PLANS = [
-  { id: "rb_default", meter: "jobs", units_per_period: 5, max_refunded_running_cancels: null },
-  { id: "rb_none", meter: "jobs", units_per_period: 5, max_refunded_running_cancels: 0 },
-  { id: "rb_two", meter: "jobs", units_per_period: 10, max_refunded_running_cancels: 2 },
-  { id: "rb_above", meter: "jobs", units_per_period: 3, max_refunded_running_cancels: 7 },
-  { id: "rb_tokens", meter: "tokens", units_per_period: 9000, max_refunded_running_cancels: null },
-  { id: "rb_tokens2", meter: "tokens", units_per_period: 9000, max_refunded_running_cancels: 2 },
+  { id: "rb_default", meter: "jobs", units_per_period: 5, max_paid_refunds: null },
+  { id: "rb_none", meter: "jobs", units_per_period: 5, max_paid_refunds: 0 },
+  { id: "rb_two", meter: "jobs", units_per_period: 10, max_paid_refunds: 2 },
+  { id: "rb_above", meter: "jobs", units_per_period: 3, max_paid_refunds: 7 },
+  { id: "rb_tokens", meter: "tokens", units_per_period: 9000, max_paid_refunds: null },
+  { id: "rb_tokens2", meter: "tokens", units_per_period: 9000, max_paid_refunds: 2 },
 ] as const;
 
 describe("one rule for the bound of refunds after spend", () => {
@@ -29,12 +29,12 @@ describe("one rule for the bound of refunds after spend", () => {
     for (const p of PLANS)
       await admin.query(
         `insert into public.plans (id, name, period, units_per_period, max_active_jobs,
-           max_refunded_running_cancels, meter)
+           max_paid_refunds, meter)
          values ($1, $1, 'day', $2, 10, $3, $4) on conflict (id) do nothing`,
-        [p.id, p.units_per_period, p.max_refunded_running_cancels, p.meter],
+        [p.id, p.units_per_period, p.max_paid_refunds, p.meter],
       );
     const { rows } = await admin.query(
-      `select p.id, p.meter, p.units_per_period, p.max_refunded_running_cancels,
+      `select p.id, p.meter, p.units_per_period, p.max_paid_refunds,
          private.refund_bound(p) as bound
        from public.plans p order by p.id`,
     );
@@ -81,8 +81,8 @@ describe("one rule for the bound of refunds after spend", () => {
     const usage = (await rpc(svc, "get_usage", { p_user_id: user, p_now: addSeconds(T0, 60) }))
       .usage;
     expect(usage).toMatchObject({
-      refunded_running_cancels: bound,
-      max_refunded_running_cancels: bound,
+      paid_refunds: bound,
+      max_paid_refunds: bound,
     });
   });
 
@@ -90,14 +90,14 @@ describe("one rule for the bound of refunds after spend", () => {
     const user = await db.user("rb_tokens2");
     const usage = (await rpc(svc, "get_usage", { p_user_id: user, p_now: T0 })).usage;
     expect(usage).toMatchObject({
-      refunded_running_cancels: null,
-      max_refunded_running_cancels: null,
+      paid_refunds: null,
+      max_paid_refunds: null,
     });
   });
 
   test("no other SQL function, and not ops/reconcile.ts, restates the bound", () => {
     const read = (p: string) => readFileSync(new URL(`../../${p}`, import.meta.url), "utf8");
-    const restated = /coalesce\(\s*\w+\.max_refunded_running_cancels/;
+    const restated = /coalesce\(\s*\w+\.max_paid_refunds/;
     const functions = read("supabase/schema.sql")
       .split(/\nCREATE OR REPLACE FUNCTION /)
       .slice(1);
@@ -105,6 +105,6 @@ describe("one rule for the bound of refunds after spend", () => {
       .filter((f) => restated.test(f))
       .map((f) => f.slice(0, f.indexOf("(")));
     expect(restating).toEqual(["private.refund_bound"]);
-    expect(read("ops/reconcile.ts")).not.toMatch(/max_refunded_running_cancels|units_per_period/);
+    expect(read("ops/reconcile.ts")).not.toMatch(/max_paid_refunds|units_per_period/);
   });
 });

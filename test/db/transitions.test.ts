@@ -553,7 +553,7 @@ describe("cancel_job: a running job's refund is bounded by the plan", () => {
   }
   async function counter(user: string) {
     const r = await admin.query(
-      "select units_used, refunded_running_cancels from public.quota_usage where user_id = $1",
+      "select units_used, paid_refunds from public.quota_usage where user_id = $1",
       [user],
     );
     return r.rows[0];
@@ -576,7 +576,7 @@ describe("cancel_job: a running job's refund is bounded by the plan", () => {
       job: { refund_withheld: null },
     });
     expect(r1.job.refunded_at).not.toBeNull();
-    expect(await counter(user)).toEqual({ units_used: 0, refunded_running_cancels: 1 });
+    expect(await counter(user)).toEqual({ units_used: 0, paid_refunds: 1 });
 
     const second = await startedFreeJob(user, addSeconds(T0, 60));
     const got = await rpc(svc, "get_job", { p_job_id: second, p_user_id: user });
@@ -591,7 +591,7 @@ describe("cancel_job: a running job's refund is bounded by the plan", () => {
       refunded: false,
       job: { status: "canceled", refunded_at: null, refund_withheld: "running_cancel_limit" },
     });
-    expect(await counter(user)).toEqual({ units_used: 1, refunded_running_cancels: 1 });
+    expect(await counter(user)).toEqual({ units_used: 1, paid_refunds: 1 });
     expect(await cancelEvent(second)).toEqual([
       {
         from_status: "running",
@@ -617,15 +617,14 @@ describe("cancel_job: a running job's refund is bounded by the plan", () => {
 
   test("a queued job's cancel refunds even when the running-cancel budget is spent", async () => {
     const job = await queuedJob("free");
-    await admin.query(
-      "update public.quota_usage set refunded_running_cancels = 1 where user_id = $1",
-      [job.user],
-    );
+    await admin.query("update public.quota_usage set paid_refunds = 1 where user_id = $1", [
+      job.user,
+    ]);
     const listed = await rpc(svc, "list_jobs", { p_user_id: job.user });
     expect(listed.jobs[0].cancel_refunds).toBe(true);
     const r = await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: job.user, p_now: T0 });
     expect(r).toMatchObject({ outcome: "canceled", refunded: true });
-    expect(await counter(job.user)).toEqual({ units_used: 0, refunded_running_cancels: 1 });
+    expect(await counter(job.user)).toEqual({ units_used: 0, paid_refunds: 1 });
     expect(await cancelEvent(job.id)).toEqual([
       { from_status: "queued", detail: { refunded: true, captured: 0, released: 1 } },
     ]);

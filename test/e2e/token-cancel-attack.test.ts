@@ -1,7 +1,7 @@
 /**
  * The cancel loop on a token plan, over HTTP on the whole local stack: a team user enqueues a
  * long prompt, waits until the model has streamed a while, cancels, and does it again. A token
- * plan has no bound on refunded running-cancels; instead each cancel captures what the provider
+ * plan has no bound on paid refunds; instead each cancel captures what the provider
  * consumed, as SQL knows it in the cancel's transaction: the prompt plus the tokens of the last
  * progress write (docs/DESIGN.md#metering-hold-and-capture). The check: the captures add up to
  * what the fake provider actually streamed (what it would bill), never more, and less only by

@@ -36,7 +36,7 @@ describe("npm run reconcile", () => {
     expect(report).toMatchObject({ ok: true, findings: [] });
   });
 
-  test("a token plan's running cancels are not refunded running-cancels of the job plans' bound", async () => {
+  test("a token plan's running cancels are not counted in the job plans' bound of paid refunds", async () => {
     // Without `j.meter = 'jobs'` the check counts them and reports a counter mismatch.
     const user = await db.user("team");
     for (let i = 0; i < 2; i++) {
@@ -179,7 +179,7 @@ describe("npm run reconcile", () => {
     // On a plan that refunds nothing after spend, so the repaired job below is a withheld
     // running cancel the bound called for.
     await admin.query(
-      `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_refunded_running_cancels)
+      `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_paid_refunds)
        values ('reconcile_none', 'None', 'day', 10, 3, 0) on conflict (id) do nothing`,
     );
     await admin.query(
@@ -192,20 +192,14 @@ describe("npm run reconcile", () => {
       "insert into public.job_events (job_id, user_id, at, event, from_status, to_status) values ($1, $2, now(), 'canceled', 'queued', 'canceled')",
       [raw, other],
     );
-    await admin.query(
-      "update public.quota_usage set refunded_running_cancels = 3 where user_id = $1",
-      [other],
-    );
+    await admin.query("update public.quota_usage set paid_refunds = 3 where user_id = $1", [other]);
     const report = await reconcile({ dbUrl: databaseUrl() });
     expect(checks(report.findings)).toEqual({
       failed_or_canceled_without_refund: 1,
       running_cancel_count_mismatch: 1,
     });
     // Clean up for the next test: the counter back to its events, the job to what it is.
-    await admin.query(
-      "update public.quota_usage set refunded_running_cancels = 0 where user_id = $1",
-      [other],
-    );
+    await admin.query("update public.quota_usage set paid_refunds = 0 where user_id = $1", [other]);
     // job_events is append-only: the test, as the table's owner, lifts the guard for its fix.
     await admin.query("alter table public.job_events disable trigger job_events_append_only");
     await admin.query(
@@ -221,7 +215,7 @@ describe("npm run reconcile", () => {
     // A plan that refunds nothing after spend, so every withholding below is one the bound
     // called for (refund_after_spend_past_bound stays clean).
     await admin.query(
-      `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_refunded_running_cancels)
+      `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_paid_refunds)
        values ('reconcile_none', 'None', 'day', 10, 3, 0) on conflict (id) do nothing`,
     );
     const user = await db.user("reconcile_none");
@@ -357,19 +351,18 @@ describe("npm run reconcile", () => {
     const report = await reconcile({ dbUrl: databaseUrl() });
     expect(checks(report.findings)).toEqual({ running_cancel_count_mismatch: 1 });
     expect(report.findings[0]?.rows).toEqual([
-      expect.objectContaining({ user_id: before, refunded_running_cancels: 0, events: 1 }),
+      expect.objectContaining({ user_id: before, paid_refunds: 0, events: 1 }),
     ]);
     // The counter as the legacy event says: clean.
-    await admin.query(
-      "update public.quota_usage set refunded_running_cancels = 1 where user_id = $1",
-      [before],
-    );
+    await admin.query("update public.quota_usage set paid_refunds = 1 where user_id = $1", [
+      before,
+    ]);
     expect((await reconcile({ dbUrl: databaseUrl() })).ok).toBe(true);
   });
 
   test("refunds after spend are judged by the SQL's own bound (private.refund_bound): a refund past it and a withholding under it are reported", async () => {
     await admin.query(
-      `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_refunded_running_cancels)
+      `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_paid_refunds)
        values ('reconcile_two', 'Two', 'day', 10, 3, 2) on conflict (id) do nothing`,
     );
     const user = await db.user("reconcile_two");
@@ -382,10 +375,7 @@ describe("npm run reconcile", () => {
     expect(refunded).toEqual([true, true, false]);
     expect((await reconcile({ dbUrl: databaseUrl() })).ok).toBe(true);
     const bound = async (n: number) =>
-      admin.query(
-        "update public.plans set max_refunded_running_cancels = $1 where id = 'reconcile_two'",
-        [n],
-      );
+      admin.query("update public.plans set max_paid_refunds = $1 where id = 'reconcile_two'", [n]);
     try {
       // The same history judged by a bound of 1: the second refund was one too many.
       await bound(1);

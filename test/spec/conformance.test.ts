@@ -150,7 +150,7 @@ function concrete(f: Facts, args: Args, variant: number, planId: PlanId) {
     // The period's refunds after spend, one under the free plan's bound or at it: the bound as
     // the SQL's one rule (private.refund_bound) states it, so the model's `cancelRefundLeft` is
     // checked at the edge the SQL itself draws.
-    refundedRunningCancels: f.cancelRefundLeft ? freeBound - 1 : freeBound,
+    paidRefunds: f.cancelRefundLeft ? freeBound - 1 : freeBound,
   };
 }
 
@@ -290,7 +290,7 @@ interface Observed {
   captured: number | null;
   /** An active job's attempts have consumed provider tokens. */
   paid: boolean;
-  /** The refund used the period's bound of refunds after spend (refunded_running_cancels + 1). */
+  /** The refund used the period's bound of refunds after spend (paid_refunds + 1). */
   counted: number;
   /** A metered active job's consumed, in quarters of its hold (null elsewhere). */
   spent: number | null;
@@ -420,7 +420,7 @@ async function runCase(
     const j = c.job;
     const { rows } = await client.query(
       `with u as (
-         insert into public.quota_usage (user_id, period_start, units_used, refunded_running_cancels,
+         insert into public.quota_usage (user_id, period_start, units_used, paid_refunds,
            meter)
        values ($2, $3, $4, $19, $25)
        )
@@ -452,7 +452,7 @@ async function runCase(
         j.refunded_at,
         j.failure_reason,
         j.output,
-        c.refundedRunningCancels,
+        c.paidRefunds,
         j.captured,
         j.consumed,
         j.prompt_tokens,
@@ -477,10 +477,10 @@ async function runCase(
       .rows[0] as JobRow;
     const counter = (
       await client.query(
-        "select units_used, refunded_running_cancels from public.quota_usage where user_id = $1",
+        "select units_used, paid_refunds from public.quota_usage where user_id = $1",
         [user],
       )
-    ).rows[0] as { units_used: number; refunded_running_cancels: number };
+    ).rows[0] as { units_used: number; paid_refunds: number };
     let outcome = result.outcome as string;
     if (fn === "sweep_jobs") {
       const failed = (result.failed as { id: string }[]).some((x) => x.id === id);
@@ -492,7 +492,7 @@ async function runCase(
       before,
       after,
       [c.unitsUsed, counter.units_used],
-      [c.refundedRunningCancels, counter.refunded_running_cancels],
+      [c.paidRefunds, counter.paid_refunds],
       PLANS[planId].u,
     );
   } finally {

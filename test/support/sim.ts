@@ -480,7 +480,7 @@ export class Sim {
       const id = randomUUID();
       if (plan === "tight")
         await this.parts.admin.query(
-          `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_refunded_running_cancels)
+          `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_paid_refunds)
            values ('tight', 'Tight', 'day', 3, 2, 0) on conflict (id) do nothing`,
         );
       // Every user has an account: enqueue refuses a user Supabase Auth does not know.
@@ -842,10 +842,10 @@ function callbackFor(m: Message) {
 export function refundBoundOf(plan: {
   meter: string;
   units_per_period: number;
-  max_refunded_running_cancels: number | null;
+  max_paid_refunds: number | null;
 }): number | null {
   if (plan.meter !== "jobs") return null;
-  return plan.max_refunded_running_cancels ?? plan.units_per_period;
+  return plan.max_paid_refunds ?? plan.units_per_period;
 }
 
 export const runningCancelTally = { refunded: 0, withheld: 0 };
@@ -960,7 +960,7 @@ export async function checkInvariants(
     max_active: number;
     from_status: string | null;
     refunded: boolean | null;
-    max_refunded_running_cancels: number | null;
+    max_paid_refunds: number | null;
     plan_meter: string;
     meter: string;
     hold: number | null;
@@ -979,7 +979,7 @@ export async function checkInvariants(
        j.hold as job_hold, j.failure_reason,
        p.units_per_period as units, p.max_active_jobs as max_active, e.from_status,
        (e.detail ->> 'refunded')::boolean as refunded,
-       p.max_refunded_running_cancels, p.meter as plan_meter
+       p.max_paid_refunds, p.meter as plan_meter
      from public.job_events e
      join public.generation_jobs j on j.id = e.job_id
      join public.plans p on p.id = j.plan_id
@@ -989,7 +989,8 @@ export async function checkInvariants(
   const active = new Map<string, number>();
   const reserved = new Map<string, number>();
   const ended = new Set<string>();
-  const runningCancels = new Map<string, number>();
+  // Each period's refunds after spend so far: its paid_refunds counter, as the events say.
+  const paidRefunds = new Map<string, number>();
   // What each job's attempts that did not end it consumed, as far as the events say: a released
   // attempt's usage; a reclaim (the dead attempt's prompt, counted at enqueue, at least).
   const consumed = new Map<string, number>();
@@ -1043,16 +1044,16 @@ export async function checkInvariants(
       refundBoundOf({
         meter: e.plan_meter,
         units_per_period: e.units,
-        max_refunded_running_cancels: e.max_refunded_running_cancels,
+        max_paid_refunds: e.max_paid_refunds,
       }) ?? Number.POSITIVE_INFINITY;
     if (paid) {
-      const used = runningCancels.get(period) ?? 0;
+      const used = paidRefunds.get(period) ?? 0;
       if (e.refunded === true) {
         if (runningCancel) runningCancelTally.refunded++;
         if (used >= bound)
           problems.push(`job ${e.job_id}: refunded after spend past the bound (${used})`);
         if (e.counted !== true) problems.push(`job ${e.job_id}: refunded after spend, uncounted`);
-        runningCancels.set(period, used + 1);
+        paidRefunds.set(period, used + 1);
       } else {
         if (runningCancel) runningCancelTally.withheld++;
         if (used < bound)
@@ -1070,17 +1071,14 @@ export async function checkInvariants(
     meter: string;
     n: number;
   }>(
-    `select user_id, period_start, meter, refunded_running_cancels as n
+    `select user_id, period_start, meter, paid_refunds as n
      from public.quota_usage where user_id = any($1)`,
     [users],
   );
   for (const c of counters.rows) {
-    const counted =
-      runningCancels.get(`${c.user_id} ${c.period_start.toISOString()} ${c.meter}`) ?? 0;
+    const counted = paidRefunds.get(`${c.user_id} ${c.period_start.toISOString()} ${c.meter}`) ?? 0;
     if (c.n !== counted)
-      problems.push(
-        `user ${c.user_id}: counter says ${c.n} refunded running cancels, events ${counted}`,
-      );
+      problems.push(`user ${c.user_id}: paid_refunds says ${c.n}, counted events ${counted}`);
   }
   if (problems.length > 0) throw new InvariantError(problems.join("\n"));
 }
