@@ -1,7 +1,10 @@
-/** `GET /api/usage`: the caller's plan, units used and limit, when it resets, active jobs. */
+/**
+ * `GET /api/usage`: the caller's plan, units used and limit, when it resets, active jobs, the
+ * kinds the plan offers and every kind's declaration (the page's choices and forms).
+ */
 import { type Deps, getDeps } from "../lib/deps.ts";
 import { handle, json } from "../lib/http.ts";
-import { toUsage } from "../lib/view.ts";
+import { toUsageWithCatalog } from "../lib/view.ts";
 
 export function createHandler(deps: () => Deps) {
   return handle({
@@ -9,7 +12,7 @@ export function createHandler(deps: () => Deps) {
       const d = deps();
       const { userId } = await d.auth.userFromRequest(req);
       const r = await d.jobs.usage(userId);
-      return json(200, toUsage(r.usage));
+      return json(200, await toUsageWithCatalog(r.usage));
     },
   });
 }

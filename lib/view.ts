@@ -1,7 +1,9 @@
 /**
  * The API's view of a job and of a user's usage (docs/DESIGN.md#http-api): what the edges answer
- * and the page reads, made from the rows the SQL functions return (lib/jobs.ts). No I/O.
+ * and the page reads, made from the rows the SQL functions return (lib/jobs.ts), and what each
+ * kind declares of itself (lib/kinds: its output; its names and form, for the page). No I/O.
  */
+
 import type {
   FailureReason,
   JobRow,
@@ -11,6 +13,8 @@ import type {
   RefundWithheld,
   UsageRow,
 } from "./jobs.ts";
+import { declarationFor, declarations } from "./kinds/index.ts";
+import type { KindDeclaration } from "./kinds/kind.ts";
 
 /**
  * The honest word for the UI: `waiting_for_provider` is a queued job with a resume time ahead
@@ -29,11 +33,11 @@ export type Phase =
 /** A job as the HTTP API shows it (docs/DESIGN.md#http-api). */
 export interface Job {
   id: string;
-  /** What the job does: `document` or `extract` (docs/DESIGN.md#job-kinds). */
+  /** What the job does: one of lib/kinds's ids (docs/DESIGN.md#job-kinds). */
   kind: string;
-  /** The owner's own prompt, or an extraction's text (the API only ever shows a job to its owner). */
+  /** The owner's own prompt, or the text the kind reads (the API only ever shows a job to its owner). */
   prompt: string;
-  /** The whole input as the owner sent it: `{prompt}`, or `{text, schema}`. */
+  /** The whole input as the owner sent it and its kind stored it: `{prompt}`, `{text, schema}`… */
   input: Record<string, unknown>;
   status: JobStatus;
   phase: Phase;
@@ -63,7 +67,10 @@ export interface Job {
   model: string | null;
   /** Its model reasons: an attempt cut short is charged its bound (docs/DESIGN.md#metering-hold-and-capture). */
   reasons: boolean;
-  /** A document's markdown text; an extraction's JSON value (parsed); null until it succeeded. */
+  /**
+   * The output as its kind declares it: the text (a document's markdown), or for a kind whose
+   * output is JSON the value, parsed; null until it succeeded.
+   */
   output: unknown;
   /**
    * While running: the output streamed so far (for an extraction too: the JSON text as the model
@@ -109,11 +116,16 @@ export interface Usage {
   runningCancelRefunds?: { used: number; limit: number };
   /** The kinds the plan offers and what each costs on a job plan: `[{kind, units}]`. */
   kinds: PlanKind[];
+  /**
+   * Every kind's declaration: its names, its form's fields and its output (GET /api/usage only:
+   * the page builds its choices and forms from it, and lists a kind the plan does not offer).
+   */
+  catalog?: KindDeclaration[];
 }
 
 const iso = (t: string | null): string | null => (t === null ? null : new Date(t).toISOString());
 
-export function toJob(row: JobRow, now: Date = new Date()): Job {
+export async function toJob(row: JobRow, now: Date = new Date()): Promise<Job> {
   const waiting =
     row.status === "queued" && row.resume_at !== null && new Date(row.resume_at) > now;
   return {
@@ -141,7 +153,7 @@ export function toJob(row: JobRow, now: Date = new Date()): Job {
     cancelCharges: cancelCharges(row),
     model: row.model ?? null,
     reasons: row.reasons === true,
-    output: outputOf(row),
+    output: outputOf(row, await declarationFor(row.kind ?? "document")),
     partialOutput: row.status === "running" ? (row.partial_output ?? null) : null,
     partialTokens: row.status === "running" ? (row.partial_tokens ?? 0) : 0,
     thinking: row.status === "running" && row.thinking === true,
@@ -159,9 +171,9 @@ function cancelCharges(row: JobRow): Job["cancelCharges"] {
   return null;
 }
 
-/** An extraction's stored output is JSON the worker validated: the value, not its text. */
-function outputOf(row: JobRow): unknown {
-  if (row.output === null || row.kind !== "extract") return row.output;
+/** A JSON kind's stored output is JSON the worker validated: the value, not its text. */
+function outputOf(row: JobRow, kind: KindDeclaration | null): unknown {
+  if (row.output === null || kind?.output !== "json") return row.output;
   try {
     return JSON.parse(row.output);
   } catch {
@@ -187,4 +199,9 @@ export function toUsage(row: UsageRow): Usage {
     ...cancels,
     kinds: row.kinds ?? [{ kind: "document", units: 1 }],
   };
+}
+
+/** The usage with every kind's declaration: what GET /api/usage answers. */
+export async function toUsageWithCatalog(row: UsageRow): Promise<Usage> {
+  return { ...toUsage(row), catalog: await declarations() };
 }

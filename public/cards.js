@@ -1,27 +1,25 @@
 // @ts-check
 /**
- * One job card. What a person wrote (the prompt, the text to extract from) goes in with
+ * One job card. What a person wrote (the prompt, the text a kind reads) goes in with
  * `textContent`, never `innerHTML`: markup in it is shown as text and never runs. A finished
- * output is shown as what it is: a document's markdown rendered through render.js (marked, then
- * DOMPurify, inserted as DOM nodes), an extraction's JSON value as indented text in a <pre>;
+ * output is shown as what its kind declares it is: a text as markdown rendered through render.js
+ * (marked, then DOMPurify, inserted as DOM nodes), a JSON value as indented text in a <pre>;
  * either can be copied or downloaded as a file.
  * While the job runs, the output region shows what the model has written so far, as the API
  * reports it (the worker records it about once a second): no estimate, no progress bar. That
- * partial text stays plain text, for both kinds: a half-written answer is often half a markdown
+ * partial text stays plain text, for every kind: a half-written answer is often half a markdown
  * construct (an open code fence, half a table, half a JSON object) whose rendering would jump
  * around at each poll, and it is shown as exactly what the model has sent so far.
  */
 import { formatClock } from "./format.js";
-import { kindOf, outputFile } from "./outputs.js";
+import { outputFile } from "./outputs.js";
 import { renderMarkdown } from "./render.js";
 import { isActive, phaseLabel, phaseSentence } from "./status.js";
 
 /** @typedef {import("./status.js").Job} Job */
 /** @typedef {import("./format.js").Clock} Clock */
 /** @typedef {import("./outputs.js").OutputFile} OutputFile */
-
-/** What a card is called, by kind: "Job from 09:00" (a document), "Extraction from 09:00". */
-const TITLES = /** @type {Record<string, string>} */ ({ extract: "Extraction" });
+/** @typedef {import("../lib/kinds/kind.ts").KindDeclaration} KindDeclaration */
 
 /**
  * @typedef {object} Card
@@ -48,7 +46,9 @@ function el(tag, className, text) {
 
 /**
  * @param {Job} job
- * @param {{ prompt: string | null, now: Date, clock?: Clock, onCancel: (job: Job) => void }} o
+ * @param {{ prompt: string | null, kind?: KindDeclaration | undefined, now: Date, clock?: Clock, onCancel: (job: Job) => void }} o
+ *   `kind`: the job's kind's declaration, which names the card ("Extraction from 09:00") and
+ *   says what its output is; without it, "Job from 09:00".
  * @returns {Card}
  */
 export function createCard(job, o) {
@@ -61,7 +61,8 @@ export function createCard(job, o) {
   const h3 = el("h3", "");
   h3.id = titleId;
   h3.tabIndex = -1;
-  const name = `${TITLES[kindOf(job)] ?? "Job"} from ${formatClock(job.createdAt, clock)}`;
+  const noun = o.kind?.noun ?? "job";
+  const name = `${noun.charAt(0).toUpperCase()}${noun.slice(1)} from ${formatClock(job.createdAt, clock)}`;
   const title = el("span", "", name);
   const badge = el("span", "badge");
   h3.append(title, badge);
@@ -150,7 +151,7 @@ export function createCard(job, o) {
       prompt.hidden = !p;
       phase.textContent = phaseSentence(next, now, clock);
       const partial = next.phase === "running" ? (next.partialOutput ?? null) : null;
-      file = outputFile(next);
+      file = outputFile(next, o.kind?.output);
       const key = file ? `${file.format}\0${file.text}` : `text\0${partial ?? ""}`;
       if (key !== shown) {
         shown = key;

@@ -1,9 +1,9 @@
 // @ts-check
 /**
  * What a finished job's output is, as a file: the text the page copies and downloads, its media
- * type and a file name. Pure, so the choice of each is tested without a browser. A document's
- * output is its markdown as the model wrote it (the page renders it, the file keeps the source);
- * an extraction's output is a JSON value, written with a 2-space indent.
+ * type and a file name. Pure, so the choice of each is tested without a browser. What the output
+ * is, its kind declares (lib/kinds): a text is markdown as the model wrote it (the page renders
+ * it, the file keeps the source); a JSON value is written with a 2-space indent.
  */
 
 /** @typedef {import("./status.js").Job} Job */
@@ -13,13 +13,13 @@
  */
 
 /**
- * The job's kind: `document` when the API says nothing (jobs made before kinds existed).
+ * The job's kind's id, "job" when the API says none.
  * @param {Pick<Job, "id">} job
  * @returns {string}
  */
 export function kindOf(job) {
   const kind = /** @type {{ kind?: unknown }} */ (job).kind;
-  return typeof kind === "string" ? kind : "document";
+  return typeof kind === "string" ? kind : "job";
 }
 
 /**
@@ -31,7 +31,7 @@ export function formatJson(value) {
 }
 
 /**
- * "document-2026-12-02-3f2a9c1b.md": the kind, the day the job was made (UTC, as the API
+ * "<kind>-2026-12-02-3f2a9c1b.md": the kind's id, the day the job was made (UTC, as the API
  * dates it) and the start of its id, so two downloads never share a name.
  * @param {Pick<Job, "id" | "createdAt">} job
  * @param {string} extension without the dot
@@ -43,15 +43,17 @@ export function fileName(job, extension) {
 }
 
 /**
- * The finished output as a file, or null while there is none (not succeeded yet, or a
- * document with an empty text).
+ * The finished output as a file, or null while there is none (not succeeded yet, or an empty
+ * text). `declared` is what its kind says its output is; unknown (a kind the page was not told
+ * of), a text is a text and anything else JSON.
  * @param {Job} job
+ * @param {"text" | "json"} [declared]
  * @returns {OutputFile | null}
  */
-export function outputFile(job) {
+export function outputFile(job, declared) {
   if (job.phase !== "succeeded") return null;
   const output = /** @type {unknown} */ (job.output);
-  if (kindOf(job) === "extract") {
+  if ((declared ?? (typeof output === "string" ? "text" : "json")) === "json") {
     if (output === null || output === undefined) return null;
     return {
       format: "json",

@@ -28,7 +28,7 @@ export function createHandler(deps: () => Deps) {
       const { userId, id } = await callerAndJob(d, req);
       const r = await d.jobs.get(id, userId);
       if (r.outcome === "not_found") throw notFound();
-      return json(200, { job: toJob(r.job, d.now()) }, { "cache-control": "no-store" });
+      return json(200, { job: await toJob(r.job, d.now()) }, { "cache-control": "no-store" });
     },
     async DELETE(req) {
       const d = deps();
@@ -57,7 +57,7 @@ async function cancel(d: Deps, req: Request): Promise<Response> {
         `The job already ended (${r.job.status}).`,
         {},
         {
-          job: toJob(r.job, d.now()),
+          job: await toJob(r.job, d.now()),
         },
       );
     case "canceled":
@@ -67,7 +67,7 @@ async function cancel(d: Deps, req: Request): Promise<Response> {
         refunded: r.refunded,
       });
       annotate({ "job.refunded": r.refunded });
-      return json(200, { job: toJob(r.job, d.now()), quotaRefunded: r.refunded });
+      return json(200, { job: await toJob(r.job, d.now()), quotaRefunded: r.refunded });
   }
 }
 

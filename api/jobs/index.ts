@@ -4,6 +4,8 @@ import { enqueueJob } from "../../lib/enqueue.ts";
 import { HttpError } from "../../lib/errors.ts";
 import { handle, json, readJson } from "../../lib/http.ts";
 import type { PlanKind, UsageRow } from "../../lib/jobs.ts";
+import { declarationFor, loadKind } from "../../lib/kinds/index.ts";
+import { aNoun, type KindDeclaration } from "../../lib/kinds/kind.ts";
 import { annotate, traced, traceRequest } from "../../lib/trace.ts";
 import {
   encodeCursor,
@@ -18,34 +20,40 @@ import { toJob, toUsage } from "../../lib/view.ts";
 const secondsUntil = (t: Date, now: Date) =>
   String(Math.max(1, Math.ceil((t.getTime() - now.getTime()) / 1000)));
 
-/** How a sentence names one job of a kind. */
-const NOUNS: Record<string, [string, string]> = {
-  document: ["A document", "This prompt"],
-  extract: ["An extraction", "This extraction"],
-};
-const noun = (kind: string) => NOUNS[kind]?.[0] ?? `A ${kind} job`;
-const thisJob = (kind: string) => NOUNS[kind]?.[1] ?? `This ${kind} job`;
 const plural = (n: number, one: string, many: string) =>
   `${n.toLocaleString("en-US")} ${n === 1 ? one : many}`;
-const offered = (kinds: PlanKind[]) =>
-  kinds.length === 0
-    ? "no kinds"
-    : kinds.map((k) => `${k.kind} (${plural(k.units, "unit", "units")})`).join(", ");
+
+/** What the plan offers, in the kinds' own words: "documents (1 unit), extractions (2 units)". */
+async function offered(kinds: PlanKind[]): Promise<string> {
+  if (kinds.length === 0) return "no kinds";
+  const named = await Promise.all(
+    kinds.map(async (k) => {
+      const kind = await declarationFor(k.kind);
+      return `${kind?.nouns ?? `${k.kind} jobs`} (${plural(k.units, "unit", "units")})`;
+    }),
+  );
+  return named.join(", ");
+}
 
 /**
  * The 429's sentence: what this job needs and what is left. A token plan's in tokens; a job
- * plan's in units, with the kind's cost when it is not a plain 1-unit document.
+ * plan's in units, with the kind's cost when it is more than 1 unit or than what is left.
  */
-function quotaMessage(kind: string, hold: number, usage: UsageRow, resetsAt: Date): string {
+function quotaMessage(
+  kind: KindDeclaration,
+  hold: number,
+  usage: UsageRow,
+  resetsAt: Date,
+): string {
   const left = Math.max(usage.limit - usage.used, 0);
   const resets = `It resets at ${resetsAt.toISOString()}.`;
   if (usage.meter === "money")
-    return `${thisJob(kind)} may cost up to ${usd(hold)} and ${usd(left)} of your ${usd(usage.limit)} are left this period. ${resets}`;
+    return `This ${kind.noun} may cost up to ${usd(hold)} and ${usd(left)} of your ${usd(usage.limit)} are left this period. ${resets}`;
   if (usage.meter === "tokens")
-    return `${thisJob(kind)} needs up to ${hold} tokens and ${left} of your ${usage.limit} are left this period. ${resets}`;
-  if (kind === "document" && hold === 1)
+    return `This ${kind.noun} needs up to ${hold} tokens and ${left} of your ${usage.limit} are left this period. ${resets}`;
+  if (hold === 1 && left === 0)
     return `You have used all ${usage.limit} generation(s) of this period. ${resets}`;
-  return `${noun(kind)} costs ${plural(hold, "unit", "units")}; ${left.toLocaleString("en-US")} of your ${usage.limit.toLocaleString("en-US")} ${left === 1 ? "is" : "are"} left this period. ${resets}`;
+  return `${aNoun(kind)} costs ${plural(hold, "unit", "units")}; ${left.toLocaleString("en-US")} of your ${usage.limit.toLocaleString("en-US")} ${left === 1 ? "is" : "are"} left this period. ${resets}`;
 }
 
 /** Micro-dollars as a person reads them: $0.0047. */
@@ -66,7 +74,7 @@ export function createHandler(deps: () => Deps) {
       const now = d.now();
       const last = r.jobs.at(-1);
       return json(200, {
-        jobs: r.jobs.map((j) => toJob(j, now)),
+        jobs: await Promise.all(r.jobs.map((j) => toJob(j, now))),
         nextCursor: r.has_more && last ? encodeCursor(last) : null,
       });
     },
@@ -82,9 +90,9 @@ async function enqueue(d: Deps, req: Request): Promise<Response> {
   const now = d.now();
   switch (r.outcome) {
     case "enqueued":
-      return json(202, { job: toJob(r.job, now), usage: toUsage(r.usage) });
+      return json(202, { job: await toJob(r.job, now), usage: toUsage(r.usage) });
     case "replayed":
-      return json(200, { job: toJob(r.job, now), usage: toUsage(r.usage) });
+      return json(200, { job: await toJob(r.job, now), usage: toUsage(r.usage) });
     case "rate_limited":
       throw new HttpError(
         429,
@@ -109,7 +117,7 @@ async function enqueue(d: Deps, req: Request): Promise<Response> {
       throw new HttpError(
         429,
         "quota_exceeded",
-        quotaMessage(request.kind, r.hold, r.usage, r.resetsAt),
+        quotaMessage(await loadKind(request.kind), r.hold, r.usage, r.resetsAt),
         { "retry-after": secondsUntil(r.resetsAt, now) },
         { usage: toUsage(r.usage) },
       );
@@ -149,7 +157,7 @@ async function enqueue(d: Deps, req: Request): Promise<Response> {
       throw new HttpError(
         403,
         "kind_not_in_plan",
-        `Your plan does not offer ${request.kind} jobs. It offers: ${offered(r.kinds)}.`,
+        `Your plan does not offer ${(await loadKind(request.kind)).nouns}. It offers: ${await offered(r.kinds)}.`,
         {},
         { kinds: r.kinds },
       );

@@ -3,7 +3,7 @@
  * format); a `length` finish is kept (the output is cut at the plan's bound, and says so).
  */
 import { CHAT_FRAMING_TOKENS, promptHoldTokens } from "../tokens.ts";
-import { type Kind, parseFields, textField } from "./kind.ts";
+import { type Kind, parseFields, textField, textInput } from "./kind.ts";
 
 export interface DocumentInput {
   prompt: string;
@@ -11,7 +11,12 @@ export interface DocumentInput {
 
 export const document: Kind<DocumentInput> = {
   id: "document",
-  noun: "A document",
+  label: "Write a document",
+  noun: "document",
+  nouns: "documents",
+  action: "Generate",
+  fields: [textInput("prompt", "What should it write?")],
+  output: "text",
   parse: (input) =>
     parseFields(input, ["prompt"], (input, problems) => {
       const prompt = textField(input, "prompt", "The prompt", problems);

@@ -10,7 +10,8 @@
  * here lazily: this module is itself loaded only for an extraction (lib/kinds/index.ts).
  */
 import { CHAT_FRAMING_TOKENS, utf8Bytes } from "../tokens.ts";
-import { cutAtBound, isObject, type Kind, parseFields, textField } from "./kind.ts";
+import { EXAMPLES, MAX_SCHEMA_BYTES } from "./extract-form.ts";
+import { cutAtBound, isObject, type Kind, parseFields, textField, textInput } from "./kind.ts";
 
 export interface ExtractInput {
   text: string;
@@ -37,7 +38,27 @@ const FRAMING = 2 * CHAT_FRAMING_TOKENS;
 
 export const extract: Kind<ExtractInput> = {
   id: "extract",
-  noun: "An extraction",
+  label: "Extract data from a text, as JSON",
+  noun: "extraction",
+  nouns: "extractions",
+  action: "Extract",
+  fields: [
+    textInput("text", "Text to extract from"),
+    {
+      name: "schema",
+      label: "JSON Schema of the data to extract",
+      type: "json",
+      maxBytes: MAX_SCHEMA_BYTES,
+      help:
+        "Paste a JSON Schema object, or start from an example. It must fit OpenAI's strict " +
+        "structured outputs: every object lists all its properties as required and sets " +
+        '"additionalProperties": false; a value the text may not give is nullable, e.g. ' +
+        '{"type": ["string", "null"]}. If the text says nothing about a value, the answer has ' +
+        "null there.",
+    },
+  ],
+  examples: EXAMPLES,
+  output: "json",
   parse: (input) =>
     parseFields(input, ["text", "schema"], async (input, problems) => {
       const text = textField(input, "text", "The text", problems);

@@ -1,11 +1,12 @@
 /**
  * The job kinds: the one list (public.job_kinds holds the same ids, test/db/kinds.test.ts). A
- * document's kind is here; every other kind is loaded when a job of it comes (`import()`), so
- * its code and what it loads (the extract kind: Ajv) stay off a document's path and off every
- * function's cold start.
+ * document's kind is here; every other kind is loaded when a job of it comes, or when its
+ * declaration is asked for (`import()`), so its code stays off a document's path and off every
+ * function's cold start. What a kind's own module loads eagerly stays small: the extract kind
+ * loads Ajv only to check a schema or an output.
  */
 import { document } from "./document.ts";
-import type { Kind } from "./kind.ts";
+import { declarationOf, type Kind, type KindDeclaration } from "./kind.ts";
 
 const KINDS = {
   document: async (): Promise<Kind> => document as Kind,
@@ -31,4 +32,17 @@ export const isKindId = (id: unknown): id is KindId =>
 export async function loadKind(id: string): Promise<Kind> {
   if (!isKindId(id)) throw new Error(`unknown job kind: ${id}`);
   return KINDS[id]();
+}
+
+/** Every kind's declaration (its names, its form, its output), in the registry's order. */
+export async function declarations(): Promise<KindDeclaration[]> {
+  return (await Promise.all(KIND_IDS.map(loadKind))).map(declarationOf);
+}
+
+/**
+ * The kind's declaration, or null for an id this code does not know (a row from a newer deploy:
+ * shown as it is stored, never a 500).
+ */
+export async function declarationFor(id: string): Promise<KindDeclaration | null> {
+  return isKindId(id) ? declarationOf(await loadKind(id)) : null;
 }

@@ -64,6 +64,7 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
 import { within } from "./deadline.ts";
+import { MAX_SCHEMA_BYTES } from "./extract-form.ts";
 import { type CostRules, checkEvaluationCost } from "./schema-cost.ts";
 
 export interface InputProblem {
@@ -74,8 +75,7 @@ export interface InputProblem {
 
 /** Problems reported at most; a schema with more gets the first ones. */
 export const MAX_PROBLEMS = 20;
-/** Largest schema accepted, in UTF-8 bytes of its JSON text. */
-export const MAX_SCHEMA_BYTES = 16 * 1024;
+export { MAX_SCHEMA_BYTES };
 export const MAX_NESTING = 10;
 export const MAX_SUBSCHEMA_DEPTH = 32;
 /**

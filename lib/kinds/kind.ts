@@ -32,10 +32,77 @@ export type OutputRead =
   | { ok: true; output: string }
   | { ok: false; reason: OutputFailure; problem: string };
 
-export interface Kind<I extends object = object> {
+/**
+ * One field of a kind's input, as a form asks for it: the page builds its form from these and
+ * the API's sentences name the kind by them, so neither keeps a copy of the kind's own words.
+ * `text` is a text the model reads (at most `maxChars`), `json` a JSON value typed in as text
+ * (at most `maxBytes`), `integer` a whole number from `min` to `max`.
+ */
+export type KindField =
+  | { name: string; label: string; type: "text"; maxChars: number; help?: string }
+  | { name: string; label: string; type: "json"; maxBytes: number; help?: string }
+  | {
+      name: string;
+      label: string;
+      type: "integer";
+      min: number;
+      max: number;
+      default: number;
+      help?: string;
+    };
+
+/** A start for the form: a name for its button and the input it fills in. */
+export interface KindExample {
+  name: string;
+  input: Record<string, unknown>;
+}
+
+/**
+ * What a kind says of itself, without running anything: its names, its form and what its
+ * output is. `GET /api/usage` sends it (the page's choices and forms), the API's messages and
+ * lib/view.ts read it.
+ */
+export interface KindDeclaration {
   readonly id: string;
-  /** How a sentence names one job of the kind: "A document", "An extraction". */
+  /** What the choice of it says: "Write a document". */
+  readonly label: string;
+  /** One job of it, and many, in a sentence: "extraction", "extractions". */
   readonly noun: string;
+  readonly nouns: string;
+  /** What the button that starts one says: "Generate", "Extract". */
+  readonly action: string;
+  readonly fields: readonly KindField[];
+  readonly examples?: readonly KindExample[];
+  /** `json`: the output is a JSON value (the view parses it); `text`: markdown or plain text. */
+  readonly output: "text" | "json";
+}
+
+/** The declaration alone, as the API sends it (a kind's functions are not JSON). */
+export const declarationOf = (kind: KindDeclaration): KindDeclaration => ({
+  id: kind.id,
+  label: kind.label,
+  noun: kind.noun,
+  nouns: kind.nouns,
+  action: kind.action,
+  fields: kind.fields,
+  ...(kind.examples ? { examples: kind.examples } : {}),
+  output: kind.output,
+});
+
+/** "An extraction", "A summary": one job of the kind, at the start of a sentence. */
+export const aNoun = (kind: KindDeclaration): string =>
+  `${/^[aeiou]/i.test(kind.noun) ? "An" : "A"} ${kind.noun}`;
+
+/** A text field of at most {@link MAX_TEXT_CHARS} characters. */
+export const textInput = (name: string, label: string, help?: string): KindField => ({
+  name,
+  label,
+  type: "text",
+  maxChars: MAX_TEXT_CHARS,
+  ...(help ? { help } : {}),
+});
+
+export interface Kind<I extends object = object> extends KindDeclaration {
   /** The client's `input`, checked: every problem with its path, or the input as it is stored. */
   parse(input: unknown): Promise<Parsed<I>>;
   /** What the job's `prompt` column holds (1..8,000 characters): a prompt, a text. */

@@ -6,7 +6,7 @@
  * docs/ADD-A-KIND.md walks through how this kind was added.
  */
 import { CHAT_FRAMING_TOKENS, utf8Bytes } from "../tokens.ts";
-import { cutAtBound, type Kind, parseFields, textField } from "./kind.ts";
+import { cutAtBound, type Kind, parseFields, textField, textInput } from "./kind.ts";
 
 export interface SummaryInput {
   text: string;
@@ -23,7 +23,15 @@ const wordCount = (text: string) => text.split(/\s+/).filter(Boolean).length;
 
 export const summary: Kind<SummaryInput> = {
   id: "summary",
-  noun: "A summary",
+  label: "Summarize a text",
+  noun: "summary",
+  nouns: "summaries",
+  action: "Summarize",
+  fields: [
+    textInput("text", "Text to summarize"),
+    { name: "words", label: "At most how many words?", type: "integer", ...SUMMARY_WORDS },
+  ],
+  output: "text",
   parse: (input) =>
     parseFields(input, ["text", "words"], (input, problems) => {
       const text = textField(input, "text", "The text", problems);

@@ -349,7 +349,7 @@ describe("POST /api/jobs", () => {
     const body = await res.json();
     expect(body.error.code).toBe("quota_exceeded");
     expect(body.error.message).toMatch(
-      /^This prompt needs up to \d+ tokens and 2000 of your 2000000 are left/,
+      /^This document needs up to \d+ tokens and 2000 of your 2000000 are left/,
     );
     expect(body.usage).toMatchObject({ meter: "tokens", used: 1_998_000, limit: 2_000_000 });
     expect(await app.unitsUsed(user.id)).toBe(1_998_000);

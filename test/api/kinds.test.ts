@@ -4,6 +4,8 @@
  * legacy body unchanged, and the worker reading an extraction's output through its kind.
  */
 import { describe, expect, test } from "vitest";
+import { KIND_IDS, loadKind } from "../../lib/kinds/index.ts";
+import { declarationOf } from "../../lib/kinds/kind.ts";
 import { type TestUser, useApi } from "../support/api.ts";
 
 const app = useApi();
@@ -71,6 +73,24 @@ describe("POST /api/jobs with a kind", () => {
     expect(app.qstash.forJob(body.job.id)).toHaveLength(1);
     const usage = await (await app.call("usage", "/api/usage", { headers: user.headers })).json();
     expect(usage.kinds).toEqual(body.usage.kinds);
+  });
+
+  test("GET /api/usage declares every kind of the registry: its names, its form, its output", async () => {
+    const user = await app.newUser("free");
+    const usage = await (await app.call("usage", "/api/usage", { headers: user.headers })).json();
+    expect(usage.catalog.map((k: { id: string }) => k.id)).toEqual(KIND_IDS);
+    for (const id of KIND_IDS) {
+      const kind = await loadKind(id);
+      expect(usage.catalog).toContainEqual(JSON.parse(JSON.stringify(declarationOf(kind))));
+    }
+    expect(usage.catalog.find((k: { id: string }) => k.id === "extract")).toMatchObject({
+      noun: "extraction",
+      output: "json",
+      fields: [
+        { name: "text", type: "text", maxChars: 8000 },
+        { name: "schema", type: "json", maxBytes: 16384 },
+      ],
+    });
   });
 
   test('202: {"kind": "document"} is a document, as the legacy {"prompt"} body is', async () => {
@@ -159,7 +179,9 @@ describe("POST /api/jobs with a kind", () => {
       "kind_not_in_plan",
     );
     expect(body.kinds).toEqual([{ kind: "document", units: 1 }]);
-    expect(body.error.message).toMatch(/document \(1 unit\)/);
+    expect(body.error.message).toBe(
+      "Your plan does not offer extractions. It offers: documents (1 unit).",
+    );
     expect(await jobsOf(user.id)).toBe(0);
     expect(await app.unitsUsed(user.id)).toBe(0);
     expect(app.qstash.messages).toHaveLength(0);

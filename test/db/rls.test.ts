@@ -1,5 +1,6 @@
 import type pg from "pg";
 import { describe, expect, test } from "vitest";
+import { KIND_IDS } from "../../lib/kinds/index.ts";
 import { rpc } from "../support/db.ts";
 import { dbFixture } from "../support/db-fixture.ts";
 
@@ -96,7 +97,7 @@ describe("row level security", () => {
         )
       ).rows,
     }));
-    expect(seen.kinds.map((k) => k.id)).toEqual(["document", "extract", "summary"]);
+    expect(seen.kinds.map((k) => k.id)).toEqual([...KIND_IDS].sort());
     expect(seen.offers).toEqual([
       { plan_id: "free", kind: "document", units: 1 },
       { plan_id: "pro", kind: "document", units: 1 },

@@ -8,7 +8,15 @@
 import { get_encoding } from "tiktoken";
 import { describe, expect, test } from "vitest";
 import { KIND_IDS, loadKind } from "../../lib/kinds/index.ts";
+import type { KindDeclaration, KindField } from "../../lib/kinds/kind.ts";
 import { countBytes } from "../../lib/tokens.ts";
+
+/** An input of the kind made from its declared fields: every text the given one. */
+function sampleInput(kind: KindDeclaration, text: string): Record<string, unknown> {
+  const field = (f: KindField) =>
+    f.type === "text" ? text : f.type === "integer" ? Math.min(f.max, f.default + 1) : schema;
+  return Object.fromEntries(kind.fields.map((f) => [f.name, field(f)]));
+}
 
 const o200k = get_encoding("o200k_base");
 const cl100k = get_encoding("cl100k_base");
@@ -34,22 +42,36 @@ const texts = [
 ];
 
 describe("job kinds", () => {
-  test("the registry is document, extract and summary", async () => {
-    expect(KIND_IDS).toEqual(["document", "extract", "summary"]);
+  test("the registry loads each of its kinds by its id, and no other", async () => {
+    expect(KIND_IDS).toContain("document");
     for (const id of KIND_IDS) expect((await loadKind(id)).id).toBe(id);
     await expect(loadKind("translate")).rejects.toThrow(/unknown job kind/);
+  });
+
+  test("each kind declares its names, a field for each input key it takes, and its output", async () => {
+    for (const id of KIND_IDS) {
+      const kind = await loadKind(id);
+      expect(kind.label.length, id).toBeGreaterThan(0);
+      expect(kind.nouns, id).not.toBe(kind.noun);
+      expect(["text", "json"]).toContain(kind.output);
+      // the input its form sends is one the kind takes: the fields are its input's keys
+      const parsed = await kind.parse(sampleInput(kind, "Ada Lovelace, born 1815."));
+      expect(parsed.ok, id).toBe(true);
+      const keys = kind.fields.map((f) => f.name);
+      const extra = await kind.parse({ ...sampleInput(kind, "x"), other: 1 });
+      expect(extra.ok, id).toBe(false);
+      expect(new Set(keys).size, id).toBe(keys.length);
+      for (const example of kind.examples ?? [])
+        expect((await kind.parse(example.input)).ok, `${id}: ${example.name}`).toBe(true);
+    }
   });
 
   test.each(texts)(
     "each kind's hold bounds its input's tokens, and the worker's count stays under it (%#)",
     async (text) => {
-      for (const [id, input] of [
-        ["document", { prompt: text }],
-        ["extract", { text, schema }],
-        ["summary", { text, words: 50 }],
-      ] as const) {
+      for (const id of KIND_IDS) {
         const kind = await loadKind(id);
-        const parsed = await kind.parse(input);
+        const parsed = await kind.parse(sampleInput(kind, text));
         expect(parsed.ok).toBe(true);
         if (!parsed.ok) continue;
         const request = kind.request(parsed.input);
