@@ -15,6 +15,9 @@ const enqueued = (user: string, promptTokens = 100, now = T0): Promise<Json> =>
   db.enqueued(user, { promptTokens, now });
 const running = async (user: string, promptTokens = 100, now = T0): Promise<Json> =>
   (await db.started((await enqueued(user, promptTokens, now)).id, { now })).job;
+/** fail_job for `reason` at T0, the worker's usage unknown. */
+const fail = (jobId: string, reason: string): Promise<Json> =>
+  rpc(svc, "fail_job", { p_job_id: jobId, p_reason: reason, p_now: T0 });
 /** complete_job on attempt 1 at T0, with the provider's usage when given. */
 const complete = (
   jobId: string,
@@ -102,7 +105,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
       const user = await db.user("team");
       const job = await running(user);
       await db.progressed(job.id, { tokens: 300, text: "half" });
-      const r = await rpc(svc, "fail_job", { p_job_id: job.id, p_reason: reason, p_now: T0 });
+      const r = await fail(job.id, reason);
       expect(r.job).toMatchObject({ status: "failed", captured: 400, refund_withheld: null });
       expect(r.job.refunded_at).not.toBeNull();
       expect(await counter(user)).toBe(400);
@@ -126,11 +129,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
   test("a publish failure (never started) captures nothing", async () => {
     const user = await db.user("team");
     const job = await enqueued(user);
-    const r = await rpc(svc, "fail_job", {
-      p_job_id: job.id,
-      p_reason: "publish_failed",
-      p_now: T0,
-    });
+    const r = await fail(job.id, "publish_failed");
     expect(r.job).toMatchObject({ status: "failed", captured: 0 });
     expect(await counter(user)).toBe(0);
   });
@@ -214,7 +213,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
     const c = await enqueued(user);
     expect(a.hold).toBe(1);
     await complete(a.id, "x");
-    await rpc(svc, "fail_job", { p_job_id: b.id, p_reason: "delivery_failed", p_now: T0 });
+    await fail(b.id, "delivery_failed");
     await rpc(svc, "cancel_job", { p_job_id: c.id, p_user_id: user, p_now: T0 });
     const { rows } = await admin.query(
       "select id, captured from public.generation_jobs where user_id = $1",
@@ -270,7 +269,7 @@ describe("races on a token plan: counter = open holds + captures", () => {
       const results = await Promise.all([
         rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: T0 }),
         complete(job.id, "o", { prompt_tokens: 50, completion_tokens: 700 }),
-        rpc(svc, "fail_job", { p_job_id: job.id, p_reason: "delivery_failed", p_now: T0 }),
+        fail(job.id, "delivery_failed"),
         rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: T0 }),
       ]);
       const won = results.filter((r) => ["canceled", "completed", "failed"].includes(r.outcome));

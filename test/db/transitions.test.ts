@@ -26,6 +26,10 @@ async function usedUnits(user: string) {
   return r.rows[0].n as number;
 }
 
+/** complete_job of claim `attempt` with `output`, at `now`. */
+const complete = (jobId: string, attempt: number, output: string, now: Date) =>
+  rpc(svc, "complete_job", { p_job_id: jobId, p_attempt: attempt, p_output: output, p_now: now });
+
 async function events(id: string) {
   const r = await admin.query("select event from public.job_events where job_id = $1 order by id", [
     id,
@@ -53,19 +57,9 @@ describe("start_job", () => {
     const job = await runningJob();
     const re = await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 90) });
     expect(re).toMatchObject({ outcome: "started", job: { attempts: 2, status: "running" } });
-    const stale = await rpc(svc, "complete_job", {
-      p_job_id: job.id,
-      p_attempt: 1,
-      p_output: "late",
-      p_now: addSeconds(T0, 91),
-    });
+    const stale = await complete(job.id, 1, "late", addSeconds(T0, 91));
     expect(stale.outcome).toBe("not_running");
-    const fresh = await rpc(svc, "complete_job", {
-      p_job_id: job.id,
-      p_attempt: 2,
-      p_output: "ok",
-      p_now: addSeconds(T0, 92),
-    });
+    const fresh = await complete(job.id, 2, "ok", addSeconds(T0, 92));
     expect(fresh).toMatchObject({ outcome: "completed", job: { output: "ok" } });
     expect(await events(job.id)).toEqual(["enqueued", "started", "reclaimed", "completed"]);
   });
@@ -98,12 +92,7 @@ describe("start_job", () => {
 describe("complete_job", () => {
   test("stores the output; the unit stays spent", async () => {
     const job = await runningJob();
-    const c = await rpc(svc, "complete_job", {
-      p_job_id: job.id,
-      p_attempt: 1,
-      p_output: "the doc",
-      p_now: addSeconds(T0, 3),
-    });
+    const c = await complete(job.id, 1, "the doc", addSeconds(T0, 3));
     expect(c.job).toMatchObject({
       status: "succeeded",
       output: "the doc",
@@ -121,12 +110,7 @@ describe("complete_job", () => {
       p_user_id: job.user,
       p_now: addSeconds(T0, 1),
     });
-    const c = await rpc(svc, "complete_job", {
-      p_job_id: job.id,
-      p_attempt: 1,
-      p_output: "late",
-      p_now: addSeconds(T0, 2),
-    });
+    const c = await complete(job.id, 1, "late", addSeconds(T0, 2));
     expect(c).toMatchObject({ outcome: "not_running", job: { status: "canceled", output: null } });
     expect(await usedUnits(job.user)).toBe(0);
   });
@@ -393,6 +377,14 @@ describe("fail_job", () => {
           [id],
         )
       ).rows[0];
+    /** The failure callback of message `seq` (undefined: one published before the field). */
+    const failureCallback = (jobId: string, seq: number | undefined, now: Date) =>
+      rpc(svc, "fail_job", {
+        p_job_id: jobId,
+        p_reason: "delivery_failed",
+        ...(seq === undefined ? {} : { p_seq: seq }),
+        p_now: now,
+      });
 
     test("from an older message than the job's: superseded, nothing changes, no refund, no event", async () => {
       const job = await requeuedAndClaimedAgain();
@@ -413,12 +405,7 @@ describe("fail_job", () => {
       expect(await events(job.id)).toEqual(eventsBefore);
       expect(await usedUnits(job.user)).toBe(1);
       // The worker that holds the claim still owns the job's fate.
-      const done = await rpc(svc, "complete_job", {
-        p_job_id: job.id,
-        p_attempt: 2,
-        p_output: "the doc",
-        p_now: addSeconds(T0, 32),
-      });
+      const done = await complete(job.id, 2, "the doc", addSeconds(T0, 32));
       expect(done).toMatchObject({ outcome: "completed", job: { status: "succeeded" } });
       expect(await usedUnits(job.user)).toBe(1);
     });
@@ -431,24 +418,14 @@ describe("fail_job", () => {
         p_resume_at: addSeconds(T0, 30),
         p_now: T0,
       });
-      const r = await rpc(svc, "fail_job", {
-        p_job_id: job.id,
-        p_reason: "delivery_failed",
-        p_seq: 1,
-        p_now: addSeconds(T0, 1),
-      });
+      const r = await failureCallback(job.id, 1, addSeconds(T0, 1));
       expect(r).toMatchObject({ outcome: "superseded", job: { status: "queued" } });
       expect(await usedUnits(job.user)).toBe(1);
     });
 
     test("from the job's current message: fails and refunds, as before", async () => {
       const job = await requeuedAndClaimedAgain();
-      const r = await rpc(svc, "fail_job", {
-        p_job_id: job.id,
-        p_reason: "delivery_failed",
-        p_seq: 2,
-        p_now: addSeconds(T0, 31),
-      });
+      const r = await failureCallback(job.id, 2, addSeconds(T0, 31));
       expect(r).toMatchObject({
         outcome: "failed",
         job: {
@@ -463,41 +440,22 @@ describe("fail_job", () => {
 
     test("without a seq (a message published before the field existed): fails and refunds, as before", async () => {
       const job = await requeuedAndClaimedAgain();
-      const r = await rpc(svc, "fail_job", {
-        p_job_id: job.id,
-        p_reason: "delivery_failed",
-        p_now: addSeconds(T0, 31),
-      });
+      const r = await failureCallback(job.id, undefined, addSeconds(T0, 31));
       expect(r).toMatchObject({ outcome: "failed", job: { failure_reason: "delivery_failed" } });
       expect(await usedUnits(job.user)).toBe(0);
     });
 
     test("a seq newer than the job's is no known superseded message: treated as current", async () => {
       const job = await runningJob();
-      const r = await rpc(svc, "fail_job", {
-        p_job_id: job.id,
-        p_reason: "delivery_failed",
-        p_seq: 7,
-        p_now: T0,
-      });
+      const r = await failureCallback(job.id, 7, T0);
       expect(r.outcome).toBe("failed");
       expect(await usedUnits(job.user)).toBe(0);
     });
 
     test("on a final job an older message is already_final, as every caller is", async () => {
       const job = await requeuedAndClaimedAgain();
-      await rpc(svc, "complete_job", {
-        p_job_id: job.id,
-        p_attempt: 2,
-        p_output: "ok",
-        p_now: addSeconds(T0, 31),
-      });
-      const r = await rpc(svc, "fail_job", {
-        p_job_id: job.id,
-        p_reason: "delivery_failed",
-        p_seq: 1,
-        p_now: addSeconds(T0, 32),
-      });
+      await complete(job.id, 2, "ok", addSeconds(T0, 31));
+      const r = await failureCallback(job.id, 1, addSeconds(T0, 32));
       expect(r).toMatchObject({ outcome: "already_final", job: { status: "succeeded" } });
       expect(await usedUnits(job.user)).toBe(1);
     });
