@@ -26,6 +26,22 @@ async function usedUnits(user: string) {
   return r.rows[0].n as number;
 }
 
+/** requeue_job of claim `attempt` until `resumeAt`, at `now`; `extra` adds other arguments. */
+const requeue = (
+  jobId: string,
+  attempt: number,
+  resumeAt: Date,
+  now: Date,
+  extra: Record<string, unknown> = {},
+) =>
+  rpc(svc, "requeue_job", {
+    p_job_id: jobId,
+    p_attempt: attempt,
+    p_resume_at: resumeAt,
+    p_now: now,
+    ...extra,
+  });
+
 /** complete_job of claim `attempt` with `output`, at `now`. */
 const complete = (jobId: string, attempt: number, output: string, now: Date) =>
   rpc(svc, "complete_job", { p_job_id: jobId, p_attempt: attempt, p_output: output, p_now: now });
@@ -131,12 +147,8 @@ describe("complete_job", () => {
 describe("requeue_job (provider quota)", () => {
   test("counts the hit and waits until resume_at; a new message is due (publish_seq grows)", async () => {
     const job = await runningJob();
-    const r = await rpc(svc, "requeue_job", {
-      p_job_id: job.id,
-      p_attempt: 1,
-      p_resume_at: addSeconds(T0, 30),
+    const r = await requeue(job.id, 1, addSeconds(T0, 30), T0, {
       p_error: "429 rate_limit_exceeded",
-      p_now: T0,
     });
     expect(r.outcome).toBe("requeued");
     expect(r.job).toMatchObject({
@@ -154,12 +166,7 @@ describe("requeue_job (provider quota)", () => {
     const job = await runningJob();
     let now = T0;
     for (let hit = 1; hit <= 3; hit++) {
-      const r = await rpc(svc, "requeue_job", {
-        p_job_id: job.id,
-        p_attempt: hit,
-        p_resume_at: addSeconds(now, 10),
-        p_now: now,
-      });
+      const r = await requeue(job.id, hit, addSeconds(now, 10), now);
       if (hit < 3) {
         expect(r.outcome).toBe("requeued");
         now = addSeconds(now, 10);
@@ -195,12 +202,7 @@ describe("requeue_job (provider quota)", () => {
     const job = await runningJob();
     const late = addSeconds(T0, 3 * 3600 + 1);
     const re = await rpc(svc, "start_job", { p_job_id: job.id, p_now: late }); // lease long expired
-    const r = await rpc(svc, "requeue_job", {
-      p_job_id: job.id,
-      p_attempt: re.job.attempts,
-      p_resume_at: addSeconds(late, 10),
-      p_now: late,
-    });
+    const r = await requeue(job.id, re.job.attempts, addSeconds(late, 10), late);
     expect(r).toMatchObject({
       outcome: "gave_up",
       by: "age",
@@ -211,50 +213,21 @@ describe("requeue_job (provider quota)", () => {
 
   test("gives up when the provider's resume time lies past the max age", async () => {
     const job = await runningJob();
-    const r = await rpc(svc, "requeue_job", {
-      p_job_id: job.id,
-      p_attempt: 1,
-      p_resume_at: addSeconds(T0, 4 * 3600),
-      p_now: T0,
-    });
+    const r = await requeue(job.id, 1, addSeconds(T0, 4 * 3600), T0);
     expect(r).toMatchObject({ outcome: "gave_up", by: "age" });
   });
 
   test("limits are parameters: max hits 1 gives up at once", async () => {
     const job = await runningJob();
-    const r = await rpc(svc, "requeue_job", {
-      p_job_id: job.id,
-      p_attempt: 1,
-      p_resume_at: addSeconds(T0, 5),
-      p_max_hits: 1,
-      p_now: T0,
-    });
+    const r = await requeue(job.id, 1, addSeconds(T0, 5), T0, { p_max_hits: 1 });
     expect(r.outcome).toBe("gave_up");
   });
 
   test("not_running for a stale claim or a canceled job; not_found", async () => {
     const job = await runningJob();
-    expect(
-      (
-        await rpc(svc, "requeue_job", {
-          p_job_id: job.id,
-          p_attempt: 7,
-          p_resume_at: T0,
-          p_now: T0,
-        })
-      ).outcome,
-    ).toBe("not_running");
+    expect((await requeue(job.id, 7, T0, T0)).outcome).toBe("not_running");
     await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: job.user, p_now: T0 });
-    expect(
-      (
-        await rpc(svc, "requeue_job", {
-          p_job_id: job.id,
-          p_attempt: 1,
-          p_resume_at: T0,
-          p_now: T0,
-        })
-      ).outcome,
-    ).toBe("not_running");
+    expect((await requeue(job.id, 1, T0, T0)).outcome).toBe("not_running");
     expect(
       await rpc(svc, "requeue_job", {
         p_job_id: crypto.randomUUID(),
@@ -357,12 +330,8 @@ describe("fail_job", () => {
     /** Running under attempt 2, its message seq 2: attempt 1 hit a 429, was requeued and a new message published. */
     async function requeuedAndClaimedAgain() {
       const job = await runningJob();
-      const r = await rpc(svc, "requeue_job", {
-        p_job_id: job.id,
-        p_attempt: 1,
-        p_resume_at: addSeconds(T0, 30),
+      const r = await requeue(job.id, 1, addSeconds(T0, 30), T0, {
         p_error: "429 rate_limit_exceeded",
-        p_now: T0,
       });
       expect(r.job).toMatchObject({ status: "queued", publish_seq: 2 });
       const s = await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 30) });
@@ -412,12 +381,7 @@ describe("fail_job", () => {
 
     test("from an older message on a queued job: superseded too (its current message decides)", async () => {
       const job = await runningJob();
-      await rpc(svc, "requeue_job", {
-        p_job_id: job.id,
-        p_attempt: 1,
-        p_resume_at: addSeconds(T0, 30),
-        p_now: T0,
-      });
+      await requeue(job.id, 1, addSeconds(T0, 30), T0);
       const r = await failureCallback(job.id, 1, addSeconds(T0, 1));
       expect(r).toMatchObject({ outcome: "superseded", job: { status: "queued" } });
       expect(await usedUnits(job.user)).toBe(1);
@@ -676,13 +640,7 @@ describe("requeue_job without a hit (the shared provider gate was closed)", () =
     const job = await runningJob();
     let now = T0;
     for (let i = 1; i <= 5; i++) {
-      const r = await rpc(svc, "requeue_job", {
-        p_job_id: job.id,
-        p_attempt: i,
-        p_resume_at: addSeconds(now, 10),
-        p_count_hit: false,
-        p_now: now,
-      });
+      const r = await requeue(job.id, i, addSeconds(now, 10), now, { p_count_hit: false });
       expect(r).toMatchObject({
         outcome: "requeued",
         job: { provider_quota_hits: 0, publish_seq: i + 1 },
@@ -694,13 +652,7 @@ describe("requeue_job without a hit (the shared provider gate was closed)", () =
 
   test("still gives up by age", async () => {
     const job = await runningJob();
-    const r = await rpc(svc, "requeue_job", {
-      p_job_id: job.id,
-      p_attempt: 1,
-      p_resume_at: addSeconds(T0, 4 * 3600),
-      p_count_hit: false,
-      p_now: T0,
-    });
+    const r = await requeue(job.id, 1, addSeconds(T0, 4 * 3600), T0, { p_count_hit: false });
     expect(r).toMatchObject({
       outcome: "gave_up",
       by: "age",
