@@ -265,24 +265,21 @@ describe("reads", () => {
       });
     }
     expect(ids).toHaveLength(5);
-    const page1 = await rpc(svc, "list_jobs", { p_user_id: user, p_limit: 2 });
+    // A page of 2, after `before` (the previous page's last job) when given.
+    const pageOf2 = (before?: { created_at: string; id: string }) =>
+      rpc(svc, "list_jobs", {
+        p_user_id: user,
+        p_limit: 2,
+        ...(before ? { p_before_created_at: before.created_at, p_before_id: before.id } : {}),
+      });
+    const page1 = await pageOf2();
     expect(page1.jobs.map((j: { id: string }) => j.id)).toEqual([ids[4], ids[3]]);
     expect(page1.has_more).toBe(true);
     const last = page1.jobs[1];
-    const page2 = await rpc(svc, "list_jobs", {
-      p_user_id: user,
-      p_limit: 2,
-      p_before_created_at: last.created_at,
-      p_before_id: last.id,
-    });
+    const page2 = await pageOf2(last);
     expect(page2.jobs.map((j: { id: string }) => j.id)).toEqual([ids[2], ids[1]]);
     const l2 = page2.jobs[1];
-    const page3 = await rpc(svc, "list_jobs", {
-      p_user_id: user,
-      p_limit: 2,
-      p_before_created_at: l2.created_at,
-      p_before_id: l2.id,
-    });
+    const page3 = await pageOf2(l2);
     expect(page3.jobs.map((j: { id: string }) => j.id)).toEqual([ids[0]]);
     expect(page3.has_more).toBe(false);
     const other = await rpc(svc, "list_jobs", { p_user_id: await db.user() });
