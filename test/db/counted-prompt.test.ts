@@ -8,16 +8,18 @@
 import { describe, expect, test } from "vitest";
 import { at, type Json, rpc } from "../support/db.ts";
 import { dbFixture } from "../support/db-fixture.ts";
+import { progressWriter } from "../support/db-progress.ts";
 
 const T0 = at("2026-12-01T10:00:00Z");
 const db = dbFixture({ fresh: true, service: 4, noDrift: "file", now: T0 });
 const { svc, admin } = db;
+const progressed = progressWriter(db.svc, T0);
 
 /** A team job held at `bound` prompt tokens, claimed, with one progress write. */
 async function runningWithProgress(user: string, bound: number, counted?: number): Promise<Json> {
   const job = await db.enqueued(user, { promptTokens: bound });
   await db.started(job.id);
-  await db.progressed(job.id, { tokens: 30, promptTokens: counted });
+  await progressed(job.id, { tokens: 30, promptTokens: counted });
   return job;
 }
 

@@ -6,6 +6,18 @@ const T0 = at("2026-03-10T12:00:00Z");
 const db = dbFixture({ now: T0 });
 const { svc, admin } = db;
 
+/** The job claimed and completed with `output` at `now`: its unit spent for good. */
+async function succeeded(jobId: string, output: string, now = T0): Promise<void> {
+  await db.started(jobId, { now });
+  const c = await rpc(svc, "complete_job", {
+    p_job_id: jobId,
+    p_attempt: 1,
+    p_output: output,
+    p_now: now,
+  });
+  expect(c.outcome).toBe("completed");
+}
+
 /** enqueue_job with an Idempotency-Key, at T0 unless told. */
 const enqueueKeyed = (user: string, prompt: string, key: string, now = T0) =>
   rpc(svc, "enqueue_job", {
@@ -45,13 +57,7 @@ describe("enqueue_job", () => {
     // canceled: the unit came back, so a second one fits; then the day is used up
     const second = await rpc(svc, "enqueue_job", { p_user_id: user, p_prompt: "two", p_now: T0 });
     expect(second.outcome).toBe("enqueued");
-    await rpc(svc, "start_job", { p_job_id: second.job.id, p_now: T0 });
-    await rpc(svc, "complete_job", {
-      p_job_id: second.job.id,
-      p_attempt: 1,
-      p_output: "x",
-      p_now: T0,
-    });
+    await succeeded(second.job.id, "x");
     const third = await rpc(svc, "enqueue_job", {
       p_user_id: user,
       p_prompt: "three",
@@ -100,13 +106,7 @@ describe("enqueue_job", () => {
   test("a replay is served even after the job ended and the quota is used up", async () => {
     const user = await db.user();
     const a = await enqueueKeyed(user, "same", "k");
-    await rpc(svc, "start_job", { p_job_id: a.job.id, p_now: T0 });
-    await rpc(svc, "complete_job", {
-      p_job_id: a.job.id,
-      p_attempt: 1,
-      p_output: "done",
-      p_now: T0,
-    });
+    await succeeded(a.job.id, "done");
     const b = await enqueueKeyed(user, "same", "k");
     expect(b).toMatchObject({
       outcome: "replayed",
@@ -168,13 +168,7 @@ describe("quota periods", () => {
       p_prompt: "a",
       p_now: at("2026-03-10T23:59:59Z"),
     });
-    await rpc(svc, "start_job", { p_job_id: a.job.id, p_now: at("2026-03-10T23:59:59Z") });
-    await rpc(svc, "complete_job", {
-      p_job_id: a.job.id,
-      p_attempt: 1,
-      p_output: "o",
-      p_now: at("2026-03-10T23:59:59Z"),
-    });
+    await succeeded(a.job.id, "o", at("2026-03-10T23:59:59Z"));
     const b = await rpc(svc, "enqueue_job", {
       p_user_id: user,
       p_prompt: "b",
@@ -271,24 +265,21 @@ describe("reads", () => {
       });
     }
     expect(ids).toHaveLength(5);
-    const page1 = await rpc(svc, "list_jobs", { p_user_id: user, p_limit: 2 });
+    // A page of 2, after `before` (the previous page's last job) when given.
+    const pageOf2 = (before?: { created_at: string; id: string }) =>
+      rpc(svc, "list_jobs", {
+        p_user_id: user,
+        p_limit: 2,
+        ...(before ? { p_before_created_at: before.created_at, p_before_id: before.id } : {}),
+      });
+    const page1 = await pageOf2();
     expect(page1.jobs.map((j: { id: string }) => j.id)).toEqual([ids[4], ids[3]]);
     expect(page1.has_more).toBe(true);
     const last = page1.jobs[1];
-    const page2 = await rpc(svc, "list_jobs", {
-      p_user_id: user,
-      p_limit: 2,
-      p_before_created_at: last.created_at,
-      p_before_id: last.id,
-    });
+    const page2 = await pageOf2(last);
     expect(page2.jobs.map((j: { id: string }) => j.id)).toEqual([ids[2], ids[1]]);
     const l2 = page2.jobs[1];
-    const page3 = await rpc(svc, "list_jobs", {
-      p_user_id: user,
-      p_limit: 2,
-      p_before_created_at: l2.created_at,
-      p_before_id: l2.id,
-    });
+    const page3 = await pageOf2(l2);
     expect(page3.jobs.map((j: { id: string }) => j.id)).toEqual([ids[0]]);
     expect(page3.has_more).toBe(false);
     const other = await rpc(svc, "list_jobs", { p_user_id: await db.user() });

@@ -8,10 +8,12 @@ import { randomUUID } from "node:crypto";
 import { describe, expect, test } from "vitest";
 import { expectNoDrift, rpc } from "../support/db.ts";
 import { dbFixture } from "../support/db-fixture.ts";
+import { progressWriter } from "../support/db-progress.ts";
 import { findMarker, newMarker, plantJobs, roomyPlan } from "../support/personal-data.ts";
 
 const db = dbFixture({ fresh: true, service: 24 });
 const { svc, admin } = db;
+const progressed = progressWriter(db.svc);
 const PLAN = "erasure_roomy";
 const now = new Date();
 
@@ -132,7 +134,7 @@ describe("erase_user", () => {
     });
     const running = await db.enqueued(user, { now: at });
     await db.started(running.id, { now: at });
-    await db.progressed(running.id, { tokens: 9, text: "y", now: at });
+    await progressed(running.id, { tokens: 9, text: "y", now: at });
 
     await rpc(svc, "erase_user", { p_user_id: user, p_now: at });
 

@@ -64,7 +64,7 @@ describe("the migration on a database that already holds events", () => {
       // The pro plan as the plans table was then (today's seed names columns made later).
       await c.query(
         `insert into public.plans (id, name, period, units_per_period, max_active_jobs,
-           max_output_tokens, max_paid_refunds, meter)
+           max_output_tokens, max_refunded_running_cancels, meter)
          values ('pro', 'Pro', 'month', 100, 3, 8000, 20, 'jobs')`,
       );
 

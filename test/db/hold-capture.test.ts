@@ -1,6 +1,7 @@
 import { describe, expect, test } from "vitest";
 import { addSeconds, at, expectNoDrift, type Json, rpc } from "../support/db.ts";
 import { dbFixture } from "../support/db-fixture.ts";
+import { progressWriter } from "../support/db-progress.ts";
 
 // Hold → capture on a token plan (docs/DESIGN.md#invariant-2-exactly-once-refund):
 // each ending's capture, then racing real clients where the assertion is the invariant,
@@ -8,6 +9,7 @@ import { dbFixture } from "../support/db-fixture.ts";
 const T0 = at("2026-12-01T10:00:00Z");
 const db = dbFixture({ fresh: true, service: 40, noDrift: "file", now: T0 });
 const { svc, admin } = db;
+const progressed = progressWriter(db.svc, T0);
 const OUTPUT = 2048; // the team plan's max_output_tokens
 
 const counter = async (user: string) => (await db.usage(user)).units_used;
@@ -15,6 +17,9 @@ const enqueued = (user: string, promptTokens = 100, now = T0): Promise<Json> =>
   db.enqueued(user, { promptTokens, now });
 const running = async (user: string, promptTokens = 100, now = T0): Promise<Json> =>
   (await db.started((await enqueued(user, promptTokens, now)).id, { now })).job;
+/** fail_job for `reason` at T0, the worker's usage unknown. */
+const fail = (jobId: string, reason: string): Promise<Json> =>
+  rpc(svc, "fail_job", { p_job_id: jobId, p_reason: reason, p_now: T0 });
 /** complete_job on attempt 1 at T0, with the provider's usage when given. */
 const complete = (
   jobId: string,
@@ -101,8 +106,8 @@ describe("a token plan holds the most a job can cost and captures what it consum
     async (reason) => {
       const user = await db.user("team");
       const job = await running(user);
-      await db.progressed(job.id, { tokens: 300, text: "half" });
-      const r = await rpc(svc, "fail_job", { p_job_id: job.id, p_reason: reason, p_now: T0 });
+      await progressed(job.id, { tokens: 300, text: "half" });
+      const r = await fail(job.id, reason);
       expect(r.job).toMatchObject({ status: "failed", captured: 400, refund_withheld: null });
       expect(r.job.refunded_at).not.toBeNull();
       expect(await counter(user)).toBe(400);
@@ -126,11 +131,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
   test("a publish failure (never started) captures nothing", async () => {
     const user = await db.user("team");
     const job = await enqueued(user);
-    const r = await rpc(svc, "fail_job", {
-      p_job_id: job.id,
-      p_reason: "publish_failed",
-      p_now: T0,
-    });
+    const r = await fail(job.id, "publish_failed");
     expect(r.job).toMatchObject({ status: "failed", captured: 0 });
     expect(await counter(user)).toBe(0);
   });
@@ -161,7 +162,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
       expect(
         (await rpc(svc, "get_job", { p_job_id: job.id, p_user_id: user })).job.cancel_refunds,
       ).toBe(true);
-      await db.progressed(job.id, { tokens: 40 * (i + 1), now });
+      await progressed(job.id, { tokens: 40 * (i + 1), now });
       const r = await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: now });
       expect(r).toMatchObject({ outcome: "canceled", refunded: true });
       expect(r.job.refund_withheld).toBeNull();
@@ -183,7 +184,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
   test("a cancel never captures more than the hold", async () => {
     const user = await db.user("team");
     const job = await running(user, 10);
-    await db.progressed(job.id, { tokens: 99_999, text: "x" });
+    await progressed(job.id, { tokens: 99_999, text: "x" });
     const r = await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: T0 });
     expect(r.job.captured).toBe(10 + OUTPUT);
   });
@@ -214,7 +215,7 @@ describe("a token plan holds the most a job can cost and captures what it consum
     const c = await enqueued(user);
     expect(a.hold).toBe(1);
     await complete(a.id, "x");
-    await rpc(svc, "fail_job", { p_job_id: b.id, p_reason: "delivery_failed", p_now: T0 });
+    await fail(b.id, "delivery_failed");
     await rpc(svc, "cancel_job", { p_job_id: c.id, p_user_id: user, p_now: T0 });
     const { rows } = await admin.query(
       "select id, captured from public.generation_jobs where user_id = $1",
@@ -266,11 +267,11 @@ describe("races on a token plan: counter = open holds + captures", () => {
       const user = await db.user("team");
       users.push(user);
       const job = await running(user, 50);
-      await db.progressed(job.id, { tokens: 30, text: "p" });
+      await progressed(job.id, { tokens: 30, text: "p" });
       const results = await Promise.all([
         rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: T0 }),
         complete(job.id, "o", { prompt_tokens: 50, completion_tokens: 700 }),
-        rpc(svc, "fail_job", { p_job_id: job.id, p_reason: "delivery_failed", p_now: T0 }),
+        fail(job.id, "delivery_failed"),
         rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: T0 }),
       ]);
       const won = results.filter((r) => ["canceled", "completed", "failed"].includes(r.outcome));
@@ -346,11 +347,11 @@ describe("a retry cannot double the bill: at most 2 × hold across a token plan'
   test("a reclaim counts the dead attempt's last progress; a claim that could cross 2 × hold ends the job capturing what was consumed, up to the hold", async () => {
     const user = await db.user("team");
     const job = await running(user, 100); // hold 2,148
-    await db.progressed(job.id, { tokens: 900, text: "x" });
+    await progressed(job.id, { tokens: 900, text: "x" });
     // The worker died; its lease expires and the next delivery reclaims: 1,000 consumed.
     const again = await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 100) });
     expect(again).toMatchObject({ outcome: "started", job: { attempts: 2, consumed: 1000 } });
-    await db.progressed(job.id, { tokens: 1100, text: "y", attempt: 2, now: addSeconds(T0, 101) });
+    await progressed(job.id, { tokens: 1100, text: "y", attempt: 2, now: addSeconds(T0, 101) });
     // It dies too: 1,000 + 1,200 + a hold > 2 × hold, so no third attempt.
     const third = await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 200) });
     expect(third).toMatchObject({

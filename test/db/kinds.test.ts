@@ -111,19 +111,18 @@ describe("job kinds", () => {
     });
     expect((await db.usage(user)).units_used).toBe(2);
 
-    const failed = await rpc(svc, "fail_job", {
-      p_job_id: r.job.id,
-      p_reason: "output_invalid",
-      p_now: addSeconds(T0, 1),
-    });
+    // The worker's callback: the output did not validate, `s` seconds after T0.
+    const outputInvalid = (s: number) =>
+      rpc(svc, "fail_job", {
+        p_job_id: r.job.id,
+        p_reason: "output_invalid",
+        p_now: addSeconds(T0, s),
+      });
+    const failed = await outputInvalid(1);
     expect(failed.outcome).toBe("failed");
     expect(failed.job).toMatchObject({ captured: 0, failure_reason: "output_invalid" });
     expect((await db.usage(user)).units_used).toBe(0);
-    const again = await rpc(svc, "fail_job", {
-      p_job_id: r.job.id,
-      p_reason: "output_invalid",
-      p_now: addSeconds(T0, 2),
-    });
+    const again = await outputInvalid(2);
     expect(again.outcome).toBe("already_final");
     const cancel = await rpc(svc, "cancel_job", { p_job_id: r.job.id, p_user_id: user });
     expect(cancel.outcome).toBe("already_finished");

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "vitest";
 import { expectNoDrift, type Json, rpc } from "../support/db.ts";
 import { dbFixture } from "../support/db-fixture.ts";
+import { progressWriter } from "../support/db-progress.ts";
 
 // The price book and the money meter (docs/DESIGN.md#metering-hold-and-capture): a plan names
 // its model and tier, a money plan holds a call's worst case in micro-dollars and captures what
@@ -10,6 +11,7 @@ import { dbFixture } from "../support/db-fixture.ts";
 const T0 = new Date("2026-12-02T10:00:00Z");
 const db = dbFixture({ fresh: true, service: 40, noDrift: "file", now: T0 });
 const { svc, admin } = db;
+const progressed = progressWriter(db.svc, T0);
 
 const counter = async (user: string) => (await db.usage(user)).units_used;
 
@@ -201,7 +203,7 @@ describe("a money plan holds the call's worst case and captures what the provide
     expect(c.job).toMatchObject({ status: "canceled", captured: 0 });
     const job = await running(user);
     expect(job.reasons).toBe(false);
-    await db.progressed(job.id, { tokens: 30 });
+    await progressed(job.id, { tokens: 30 });
     // 200 × 0.75 + 30 × 4.5 = 285 (a count of ours: at the held prices)
     const r = await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: T0 });
     expect(r.job).toMatchObject({ status: "canceled", captured: 285 });
@@ -440,7 +442,7 @@ describe("races on a money plan: counter = open holds + captures", () => {
       const user = await db.user("money_race_end");
       users.push(user);
       const job = await running(user);
-      await db.progressed(job.id, { tokens: 30, text: "p" });
+      await progressed(job.id, { tokens: 30, text: "p" });
       const results = await Promise.all([
         rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: user, p_now: T0 }),
         complete(job, { prompt_tokens: 190, completion_tokens: 700, service_tier: "default" }),

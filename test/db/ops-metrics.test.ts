@@ -14,6 +14,10 @@ const WINDOW = { p_from: T0, p_to: t(300), p_bucket: "1 minute" };
 const usage = (prompt: number, completion: number) =>
   JSON.stringify({ prompt_tokens: prompt, completion_tokens: completion, source: "provider" });
 
+/** The failure callback of the job's message `seq`, at `now`. */
+const failureCallback = (jobId: string, seq: number, now: Date): Promise<Json> =>
+  rpc(db.svc, "fail_job", { p_job_id: jobId, p_reason: "delivery_failed", p_now: now, p_seq: seq });
+
 async function series(fn: string, args: Record<string, unknown> = WINDOW): Promise<Json[]> {
   const names = Object.keys(args);
   const { rows } = await db.svc.query(
@@ -78,12 +82,7 @@ function timeline(): Promise<void> {
       p_usage: usage(0, 0),
     });
     expect(requeued.outcome).toBe("requeued");
-    const old = await rpc(db.svc, "fail_job", {
-      p_job_id: d.id,
-      p_reason: "delivery_failed",
-      p_now: t(140),
-      p_seq: 1,
-    });
+    const old = await failureCallback(d.id, 1, t(140));
     expect(old.outcome).toBe("superseded");
     const e = await db.enqueued(pro2, { now: t(130) });
     await db.started(e.id, { now: t(140) });
@@ -96,12 +95,7 @@ function timeline(): Promise<void> {
       p_count_hit: false,
     });
     expect(gated.outcome).toBe("requeued");
-    const current = await rpc(db.svc, "fail_job", {
-      p_job_id: d.id,
-      p_reason: "delivery_failed",
-      p_now: t(200),
-      p_seq: 2,
-    });
+    const current = await failureCallback(d.id, 2, t(200));
     expect(current.outcome).toBe("failed");
     expect(
       (await rpc(db.svc, "cancel_job", { p_job_id: e.id, p_user_id: pro2, p_now: t(400) })).outcome,

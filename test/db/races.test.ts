@@ -8,6 +8,29 @@ const ROUNDS = 200;
 const db = dbFixture({ fresh: true, service: 50, noDrift: "file" });
 const { svc, admin } = db;
 
+/** A plan of 10 units, 5 active, 2 refunds after spend a day (max_paid_refunds). */
+const raceCancelsPlan = () =>
+  admin.query(
+    `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_paid_refunds)
+     values ('race_cancels', 'Race', 'day', 10, 5, 2) on conflict (id) do nothing`,
+  );
+
+/** refundTally of 5 jobs ended after spend under that plan: 2 refunded and counted, 3 spent. */
+const BOUND_OF_TWO = { used: 3, counted: 2, refunded: 2, withheld: 3 };
+
+/** The user's counter and its jobs' refunds: made, counted, and withheld as `reason`. */
+async function refundTally(user: string, reason: string) {
+  const { rows } = await admin.query(
+    `select (select units_used from public.quota_usage where user_id = $1) as used,
+            (select paid_refunds from public.quota_usage where user_id = $1) as counted,
+            (select count(*)::int from public.generation_jobs where user_id = $1 and refunded_at is not null) as refunded,
+            (select count(*)::int from public.generation_jobs
+              where user_id = $1 and refund_withheld = $2 and refunded_at is null) as withheld`,
+    [user, reason],
+  );
+  return rows[0];
+}
+
 describe("races on a real PostgreSQL", () => {
   test(`50 concurrent enqueues by one free user: exactly 1 reserved (${ROUNDS} rounds)`, async () => {
     for (let round = 0; round < ROUNDS; round++) {
@@ -148,11 +171,7 @@ describe("races on a real PostgreSQL", () => {
   });
 
   test(`5 running jobs of one user canceled at once: exactly the plan's bound refunded, the rest spent (${ROUNDS} rounds)`, async () => {
-    // A plan of 10 units, 5 active, 2 refunds after spend a day (max_paid_refunds).
-    await admin.query(
-      `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_paid_refunds)
-       values ('race_cancels', 'Race', 'day', 10, 5, 2) on conflict (id) do nothing`,
-    );
+    await raceCancelsPlan();
     for (let round = 0; round < ROUNDS; round++) {
       const user = await db.user("free");
       await admin.query(
@@ -170,17 +189,7 @@ describe("races on a real PostgreSQL", () => {
       );
       expect(results.every((r) => r.outcome === "canceled")).toBe(true);
       expect(results.filter((r) => r.refunded === true)).toHaveLength(2);
-      const found = (
-        await admin.query(
-          `select (select units_used from public.quota_usage where user_id = $1) as used,
-                  (select paid_refunds from public.quota_usage where user_id = $1) as counted,
-                  (select count(*)::int from public.generation_jobs where user_id = $1 and refunded_at is not null) as refunded,
-                  (select count(*)::int from public.generation_jobs
-                    where user_id = $1 and refund_withheld = 'running_cancel_limit' and refunded_at is null) as withheld`,
-          [user],
-        )
-      ).rows[0];
-      expect(found).toEqual({ used: 3, counted: 2, refunded: 2, withheld: 3 });
+      expect(await refundTally(user, "running_cancel_limit")).toEqual(BOUND_OF_TWO);
     }
     await expectNoDrift(admin);
   });
@@ -188,10 +197,7 @@ describe("races on a real PostgreSQL", () => {
   test(`5 jobs of one user ending after provider spend at once (callbacks, cancels): exactly the plan's bound refunded (${ROUNDS} rounds)`, async () => {
     // The same plan: 2 refunds after spend a day, shared by running cancels and by failures or
     // queued cancels after a consumed attempt.
-    await admin.query(
-      `insert into public.plans (id, name, period, units_per_period, max_active_jobs, max_paid_refunds)
-       values ('race_cancels', 'Race', 'day', 10, 5, 2) on conflict (id) do nothing`,
-    );
+    await raceCancelsPlan();
     const usage = { prompt_tokens: 20, completion_tokens: 200, source: "counted" };
     for (let round = 0; round < ROUNDS; round++) {
       const user = await db.user("race_cancels");
@@ -211,17 +217,7 @@ describe("races on a real PostgreSQL", () => {
         ),
       );
       expect(results.every((r) => r.outcome === "failed" || r.outcome === "canceled")).toBe(true);
-      const found = (
-        await admin.query(
-          `select (select units_used from public.quota_usage where user_id = $1) as used,
-                  (select paid_refunds from public.quota_usage where user_id = $1) as counted,
-                  (select count(*)::int from public.generation_jobs where user_id = $1 and refunded_at is not null) as refunded,
-                  (select count(*)::int from public.generation_jobs
-                    where user_id = $1 and refund_withheld = 'paid_refund_limit' and refunded_at is null) as withheld`,
-          [user],
-        )
-      ).rows[0];
-      expect(found).toEqual({ used: 3, counted: 2, refunded: 2, withheld: 3 });
+      expect(await refundTally(user, "paid_refund_limit")).toEqual(BOUND_OF_TWO);
     }
     await expectNoDrift(admin);
   });

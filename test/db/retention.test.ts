@@ -45,6 +45,14 @@ async function accounting(user: string) {
   return { jobs: rows.map((r) => r.row), events, usage };
 }
 
+/** `n` jobs of `user` enqueued and canceled at `at`: ended, waiting for retention. */
+async function canceledAt(user: string, n: number, at: Date): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    const j = await db.enqueued(user, { now: at });
+    await rpc(svc, "cancel_job", { p_job_id: j.id, p_user_id: user, p_now: at });
+  }
+}
+
 async function retainUntilDone(before: Date, limit = 1000): Promise<number> {
   let total = 0;
   for (;;) {
@@ -127,10 +135,7 @@ describe("retention_batch", () => {
     await roomyPlan(admin, PLAN);
     const user = await db.user(PLAN);
     const long = new Date(Date.now() - 100 * DAY);
-    for (let i = 0; i < 5; i++) {
-      const j = await db.enqueued(user, { now: long });
-      await rpc(svc, "cancel_job", { p_job_id: j.id, p_user_id: user, p_now: long });
-    }
+    await canceledAt(user, 5, long);
     const cutoff = new Date(Date.now() - 99 * DAY);
     expect(await rpc(svc, "retention_batch", { p_before: cutoff, p_limit: 2 })).toBe(2);
     expect(await rpc(svc, "retention_batch", { p_before: cutoff, p_limit: 2 })).toBe(2);
@@ -158,10 +163,7 @@ describe("retention_batch", () => {
     await roomyPlan(admin, PLAN);
     const user = await db.user(PLAN);
     const long = new Date(Date.now() - 200 * DAY);
-    for (let i = 0; i < 40; i++) {
-      const j = await db.enqueued(user, { now: long });
-      await rpc(svc, "cancel_job", { p_job_id: j.id, p_user_id: user, p_now: long });
-    }
+    await canceledAt(user, 40, long);
     const cutoff = new Date(Date.now() - 199 * DAY);
     const counts = await Promise.all(Array.from({ length: 6 }, () => retainUntilDone(cutoff, 3)));
     expect(counts.reduce((a, b) => a + b, 0)).toBe(40);

@@ -217,19 +217,20 @@ describe("row level security", () => {
     const rows = await admin.query(
       "select c.relname, c.relrowsecurity from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'public' and c.relkind in ('r', 'p') order by 1",
     );
-    expect(rows.rows).toEqual([
-      { relname: "erased_usage", relrowsecurity: true },
-      { relname: "generation_jobs", relrowsecurity: true },
-      { relname: "job_events", relrowsecurity: true },
-      { relname: "job_kinds", relrowsecurity: true },
-      { relname: "job_output_chunks", relrowsecurity: true },
-      { relname: "model_tiers", relrowsecurity: true },
-      { relname: "models", relrowsecurity: true },
-      { relname: "plan_kinds", relrowsecurity: true },
-      { relname: "plans", relrowsecurity: true },
-      { relname: "quota_usage", relrowsecurity: true },
-      { relname: "superseded_callbacks", relrowsecurity: true },
-      { relname: "user_plans", relrowsecurity: true },
-    ]);
+    const secured = [
+      "erased_usage",
+      "generation_jobs",
+      "job_events",
+      "job_kinds",
+      "job_output_chunks",
+      "model_tiers",
+      "models",
+      "plan_kinds",
+      "plans",
+      "quota_usage",
+      "superseded_callbacks",
+      "user_plans",
+    ];
+    expect(rows.rows).toEqual(secured.map((relname) => ({ relname, relrowsecurity: true })));
   });
 });

@@ -19,6 +19,9 @@ async function runningJob(plan: "free" | "pro" = "pro") {
   return { user, id: job.id as string, attempt: s.job.attempts as number, start: s };
 }
 
+/** record_progress's answer once `stored` characters of text are stored. */
+const recorded = (stored: number) => ({ outcome: "recorded", stored });
+
 /** A progress write of `text`, the attempt's text after its first `offset` characters. */
 const progress = (
   id: string,
@@ -68,14 +71,10 @@ describe("start_job hands the worker the plan's output bound", () => {
 describe("record_progress", () => {
   test("the running claim appends its new text and records its tokens", async () => {
     const job = await runningJob();
-    expect(await progress(job.id, job.attempt, 0, "Once upon", 2)).toEqual({
-      outcome: "recorded",
-      stored: 9,
-    });
-    expect(await progress(job.id, job.attempt, 9, " a time", 4, addSeconds(T0, 1))).toEqual({
-      outcome: "recorded",
-      stored: 16,
-    });
+    expect(await progress(job.id, job.attempt, 0, "Once upon", 2)).toEqual(recorded(9));
+    expect(await progress(job.id, job.attempt, 9, " a time", 4, addSeconds(T0, 1))).toEqual(
+      recorded(16),
+    );
     const r = await row(job.id);
     expect(r).toMatchObject({
       status: "running",
@@ -104,63 +103,36 @@ describe("record_progress", () => {
     // its text a second time.
     const job = await runningJob();
     await progress(job.id, job.attempt, 0, "Once upon", 2);
-    expect(await progress(job.id, job.attempt, 0, "Once upon", 2)).toEqual({
-      outcome: "recorded",
-      stored: 9,
-    });
+    expect(await progress(job.id, job.attempt, 0, "Once upon", 2)).toEqual(recorded(9));
     // The retry of a lost answer carries what arrived since, after the same offset.
-    expect(await progress(job.id, job.attempt, 0, "Once upon a time", 4)).toEqual({
-      outcome: "recorded",
-      stored: 16,
-    });
-    expect(await progress(job.id, job.attempt, 9, " a time", 4)).toEqual({
-      outcome: "recorded",
-      stored: 16,
-    });
+    expect(await progress(job.id, job.attempt, 0, "Once upon a time", 4)).toEqual(recorded(16));
+    expect(await progress(job.id, job.attempt, 9, " a time", 4)).toEqual(recorded(16));
     expect((await row(job.id)).partial_output).toBe("Once upon a time");
   });
 
   test("a write past what is stored stores no text and says where the text ends", async () => {
     const job = await runningJob();
     await progress(job.id, job.attempt, 0, "Once", 1);
-    expect(await progress(job.id, job.attempt, 9, " a time", 4)).toEqual({
-      outcome: "recorded",
-      stored: 4,
-    });
+    expect(await progress(job.id, job.attempt, 9, " a time", 4)).toEqual(recorded(4));
     expect(await row(job.id)).toMatchObject({ partial_output: "Once", partial_tokens: 4 });
     // The worker sends again from there.
-    expect(await progress(job.id, job.attempt, 4, " upon a time", 4)).toEqual({
-      outcome: "recorded",
-      stored: 16,
-    });
+    expect(await progress(job.id, job.attempt, 4, " upon a time", 4)).toEqual(recorded(16));
     expect((await row(job.id)).partial_output).toBe("Once upon a time");
   });
 
   test("characters are counted as Postgres counts them (code points), emoji and accents included", async () => {
     const job = await runningJob();
-    expect(await progress(job.id, job.attempt, 0, "caf\u00e9 \u{1F600}", 3)).toEqual({
-      outcome: "recorded",
-      stored: 6,
-    });
-    expect(await progress(job.id, job.attempt, 5, "\u{1F600}!", 4)).toEqual({
-      outcome: "recorded",
-      stored: 7,
-    });
+    expect(await progress(job.id, job.attempt, 0, "caf\u00e9 \u{1F600}", 3)).toEqual(recorded(6));
+    expect(await progress(job.id, job.attempt, 5, "\u{1F600}!", 4)).toEqual(recorded(7));
     expect((await row(job.id)).partial_output).toBe("caf\u00e9 \u{1F600}!");
   });
 
   test("a first write with no text (thinking) makes the partial output empty, not null", async () => {
     const job = await runningJob();
     expect((await row(job.id)).partial_output).toBeNull();
-    expect(await progress(job.id, job.attempt, 0, "", 5)).toEqual({
-      outcome: "recorded",
-      stored: 0,
-    });
+    expect(await progress(job.id, job.attempt, 0, "", 5)).toEqual(recorded(0));
     expect((await row(job.id)).partial_output).toBe("");
-    expect(await progress(job.id, job.attempt, 0, "", 6)).toEqual({
-      outcome: "recorded",
-      stored: 0,
-    });
+    expect(await progress(job.id, job.attempt, 0, "", 6)).toEqual(recorded(0));
     expect(await chunks(job.id)).toHaveLength(1);
     await progress(job.id, job.attempt, 0, "Hi", 7);
     expect((await row(job.id)).partial_output).toBe("Hi");
@@ -191,10 +163,9 @@ describe("record_progress", () => {
     expect(re.job.partial_output).toBeNull();
     expect(await row(job.id)).toMatchObject({ partial_output: null, partial_tokens: 0 });
     expect(await chunks(job.id)).toEqual([]);
-    expect(await progress(job.id, re.job.attempts, 0, "new", 1, addSeconds(T0, 92))).toEqual({
-      outcome: "recorded",
-      stored: 3,
-    });
+    expect(await progress(job.id, re.job.attempts, 0, "new", 1, addSeconds(T0, 92))).toEqual(
+      recorded(3),
+    );
     expect(await progress(job.id, job.attempt, 8, " more", 9, addSeconds(T0, 93))).toEqual({
       outcome: "not_running",
       status: "running",

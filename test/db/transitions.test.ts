@@ -26,6 +26,26 @@ async function usedUnits(user: string) {
   return r.rows[0].n as number;
 }
 
+/** requeue_job of claim `attempt` until `resumeAt`, at `now`; `extra` adds other arguments. */
+const requeue = (
+  jobId: string,
+  attempt: number,
+  resumeAt: Date,
+  now: Date,
+  extra: Record<string, unknown> = {},
+) =>
+  rpc(svc, "requeue_job", {
+    p_job_id: jobId,
+    p_attempt: attempt,
+    p_resume_at: resumeAt,
+    p_now: now,
+    ...extra,
+  });
+
+/** complete_job of claim `attempt` with `output`, at `now`. */
+const complete = (jobId: string, attempt: number, output: string, now: Date) =>
+  rpc(svc, "complete_job", { p_job_id: jobId, p_attempt: attempt, p_output: output, p_now: now });
+
 async function events(id: string) {
   const r = await admin.query("select event from public.job_events where job_id = $1 order by id", [
     id,
@@ -53,19 +73,9 @@ describe("start_job", () => {
     const job = await runningJob();
     const re = await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 90) });
     expect(re).toMatchObject({ outcome: "started", job: { attempts: 2, status: "running" } });
-    const stale = await rpc(svc, "complete_job", {
-      p_job_id: job.id,
-      p_attempt: 1,
-      p_output: "late",
-      p_now: addSeconds(T0, 91),
-    });
+    const stale = await complete(job.id, 1, "late", addSeconds(T0, 91));
     expect(stale.outcome).toBe("not_running");
-    const fresh = await rpc(svc, "complete_job", {
-      p_job_id: job.id,
-      p_attempt: 2,
-      p_output: "ok",
-      p_now: addSeconds(T0, 92),
-    });
+    const fresh = await complete(job.id, 2, "ok", addSeconds(T0, 92));
     expect(fresh).toMatchObject({ outcome: "completed", job: { output: "ok" } });
     expect(await events(job.id)).toEqual(["enqueued", "started", "reclaimed", "completed"]);
   });
@@ -98,12 +108,7 @@ describe("start_job", () => {
 describe("complete_job", () => {
   test("stores the output; the unit stays spent", async () => {
     const job = await runningJob();
-    const c = await rpc(svc, "complete_job", {
-      p_job_id: job.id,
-      p_attempt: 1,
-      p_output: "the doc",
-      p_now: addSeconds(T0, 3),
-    });
+    const c = await complete(job.id, 1, "the doc", addSeconds(T0, 3));
     expect(c.job).toMatchObject({
       status: "succeeded",
       output: "the doc",
@@ -121,12 +126,7 @@ describe("complete_job", () => {
       p_user_id: job.user,
       p_now: addSeconds(T0, 1),
     });
-    const c = await rpc(svc, "complete_job", {
-      p_job_id: job.id,
-      p_attempt: 1,
-      p_output: "late",
-      p_now: addSeconds(T0, 2),
-    });
+    const c = await complete(job.id, 1, "late", addSeconds(T0, 2));
     expect(c).toMatchObject({ outcome: "not_running", job: { status: "canceled", output: null } });
     expect(await usedUnits(job.user)).toBe(0);
   });
@@ -147,12 +147,8 @@ describe("complete_job", () => {
 describe("requeue_job (provider quota)", () => {
   test("counts the hit and waits until resume_at; a new message is due (publish_seq grows)", async () => {
     const job = await runningJob();
-    const r = await rpc(svc, "requeue_job", {
-      p_job_id: job.id,
-      p_attempt: 1,
-      p_resume_at: addSeconds(T0, 30),
+    const r = await requeue(job.id, 1, addSeconds(T0, 30), T0, {
       p_error: "429 rate_limit_exceeded",
-      p_now: T0,
     });
     expect(r.outcome).toBe("requeued");
     expect(r.job).toMatchObject({
@@ -170,12 +166,7 @@ describe("requeue_job (provider quota)", () => {
     const job = await runningJob();
     let now = T0;
     for (let hit = 1; hit <= 3; hit++) {
-      const r = await rpc(svc, "requeue_job", {
-        p_job_id: job.id,
-        p_attempt: hit,
-        p_resume_at: addSeconds(now, 10),
-        p_now: now,
-      });
+      const r = await requeue(job.id, hit, addSeconds(now, 10), now);
       if (hit < 3) {
         expect(r.outcome).toBe("requeued");
         now = addSeconds(now, 10);
@@ -211,12 +202,7 @@ describe("requeue_job (provider quota)", () => {
     const job = await runningJob();
     const late = addSeconds(T0, 3 * 3600 + 1);
     const re = await rpc(svc, "start_job", { p_job_id: job.id, p_now: late }); // lease long expired
-    const r = await rpc(svc, "requeue_job", {
-      p_job_id: job.id,
-      p_attempt: re.job.attempts,
-      p_resume_at: addSeconds(late, 10),
-      p_now: late,
-    });
+    const r = await requeue(job.id, re.job.attempts, addSeconds(late, 10), late);
     expect(r).toMatchObject({
       outcome: "gave_up",
       by: "age",
@@ -227,50 +213,21 @@ describe("requeue_job (provider quota)", () => {
 
   test("gives up when the provider's resume time lies past the max age", async () => {
     const job = await runningJob();
-    const r = await rpc(svc, "requeue_job", {
-      p_job_id: job.id,
-      p_attempt: 1,
-      p_resume_at: addSeconds(T0, 4 * 3600),
-      p_now: T0,
-    });
+    const r = await requeue(job.id, 1, addSeconds(T0, 4 * 3600), T0);
     expect(r).toMatchObject({ outcome: "gave_up", by: "age" });
   });
 
   test("limits are parameters: max hits 1 gives up at once", async () => {
     const job = await runningJob();
-    const r = await rpc(svc, "requeue_job", {
-      p_job_id: job.id,
-      p_attempt: 1,
-      p_resume_at: addSeconds(T0, 5),
-      p_max_hits: 1,
-      p_now: T0,
-    });
+    const r = await requeue(job.id, 1, addSeconds(T0, 5), T0, { p_max_hits: 1 });
     expect(r.outcome).toBe("gave_up");
   });
 
   test("not_running for a stale claim or a canceled job; not_found", async () => {
     const job = await runningJob();
-    expect(
-      (
-        await rpc(svc, "requeue_job", {
-          p_job_id: job.id,
-          p_attempt: 7,
-          p_resume_at: T0,
-          p_now: T0,
-        })
-      ).outcome,
-    ).toBe("not_running");
+    expect((await requeue(job.id, 7, T0, T0)).outcome).toBe("not_running");
     await rpc(svc, "cancel_job", { p_job_id: job.id, p_user_id: job.user, p_now: T0 });
-    expect(
-      (
-        await rpc(svc, "requeue_job", {
-          p_job_id: job.id,
-          p_attempt: 1,
-          p_resume_at: T0,
-          p_now: T0,
-        })
-      ).outcome,
-    ).toBe("not_running");
+    expect((await requeue(job.id, 1, T0, T0)).outcome).toBe("not_running");
     expect(
       await rpc(svc, "requeue_job", {
         p_job_id: crypto.randomUUID(),
@@ -373,12 +330,8 @@ describe("fail_job", () => {
     /** Running under attempt 2, its message seq 2: attempt 1 hit a 429, was requeued and a new message published. */
     async function requeuedAndClaimedAgain() {
       const job = await runningJob();
-      const r = await rpc(svc, "requeue_job", {
-        p_job_id: job.id,
-        p_attempt: 1,
-        p_resume_at: addSeconds(T0, 30),
+      const r = await requeue(job.id, 1, addSeconds(T0, 30), T0, {
         p_error: "429 rate_limit_exceeded",
-        p_now: T0,
       });
       expect(r.job).toMatchObject({ status: "queued", publish_seq: 2 });
       const s = await rpc(svc, "start_job", { p_job_id: job.id, p_now: addSeconds(T0, 30) });
@@ -393,6 +346,14 @@ describe("fail_job", () => {
           [id],
         )
       ).rows[0];
+    /** The failure callback of message `seq` (undefined: one published before the field). */
+    const failureCallback = (jobId: string, seq: number | undefined, now: Date) =>
+      rpc(svc, "fail_job", {
+        p_job_id: jobId,
+        p_reason: "delivery_failed",
+        ...(seq === undefined ? {} : { p_seq: seq }),
+        p_now: now,
+      });
 
     test("from an older message than the job's: superseded, nothing changes, no refund, no event", async () => {
       const job = await requeuedAndClaimedAgain();
@@ -413,42 +374,22 @@ describe("fail_job", () => {
       expect(await events(job.id)).toEqual(eventsBefore);
       expect(await usedUnits(job.user)).toBe(1);
       // The worker that holds the claim still owns the job's fate.
-      const done = await rpc(svc, "complete_job", {
-        p_job_id: job.id,
-        p_attempt: 2,
-        p_output: "the doc",
-        p_now: addSeconds(T0, 32),
-      });
+      const done = await complete(job.id, 2, "the doc", addSeconds(T0, 32));
       expect(done).toMatchObject({ outcome: "completed", job: { status: "succeeded" } });
       expect(await usedUnits(job.user)).toBe(1);
     });
 
     test("from an older message on a queued job: superseded too (its current message decides)", async () => {
       const job = await runningJob();
-      await rpc(svc, "requeue_job", {
-        p_job_id: job.id,
-        p_attempt: 1,
-        p_resume_at: addSeconds(T0, 30),
-        p_now: T0,
-      });
-      const r = await rpc(svc, "fail_job", {
-        p_job_id: job.id,
-        p_reason: "delivery_failed",
-        p_seq: 1,
-        p_now: addSeconds(T0, 1),
-      });
+      await requeue(job.id, 1, addSeconds(T0, 30), T0);
+      const r = await failureCallback(job.id, 1, addSeconds(T0, 1));
       expect(r).toMatchObject({ outcome: "superseded", job: { status: "queued" } });
       expect(await usedUnits(job.user)).toBe(1);
     });
 
     test("from the job's current message: fails and refunds, as before", async () => {
       const job = await requeuedAndClaimedAgain();
-      const r = await rpc(svc, "fail_job", {
-        p_job_id: job.id,
-        p_reason: "delivery_failed",
-        p_seq: 2,
-        p_now: addSeconds(T0, 31),
-      });
+      const r = await failureCallback(job.id, 2, addSeconds(T0, 31));
       expect(r).toMatchObject({
         outcome: "failed",
         job: {
@@ -463,41 +404,22 @@ describe("fail_job", () => {
 
     test("without a seq (a message published before the field existed): fails and refunds, as before", async () => {
       const job = await requeuedAndClaimedAgain();
-      const r = await rpc(svc, "fail_job", {
-        p_job_id: job.id,
-        p_reason: "delivery_failed",
-        p_now: addSeconds(T0, 31),
-      });
+      const r = await failureCallback(job.id, undefined, addSeconds(T0, 31));
       expect(r).toMatchObject({ outcome: "failed", job: { failure_reason: "delivery_failed" } });
       expect(await usedUnits(job.user)).toBe(0);
     });
 
     test("a seq newer than the job's is no known superseded message: treated as current", async () => {
       const job = await runningJob();
-      const r = await rpc(svc, "fail_job", {
-        p_job_id: job.id,
-        p_reason: "delivery_failed",
-        p_seq: 7,
-        p_now: T0,
-      });
+      const r = await failureCallback(job.id, 7, T0);
       expect(r.outcome).toBe("failed");
       expect(await usedUnits(job.user)).toBe(0);
     });
 
     test("on a final job an older message is already_final, as every caller is", async () => {
       const job = await requeuedAndClaimedAgain();
-      await rpc(svc, "complete_job", {
-        p_job_id: job.id,
-        p_attempt: 2,
-        p_output: "ok",
-        p_now: addSeconds(T0, 31),
-      });
-      const r = await rpc(svc, "fail_job", {
-        p_job_id: job.id,
-        p_reason: "delivery_failed",
-        p_seq: 1,
-        p_now: addSeconds(T0, 32),
-      });
+      await complete(job.id, 2, "ok", addSeconds(T0, 31));
+      const r = await failureCallback(job.id, 1, addSeconds(T0, 32));
       expect(r).toMatchObject({ outcome: "already_final", job: { status: "succeeded" } });
       expect(await usedUnits(job.user)).toBe(1);
     });
@@ -718,13 +640,7 @@ describe("requeue_job without a hit (the shared provider gate was closed)", () =
     const job = await runningJob();
     let now = T0;
     for (let i = 1; i <= 5; i++) {
-      const r = await rpc(svc, "requeue_job", {
-        p_job_id: job.id,
-        p_attempt: i,
-        p_resume_at: addSeconds(now, 10),
-        p_count_hit: false,
-        p_now: now,
-      });
+      const r = await requeue(job.id, i, addSeconds(now, 10), now, { p_count_hit: false });
       expect(r).toMatchObject({
         outcome: "requeued",
         job: { provider_quota_hits: 0, publish_seq: i + 1 },
@@ -736,13 +652,7 @@ describe("requeue_job without a hit (the shared provider gate was closed)", () =
 
   test("still gives up by age", async () => {
     const job = await runningJob();
-    const r = await rpc(svc, "requeue_job", {
-      p_job_id: job.id,
-      p_attempt: 1,
-      p_resume_at: addSeconds(T0, 4 * 3600),
-      p_count_hit: false,
-      p_now: T0,
-    });
+    const r = await requeue(job.id, 1, addSeconds(T0, 4 * 3600), T0, { p_count_hit: false });
     expect(r).toMatchObject({
       outcome: "gave_up",
       by: "age",

@@ -41,16 +41,6 @@ export interface EnqueueOptions {
   now?: Date;
 }
 
-export interface ProgressOptions {
-  tokens: number;
-  /** @default "so far" */
-  text?: string;
-  attempt?: number;
-  /** The worker's count of the prompt (`p_prompt_tokens`); none when unset, as an older worker. */
-  promptTokens?: number;
-  now?: Date;
-}
-
 export interface DbFixture {
   /** Service-role pool: every transition runs through it. */
   svc: pg.Pool;
@@ -64,11 +54,6 @@ export interface DbFixture {
   started(jobId: string, options?: { now?: Date; leaseSeconds?: number }): Promise<Json>;
   /** requeue_job on a running job's `attempt` (1 unless given), which must answer "requeued". */
   requeued(jobId: string, options: { resumeAt: Date; now?: Date; attempt?: number }): Promise<Json>;
-  /**
-   * record_progress on a running job's `attempt` (1 unless given) from offset 0: `text` so far,
-   * `tokens` completion tokens counted; it must answer "recorded".
-   */
-  progressed(jobId: string, options: ProgressOptions): Promise<Json>;
   /** The user's counter row (for `meter`, else its only one), zeros when there is none. */
   usage(user: string, meter?: string): Promise<{ units_used: number; paid_refunds: number }>;
   /** The job's events in order, as job_events holds them. */
@@ -115,19 +100,6 @@ export function dbFixture(options: DbFixtureOptions = {}): DbFixture {
         p_now: clock(now),
       });
       expect(r.outcome).toBe("requeued");
-      return r;
-    },
-    async progressed(jobId, { tokens, text = "so far", attempt = 1, promptTokens, now }) {
-      const r = await rpc(svc, "record_progress", {
-        p_job_id: jobId,
-        p_attempt: attempt,
-        p_offset: 0,
-        p_text: text,
-        p_completion_tokens: tokens,
-        ...(promptTokens === undefined ? {} : { p_prompt_tokens: promptTokens }),
-        p_now: clock(now),
-      });
-      expect(r.outcome).toBe("recorded");
       return r;
     },
     async usage(user, meter) {
