@@ -138,7 +138,9 @@ describe("a document's output in a browser", () => {
     expect(await accessibilityProblems(page)).toEqual([]);
     await h.screenshot(page, "outputs-01-markdown");
 
-    await job.getByRole("button", { name: /^Copy markdown of the document from \d\d:\d\d$/ }).click();
+    await job
+      .getByRole("button", { name: /^Copy markdown of the document from \d\d:\d\d$/ })
+      .click();
     const notice = job.locator(".output-actions [role=status]");
     await until("the copy notice", async () => (await notice.textContent()) !== "");
     expect(await notice.textContent()).toBe("Copied.");
