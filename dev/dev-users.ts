@@ -80,7 +80,12 @@ export async function signInDevUser(
   // The database's plans, not a list kept here: a plan seeded later is a plan here too.
   const plans = await devPlans(db);
   if (!plans.some((p) => p.id === plan))
-    throw new UnknownPlan(`plan must be one of ${plans.map((p) => `"${p.id}"`).join(", ")}`);
+    throw new UnknownPlan(
+      `plan must be one of ${plans
+        .map((p) => `"${p.id}"`)
+        .sort()
+        .join(", ")}`,
+    );
   await db.query(
     `with u as (insert into auth.users (id, email) values ($1, $2) on conflict (id) do nothing)
      select 1`,
