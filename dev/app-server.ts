@@ -5,8 +5,9 @@
  * environment is the app's (as Vercel sets a deployment's), so the stack runs it as a child.
  *
  * Two DEV-ONLY routes that no deployment has (they live here, not in `api/`):
- *   GET  /__dev/info     → {"mode":"dev"}  (the page shows its dev sign-in when it sees this)
- *   POST /__dev/sign-in  application/json {"plan"?: "free"|"pro"|"team", "userId"?: uuid}
+ *   GET  /__dev/info     → {"mode":"dev", "plans"?: [{id, name, period, units, meter}]}  (the
+ *                        page shows its dev sign-in, a choice per plan, when it sees this)
+ *   POST /__dev/sign-in  application/json {"plan"?: a plan's id (free), "userId"?: uuid}
  *                        → {"userId","accessToken","plan","expiresAt"}
  * They answer only at this server's own loopback host:port and, when the request has an Origin,
  * only this server's own page (dev/http/own-origin.ts): another site's page must not mint a
@@ -20,7 +21,7 @@ import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import pg from "pg";
 import { readProject } from "./auth/index.ts";
-import { parseSignIn, signInDevUser, UnknownPlan } from "./dev-users.ts";
+import { devPlans, parseSignIn, signInDevUser, UnknownPlan } from "./dev-users.ts";
 import { foreignCaller } from "./http/own-origin.ts";
 import { serve } from "./http/serve.ts";
 import { loadVercelOutput, refuseMethod } from "./vercel-output.ts";
@@ -107,6 +108,8 @@ export async function startAppServer(options: {
       return json(200, {
         mode: "dev",
         ...(process.env.DEV_AUTH_URL ? { auth: "same-origin" } : {}),
+        // the database's plans (dev/dev-users.ts): the page lists no plan of its own
+        ...(pool ? { plans: await devPlans(pool).catch(() => []) } : {}),
       });
     // The local Auth stand-in's project (dev/auth/): its key signs the token.
     const projectFile = process.env.DEV_AUTH_PROJECT_FILE;

@@ -1,6 +1,8 @@
 /**
  * Local users for the dev stack and tests: an `auth.users` row (what Supabase Auth would have
- * created), the plan (a `user_plans` row for pro and team; none for free), and a signed access token.
+ * created), the plan (a `user_plans` row for any plan but free), and a signed access token. The
+ * plans are the database's (`public.plans`, seeded by supabase/seed.sql): the one list the dev
+ * sign-in, `npm run dev:token` and the page's local sign-in offer.
  * Never imported by `api/` or `lib/`.
  */
 import { randomUUID } from "node:crypto";
@@ -22,6 +24,25 @@ export interface DevSession {
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A plan as the local sign-in offers it: a row of `public.plans`. */
+export interface DevPlanRow {
+  id: string;
+  name: string;
+  period: string;
+  units: number;
+  meter: string;
+}
+
+/** The database's plans, free (the default) first, then job plans before token plans. */
+export async function devPlans(db: Pick<pg.Pool, "query">): Promise<DevPlanRow[]> {
+  return (
+    await db.query<DevPlanRow>(
+      `select id, name, period, units_per_period::float8 as units, meter from public.plans
+       order by id <> 'free', meter, units_per_period, id`,
+    )
+  ).rows;
+}
 
 /** Checks a sign-in request body; returns a message for a bad one. */
 export function parseSignIn(body: unknown): { plan: DevPlan; userId: string } | string {
@@ -57,9 +78,14 @@ export async function signInDevUser(
   const userId = input.userId ?? randomUUID();
   const plan = input.plan ?? "free";
   // The database's plans, not a list kept here: a plan seeded later is a plan here too.
-  const plans = (await db.query<{ id: string }>("select id from public.plans order by id")).rows;
+  const plans = await devPlans(db);
   if (!plans.some((p) => p.id === plan))
-    throw new UnknownPlan(`plan must be one of ${plans.map((p) => `"${p.id}"`).join(", ")}`);
+    throw new UnknownPlan(
+      `plan must be one of ${plans
+        .map((p) => `"${p.id}"`)
+        .sort()
+        .join(", ")}`,
+    );
   await db.query(
     `with u as (insert into auth.users (id, email) values ($1, $2) on conflict (id) do nothing)
      select 1`,

@@ -104,7 +104,8 @@ export interface Stack {
   auth: { project: ProjectFile; mint(input: AccessTokenInput): Promise<string> };
   signIn(opts?: {
     userId?: string;
-    plan?: "free" | "pro" | "team";
+    /** A plan of `public.plans` (free by default). */
+    plan?: string;
   }): Promise<{ userId: string; accessToken: string }>;
   /** Admin pool on the stack's database. */
   sql: pg.Pool;

@@ -383,16 +383,21 @@ export function createAuth(options = {}) {
 
 /** @typedef {ReturnType<typeof createAuth>} Auth */
 
-/** @typedef {"free" | "pro" | "team"} DevPlan */
+/** A plan's id (`public.plans`: the dev server says which there are, and refuses any other). */
+/** @typedef {string} DevPlan */
 
 /**
- * A plan name the dev sign-in knows, from anything stored or submitted (free otherwise).
+ * A plan's id for the dev sign-in, from anything stored or submitted (free otherwise).
  * @param {unknown} plan
  * @returns {DevPlan}
  */
 export function devPlan(plan) {
-  return plan === "pro" || plan === "team" ? plan : "free";
+  return typeof plan === "string" && /^[a-z0-9_-]{1,64}$/.test(plan) ? plan : "free";
 }
+
+/**
+ * @typedef {{ id: string, name: string, period: string, units: number, meter: string }} DevPlanOffer
+ */
 
 /** What the deployment offers: the dev sign-in (npm run dev only) and/or Supabase Auth. */
 export async function discover() {
@@ -418,6 +423,8 @@ export async function discover() {
   const devAuth = isDev && dev?.auth === "same-origin" && supabase;
   return {
     dev: isDev,
+    /** @type {DevPlanOffer[]} the plans the dev sign-in offers (the dev database's) */
+    devPlans: isDev && Array.isArray(dev?.plans) ? dev.plans : [],
     supabase: devAuth ? { ...supabase, url: location.origin } : isDev ? null : supabase,
   };
 }

@@ -37,6 +37,18 @@ import {
 
 const now = () => new Date();
 
+/**
+ * Whether a poll saw the job move: it keeps polling at the first pace while it does.
+ * @param {Job} before @param {Job} job
+ */
+const changedSince = (before, job) =>
+  before.phase !== job.phase ||
+  before.attempts !== job.attempts ||
+  before.resumeAt !== job.resumeAt ||
+  before.startedAt !== job.startedAt ||
+  // The output streaming in: keep looking at the first pace while it grows.
+  before.partialOutput !== job.partialOutput;
+
 /** @param {Job} job */
 function announcement(job) {
   const name = `Job from ${formatClock(job.createdAt)}`;
@@ -45,82 +57,14 @@ function announcement(job) {
     : `${name}: ${phaseSentence(job, now())}`;
 }
 
-/** @param {ListDeps} deps */
-export function createJobList(deps) {
-  const { api, ui } = deps;
-  /** @type {Map<string, { card: Card, poller: Poller | null }>} */
-  const cards = new Map();
-  /** @type {string | null} */
-  let cursor = null;
-  /** @type {ReturnType<typeof setInterval> | null} */
-  let clockTimer = null;
-
-  /**
-   * Show a job (new or updated); start or stop polling it; announce a phase change.
-   * @param {Job} job
-   * @param {{ atTop: boolean }} where
-   */
-  function upsert(job, where) {
-    const t = now();
-    const known = cards.get(job.id);
-    if (known) {
-      const before = known.card.job;
-      known.card.update(job, t);
-      if (before.phase !== job.phase) {
-        deps.announce(announcement(job));
-        if (!isActive(job)) {
-          known.poller?.stop();
-          known.poller = null;
-          deps.finished();
-        }
-      }
-      return;
-    }
-    const card = createCard(job, {
-      prompt: job.prompt,
-      kind: deps.kind(job.kind),
-      now: t,
-      onCancel: cancel,
-    });
-    if (where.atTop) ui.jobs.prepend(card.el);
-    else ui.jobs.append(card.el);
-    cards.set(job.id, { card, poller: isActive(job) ? startPolling(job.id) : null });
-    ui.empty.hidden = true;
-  }
-
-  /** @param {string} id */
-  function startPolling(id) {
-    const poller = createPoller({
-      tick: async () => {
-        const entry = cards.get(id);
-        if (!entry) return "stop";
-        let job;
-        try {
-          job = await api.getJob(id);
-        } catch (e) {
-          if (deps.authFailed(e)) return "stop";
-          if (e instanceof ApiError && e.problem.code === "not_found") return "stop";
-          throw e;
-        }
-        const before = entry.card.job;
-        const changed =
-          before.phase !== job.phase ||
-          before.attempts !== job.attempts ||
-          before.resumeAt !== job.resumeAt ||
-          before.startedAt !== job.startedAt ||
-          // The output streaming in: keep looking at the first pace while it grows.
-          before.partialOutput !== job.partialOutput;
-        upsert(job, { atTop: false });
-        if (!isActive(job)) return "stop";
-        return changed ? "changed" : "same";
-      },
-      pace: () => paceOf(cards.get(id)?.card.job),
-    });
-    if (document.hidden) poller.pause();
-    poller.start();
-    return poller;
-  }
-
+/**
+ * The card's Cancel: `upsert` shows the job as the API answers it.
+ * @param {ListDeps} deps
+ * @param {Map<string, { card: Card }>} cards
+ * @param {(job: Job, where: { atTop: boolean }) => void} upsert
+ */
+function createCancel(deps, cards, upsert) {
+  const { api } = deps;
   /**
    * Cancel, but ask first when it will not refund: the job is read again (it may have started
    * since the card's last poll) and, if `cancelRefunds` is false, the card asks with the honest
@@ -163,6 +107,79 @@ export function createJobList(deps) {
       if (deps.authFailed(e)) return;
       if (e instanceof ApiError) deps.announce(errorSentence(e.problem, now()));
     }
+  }
+
+  return cancel;
+}
+
+/** @param {ListDeps} deps */
+export function createJobList(deps) {
+  const { api, ui } = deps;
+  /** @type {Map<string, { card: Card, poller: Poller | null }>} */
+  const cards = new Map();
+  /** @type {string | null} */
+  let cursor = null;
+  /** @type {ReturnType<typeof setInterval> | null} */
+  let clockTimer = null;
+  const cancel = createCancel(deps, cards, (job, where) => upsert(job, where));
+
+  /**
+   * Show a job (new or updated); start or stop polling it; announce a phase change.
+   * @param {Job} job
+   * @param {{ atTop: boolean }} where
+   */
+  function upsert(job, where) {
+    const t = now();
+    const known = cards.get(job.id);
+    if (known) {
+      const before = known.card.job;
+      known.card.update(job, t);
+      if (before.phase !== job.phase) {
+        deps.announce(announcement(job));
+        if (!isActive(job)) {
+          known.poller?.stop();
+          known.poller = null;
+          deps.finished();
+        }
+      }
+      return;
+    }
+    const card = createCard(job, {
+      prompt: job.prompt,
+      kind: deps.kind(job.kind),
+      now: t,
+      onCancel: (job) => void cancel(job),
+    });
+    if (where.atTop) ui.jobs.prepend(card.el);
+    else ui.jobs.append(card.el);
+    cards.set(job.id, { card, poller: isActive(job) ? startPolling(job.id) : null });
+    ui.empty.hidden = true;
+  }
+
+  /** @param {string} id */
+  function startPolling(id) {
+    const poller = createPoller({
+      tick: async () => {
+        const entry = cards.get(id);
+        if (!entry) return "stop";
+        let job;
+        try {
+          job = await api.getJob(id);
+        } catch (e) {
+          if (deps.authFailed(e)) return "stop";
+          if (e instanceof ApiError && e.problem.code === "not_found") return "stop";
+          throw e;
+        }
+        const changed = changedSince(entry.card.job, job);
+        upsert(job, { atTop: false });
+        if (!isActive(job)) return "stop";
+        return changed ? "changed" : "same";
+      },
+      pace: () => paceOf(cards.get(id)?.card.job),
+    });
+    if (document.hidden) poller.pause();
+    poller.start();
+    return poller;
   }
 
   /** @param {string | null} from */

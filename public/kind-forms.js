@@ -122,6 +122,24 @@ export function createKindForms(deps) {
 }
 
 /**
+ * The kind's examples as buttons, each filling the form (`fill`).
+ * @param {KindDeclaration} kind
+ * @param {(example: import("../lib/kinds/kind.ts").KindExample) => void} fill
+ */
+function exampleButtons(kind, fill) {
+  const set = el("fieldset", { class: "examples" });
+  set.append(el("legend", {}, "Start from an example"));
+  const row = el("div", { class: "row" });
+  for (const example of kind.examples ?? []) {
+    const b = el("button", { type: "button", class: "secondary" }, example.name);
+    b.addEventListener("click", () => fill(example));
+    row.append(b);
+  }
+  set.append(row);
+  return set;
+}
+
+/**
  * @typedef {object} KindForm
  * @property {HTMLFormElement} el
  * @property {() => void} focus
@@ -164,8 +182,13 @@ function createKindForm(kind, deps) {
     );
     fields.set(field.name, { field, input, error });
   }
+  // the examples go before the first JSON field (the schema they fill), else at the end
+  const json = form.querySelector(".code")?.previousElementSibling ?? null;
   if (kind.examples?.length)
-    form.insertBefore(examples(), form.querySelector(".code")?.previousElementSibling ?? null);
+    form.insertBefore(
+      exampleButtons(kind, (e) => fill(e)),
+      json,
+    );
   const button = el("button", { type: "submit", id: `${id}-submit` }, kind.action);
   const sending = el("span", { id: `${id}-sending`, class: "muted", role: "status" });
   const row = el("div", { class: "row" });
@@ -178,27 +201,15 @@ function createKindForm(kind, deps) {
   const identity = () => [...fields.values()].map((f) => f.input.value).join("\u0000");
   const values = () => Object.fromEntries([...fields].map(([name, f]) => [name, f.input.value]));
 
-  function examples() {
-    const set = el("fieldset", { class: "examples" });
-    set.append(el("legend", {}, "Start from an example"));
-    const row = el("div", { class: "row" });
-    for (const example of kind.examples ?? []) {
-      const b = el("button", { type: "button", class: "secondary" }, example.name);
-      b.addEventListener("click", () => {
-        for (const [name, value] of Object.entries(example.input)) {
-          const f = fields.get(name);
-          if (!f) continue;
-          // an example brings its text only where there is none: the user's own text stays
-          if (f.field.type === "text" && f.input.value.trim() !== "") continue;
-          f.input.value = typeof value === "string" ? value : JSON.stringify(value, null, 2);
-        }
-        clearErrors();
-        submission.edited(identity());
-      });
-      row.append(b);
+  /** An example's values in the form: its text only where there is none (the user's stays). */
+  function fill(/** @type {import("../lib/kinds/kind.ts").KindExample} */ example) {
+    for (const [name, value] of Object.entries(example.input)) {
+      const f = fields.get(name);
+      if (!f || (f.field.type === "text" && f.input.value.trim() !== "")) continue;
+      f.input.value = typeof value === "string" ? value : JSON.stringify(value, null, 2);
     }
-    set.append(row);
-    return set;
+    clearErrors();
+    submission.edited(identity());
   }
 
   function clearErrors() {

@@ -5,8 +5,43 @@
  * of Auth's refusals are auth.js's.
  */
 import { AuthError, authErrorSentence, devPlan } from "./auth.js";
+import { formatCount } from "./format.js";
 
 /** @typedef {import("./auth.js").Auth} Auth */
+/** @typedef {import("./auth.js").DevPlanOffer} DevPlanOffer */
+
+/**
+ * How the local sign-in names a plan: "Free plan (1 generation a day)".
+ * @param {DevPlanOffer} plan
+ */
+export function devPlanLabel(plan) {
+  const amount =
+    plan.meter === "tokens"
+      ? `${formatCount(plan.units)} tokens`
+      : plan.meter === "money"
+        ? `$${formatCount(plan.units / 1_000_000)}`
+        : `${formatCount(plan.units)} ${plan.units === 1 ? "generation" : "generations"}`;
+  return `${plan.name} plan (${amount} a ${plan.period})`;
+}
+
+/**
+ * The local sign-in's choice of plan, one radio per plan of the dev database, the first checked.
+ * @param {HTMLFormElement} form @param {DevPlanOffer[]} plans
+ */
+function devChoices(form, plans) {
+  const fieldset = form.querySelector("fieldset");
+  plans.forEach((plan, i) => {
+    const input = document.createElement("input");
+    input.type = "radio";
+    input.name = "plan";
+    input.value = plan.id;
+    input.checked = i === 0;
+    const label = document.createElement("label");
+    label.className = "choice";
+    label.append(input, ` ${devPlanLabel(plan)}`);
+    fieldset?.append(label);
+  });
+}
 
 /**
  * @typedef {object} SignInUi
@@ -23,7 +58,7 @@ import { AuthError, authErrorSentence, devPlan } from "./auth.js";
  * @param {{
  *   ui: SignInUi,
  *   auth: Auth,
- *   offer: { supabase: unknown, dev: boolean },
+ *   offer: { supabase: unknown, dev: boolean, devPlans: DevPlanOffer[] },
  *   signedIn: () => Promise<void>,
  *   announce: (text: string) => void,
  * }} deps
@@ -123,6 +158,7 @@ export function createSignIn({ ui, auth, offer, signedIn, announce }) {
     else void trySignIn(() => auth.signInWithPassword(email, password), ui.passwordForm);
   });
 
+  devChoices(ui.devForm, offer.devPlans);
   ui.devForm.addEventListener("submit", (e) => {
     e.preventDefault();
     const plan = devPlan(new FormData(ui.devForm).get("plan"));

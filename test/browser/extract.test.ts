@@ -121,12 +121,10 @@ describe("kinds of job in a browser", () => {
 
     await schema.fill('{"type": "object",');
     await extract.click();
-    expect(await page.locator("#extract-text-error").textContent()).toBe(
-      "Write or paste the text to extract from.",
-    );
+    expect(await page.locator("#extract-text-error").textContent()).toBe("This field is empty.");
     expect(await text.getAttribute("aria-invalid")).toBe("true");
     expect(await page.locator("#extract-schema-error").textContent()).toMatch(
-      /^The schema is not valid JSON: .+\.$/,
+      /^This is not valid JSON: .+\.$/,
     );
     expect(await schema.getAttribute("aria-invalid")).toBe("true");
     expect(await page.evaluate(() => document.activeElement?.id)).toBe("extract-text");

@@ -117,7 +117,7 @@ describe("a document's output in a browser", () => {
     await page.bringToFront();
     await devSignIn(page, "pro");
     const job = await generate(page, say(RELEASE_NOTES, "Release notes, please"));
-    const output = job.getByRole("region", { name: /^Output of the job from \d\d:\d\d$/ });
+    const output = job.getByRole("region", { name: /^Output of the document from \d\d:\d\d$/ });
 
     // the card's title is an h3: the document's # and ## sit below it
     expect(await output.locator("h4").textContent()).toBe("Release notes");
@@ -138,7 +138,9 @@ describe("a document's output in a browser", () => {
     expect(await accessibilityProblems(page)).toEqual([]);
     await h.screenshot(page, "outputs-01-markdown");
 
-    await job.getByRole("button", { name: /^Copy markdown of the job from \d\d:\d\d$/ }).click();
+    await job
+      .getByRole("button", { name: /^Copy markdown of the document from \d\d:\d\d$/ })
+      .click();
     const notice = job.locator(".output-actions [role=status]");
     await until("the copy notice", async () => (await notice.textContent()) !== "");
     expect(await notice.textContent()).toBe("Copied.");
@@ -146,7 +148,7 @@ describe("a document's output in a browser", () => {
 
     const [download] = await Promise.all([
       page.waitForEvent("download"),
-      job.getByRole("button", { name: /^Download \.md of the job from \d\d:\d\d$/ }).click(),
+      job.getByRole("button", { name: /^Download \.md of the document from \d\d:\d\d$/ }).click(),
     ]);
     const jobId = (await job.getAttribute("data-job-id")) ?? "";
     expect(download.suggestedFilename()).toBe(

@@ -55,10 +55,10 @@ describe("the job page in a browser", () => {
     await h.screenshot(page, "02-signed-in");
 
     // focus moved to the prompt; type, Tab to Generate, Enter
-    expect(await page.evaluate(() => document.activeElement?.id)).toBe("prompt");
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe("document-prompt");
     await page.keyboard.type("Write a haiku about queues");
     await page.keyboard.press("Tab");
-    expect(await page.evaluate(() => document.activeElement?.id)).toBe("generate");
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe("document-submit");
     await page.keyboard.press("Enter");
 
     const job = await cardIn(page, "succeeded");
@@ -92,7 +92,7 @@ describe("the job page in a browser", () => {
     await cardIn(page, "succeeded");
 
     await generate(page, "One more, please");
-    const alert = page.locator("#form-error");
+    const alert = page.locator("#document-error");
     await until("the quota sentence", async () => (await alert.textContent()) !== "");
     expect(await alert.textContent()).toBe(
       `You have used today's generation. It comes back ${tokyoWhen(nextUtcMidnight())}.`,
@@ -121,7 +121,7 @@ describe("the job page in a browser", () => {
     );
     await h.screenshot(page, "05-running");
 
-    await job.getByRole("button", { name: /^Cancel the job from \d\d:\d\d$/ }).click();
+    await job.getByRole("button", { name: /^Cancel the document from \d\d:\d\d$/ }).click();
     await job.and(page.locator('[data-phase="canceled"]')).waitFor();
     expect(await phase.textContent()).toBe("Canceled. Your generation was refunded.");
     expect(await job.getByRole("button", { name: /Cancel/ }).count()).toBe(0);
@@ -163,7 +163,7 @@ describe("the job page in a browser", () => {
     await until("the partial output after a reload", async () =>
       ((await again.locator(".job-output").textContent()) ?? "").startsWith(first),
     );
-    await again.getByRole("button", { name: /^Cancel the job from \d\d:\d\d$/ }).click();
+    await again.getByRole("button", { name: /^Cancel the document from \d\d:\d\d$/ }).click();
     await cardIn(page, "canceled");
     expect(await card(page).locator(".job-output").isHidden()).toBe(true);
     expect(errors).toEqual([]);
@@ -179,7 +179,7 @@ describe("the job page in a browser", () => {
     await prompt.fill("[fake:slow:30000] A first long essay");
     await generate.click();
     const first = await cardIn(page, "running");
-    await first.getByRole("button", { name: /^Cancel the job from/ }).click();
+    await first.getByRole("button", { name: /^Cancel the document from/ }).click();
     await first.and(page.locator('[data-phase="canceled"]')).waitFor();
     expect(await first.locator(".job-phase").textContent()).toBe(
       "Canceled. Your generation was refunded.",
@@ -194,7 +194,7 @@ describe("the job page in a browser", () => {
     await second.and(page.locator('[data-phase="running"]')).waitFor();
     const secondId = await second.getAttribute("data-job-id");
     const job = card(page, secondId ?? undefined);
-    await job.getByRole("button", { name: /^Cancel the job from/ }).click();
+    await job.getByRole("button", { name: /^Cancel the document from/ }).click();
     const question = job.getByRole("alert");
     await question.waitFor();
     expect(await question.textContent()).toBe(
@@ -207,7 +207,7 @@ describe("the job page in a browser", () => {
     expect(await job.getAttribute("data-phase")).toBe("running");
     expect((await ledger(h.stack(), await userIdOf(page))).jobs[1]?.status).toBe("running");
 
-    await job.getByRole("button", { name: /^Cancel the job from/ }).click();
+    await job.getByRole("button", { name: /^Cancel the document from/ }).click();
     await job.getByRole("button", { name: "Cancel anyway" }).click();
     await job.and(page.locator('[data-phase="canceled"]')).waitFor();
     expect(await job.locator(".job-phase").textContent()).toBe(
@@ -264,7 +264,7 @@ describe("the job page in a browser", () => {
       return route.fulfill({ response });
     });
     await generate(page, "An essay the network almost ate");
-    const alert = page.locator("#form-error");
+    const alert = page.locator("#document-error");
     await until("the network sentence", async () => (await alert.textContent()) !== "");
     expect(await alert.textContent()).toBe(
       "Could not reach the service. Check your connection and try again: retrying will not charge you twice.",

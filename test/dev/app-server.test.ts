@@ -187,7 +187,16 @@ describe("the dev sign-in mints a token only for the server's own page", () => {
   });
 
   test("GET /__dev/info answers only at the server's own address too (no reads through a rebound name)", async () => {
-    expect((await send("GET", "/__dev/info")).json).toEqual({ mode: "dev" });
+    const info = (await send("GET", "/__dev/info")).json as unknown as {
+      mode: string;
+      plans: { id: string }[];
+    };
+    expect(info.mode).toBe("dev");
+    // the database's plans, the one list: the page's local sign-in offers each, economy too
+    const seeded = (await sql.query("select id from public.plans")).rows.map((r) => r.id);
+    expect(info.plans.map((p) => p.id).sort()).toEqual(seeded.sort());
+    expect(info.plans[0]).toMatchObject({ id: "free", name: "Free", period: "day", units: 1 });
+    expect(seeded).toContain("economy");
     const rebound = await send("GET", "/__dev/info", { host: `evil.example:${port}` });
     expect(rebound.status).toBe(403);
     expect(rebound.json.error?.code).toBe("host_not_allowed");
