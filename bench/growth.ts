@@ -57,8 +57,217 @@ async function explain(
   }
   return plans;
 }
-
 const BIG_TABLES = /Seq Scan on (generation_jobs|quota_usage|job_events)\b/;
+
+type BenchDb = Awaited<ReturnType<typeof startBenchDb>>;
+/** One size's sampling: the service role's session, the users in turn, the sample count. */
+interface Sampling {
+  c: pg.PoolClient;
+  pick: (i: number) => string;
+  samples: number;
+  size: number;
+}
+
+/** The hot paths' latency: enqueue, claim, complete, a status read, usage, a cancel. */
+async function hotPaths(db: BenchDb, { c, pick, samples, size }: Sampling) {
+  const enqueued: string[] = [];
+  const enqueue = await timed(samples, async (i) => {
+    const { rows } = await c.query("select public.enqueue_job(p_user_id => $1, p_prompt => $2) r", [
+      pick(i + size),
+      `growth prompt ${size} ${i}`,
+    ]);
+    enqueued.push(rows[0].r.job.id);
+  });
+  const claim = await timed(samples, async (i) => {
+    await c.query("select public.start_job(p_job_id => $1) r", [enqueued[i]]);
+  });
+  const complete = await timed(samples, async (i) => {
+    await c.query(
+      "select public.complete_job(p_job_id => $1, p_attempt => 1, p_output => 'ok') r",
+      [enqueued[i]],
+    );
+  });
+  const { rows: existing } = await db.admin.query<{ id: string; user_id: string }>(
+    `select id, user_id from public.generation_jobs tablesample system (${Math.max(0.2, (100 * samples * 20) / size)}) limit $1`,
+    [samples],
+  );
+  const status = await timed(existing.length, async (i) => {
+    const e = existing[i] as { id: string; user_id: string };
+    await c.query("select public.get_job(p_job_id => $1, p_user_id => $2) r", [e.id, e.user_id]);
+  });
+  const usage = await timed(samples, async (i) => {
+    await c.query("select public.get_usage(p_user_id => $1) r", [pick(i)]);
+  });
+  const cancel = await timed(samples, async (i) => {
+    const user = pick(i + size + 3);
+    const { rows } = await c.query("select public.enqueue_job(p_user_id => $1, p_prompt => $2) r", [
+      user,
+      `growth cancel ${size} ${i}`,
+    ]);
+    await c.query("select public.cancel_job(p_job_id => $1, p_user_id => $2) r", [
+      rows[0].r.job.id,
+      user,
+    ]);
+  });
+  return { enqueue, claim, complete, status, usage, cancel, existing };
+}
+
+/**
+ * What grows with the tables: the drift view, reconcile's report, a retention batch and a
+ * pruning run (rolled back), the tables' sizes, one sweep batch (rolled back).
+ */
+async function whatGrows(
+  db: BenchDb,
+  { c, samples }: Sampling,
+  has: { partitioned: boolean; retention: boolean },
+  quick: boolean,
+) {
+  const { partitioned, retention } = has;
+  const rolledBack = (n: number, sql: string, values: unknown[] = []) =>
+    timed(n, async () => {
+      await c.query("begin");
+      await c.query(sql, values);
+      await c.query("rollback");
+    });
+  const drift = await timed(3, async () => {
+    await c.query("select count(*) from public.quota_drift");
+  });
+  const reconcileRun = await timed(1, async () => {
+    await reconcile({ dbUrl: db.url, sample: 5 });
+  });
+  const retentionBatch = retention
+    ? await rolledBack(3, "select public.retention_batch(now() - interval '30 days', 1000)")
+    : null;
+  const prune = partitioned
+    ? await rolledBack(
+        3,
+        "select public.maintain_job_events(p_before => now() - interval '30 days', p_max_drops => 1)",
+      )
+    : null;
+  const pruneIdle = partitioned
+    ? await timed(samples, async () => {
+        await c.query(
+          "select public.maintain_job_events(p_before => now() - interval '30 days', p_max_drops => 0)",
+        );
+      })
+    : null;
+  const { rows: sizeRows } = await db.admin.query<{
+    events: number;
+    in_default: number;
+    jobs_mb: number;
+    events_mb: number;
+  }>(
+    `select (select count(*)::int from public.job_events) as events,
+            (select count(*)::int from ${partitioned ? "private.job_events_default" : "public.job_events where false"}) as in_default,
+            (pg_total_relation_size('public.generation_jobs') / 1048576)::int as jobs_mb,
+            ((select sum(pg_total_relation_size(c.oid)) from pg_class c
+              where c.oid = 'public.job_events'::regclass
+                 or c.oid in (select inhrelid from pg_inherits where inhparent = 'public.job_events'::regclass)
+            ) / 1048576)::int as events_mb`,
+  );
+  const footprint = sizeRows[0];
+  // One sweep batch, rolled back, so the stale tenth stays for the sweep below.
+  const sweepBatch = await timed(quick ? 3 : 5, async () => {
+    await c.query("begin");
+    await c.query("select public.sweep_jobs() r");
+    await c.query("rollback");
+  });
+
+  return { drift, reconcileRun, retentionBatch, prune, pruneIdle, footprint, sweepBatch };
+}
+
+/** The plans of the statements inside each transition, and their seq scans on the big tables. */
+async function capturePlans(
+  x: pg.PoolClient,
+  { pick, size }: Sampling,
+  existing: { id: string; user_id: string }[],
+) {
+  // Warm the capture session's plan cache past plpgsql's 5 custom plans, then capture.
+  const u = pick(size + 1);
+  await x.query("set role service_role");
+  for (let i = 0; i < 6; i++)
+    await x.query("select public.enqueue_job(p_user_id => $1, p_prompt => $2)", [
+      u,
+      `warm ${i} ${size}`,
+    ]);
+  const { rows: fresh } = await x.query<{ r: { job: { id: string } } }>(
+    "select public.enqueue_job(p_user_id => $1, p_prompt => 'warm again') r",
+    [u],
+  );
+  await x.query("reset role");
+  const e0 = existing[0] as { id: string; user_id: string };
+  const plans: Record<string, string[]> = {
+    enqueue_job: await explain(x, "select public.enqueue_job(p_user_id => $1, p_prompt => $2)", [
+      pick(size + 2),
+      `explained ${size}`,
+    ]),
+    start_job: await explain(x, "select public.start_job(p_job_id => $1)", [fresh[0]?.r.job.id]),
+    complete_job: await explain(
+      x,
+      "select public.complete_job(p_job_id => $1, p_attempt => 1, p_output => 'ok')",
+      [fresh[0]?.r.job.id],
+    ),
+    get_job: await explain(x, "select public.get_job(p_job_id => $1, p_user_id => $2)", [
+      e0.id,
+      e0.user_id,
+    ]),
+    get_usage: await explain(x, "select public.get_usage(p_user_id => $1)", [pick(3)]),
+    sweep_jobs: await explain(x, "select public.sweep_jobs()", [], true),
+  };
+  const seqScans = Object.fromEntries(
+    Object.entries(plans).map(([k, ps]) => [k, ps.filter((p) => BIG_TABLES.test(p)).length]),
+  );
+  return { plans, seqScans };
+}
+
+/** The sweeper ending the stale tenth, as the cron would, after the last size. */
+async function sweepStale(db: BenchDb, c: pg.PoolClient, loaded: number) {
+  // Batch after batch, as the cron would (SQL side).
+  const { rows: before } = await db.admin.query<{ n: number }>(
+    `select count(*)::int n from public.generation_jobs
+   where status in ('queued', 'running') and created_at < now() - interval '3 hours'`,
+  );
+  const batches: number[] = [];
+  let ended = 0;
+  const started = performance.now();
+  for (;;) {
+    const t = performance.now();
+    const { rows } = await c.query("select public.sweep_jobs() r");
+    batches.push(performance.now() - t);
+    const r = rows[0].r as { failed: unknown[]; republish: unknown[]; more: boolean };
+    ended += r.failed.length;
+    // Past 300 batches the rate is known; ending a million stale jobs would take minutes more.
+    if (!r.more || batches.length >= 300) break;
+  }
+  const totalSeconds = (performance.now() - started) / 1000;
+  const { rows: after } = await db.admin.query<{ n: number }>(
+    `select count(*)::int n from public.generation_jobs
+   where status in ('queued', 'running') and created_at < now() - interval '3 hours'`,
+  );
+  const q = (p: number) => round(quantile(batches, p), 1);
+  const sweep = {
+    jobs: loaded,
+    staleBefore: before[0]?.n ?? 0,
+    staleAfter: after[0]?.n ?? 0,
+    ended,
+    batches: batches.length,
+    totalSeconds: round(totalSeconds, 1),
+    jobsPerSecond: round(ended / totalSeconds, 0),
+    batchMs: {
+      first: round(batches[0] ?? 0, 1),
+      median: q(0.5),
+      p99: q(0.99),
+      max: q(1),
+      last: round(batches.at(-1) ?? 0, 1),
+    },
+    // lib/sweeper.ts stops a cron run after 1000 batches or 20 s, whichever comes first.
+    cronRunsNeeded: Math.max(
+      Math.ceil(batches.length / 1000),
+      Math.ceil(batches.reduce((a, b) => a + b, 0) / 20_000),
+    ),
+  };
+  return sweep;
+}
 
 export async function runGrowth(opts: { quick: boolean }) {
   const sizes = process.env.GROWTH_SIZES
@@ -110,143 +319,21 @@ export async function runGrowth(opts: { quick: boolean }) {
         log(`  growth: ${size} jobs loaded in ${loadSeconds} s`);
         const pick = (i: number) => users[(i * 7919) % users.length] as string;
 
-        const enqueued: string[] = [];
-        const enqueue = await timed(samples, async (i) => {
-          const { rows } = await c.query(
-            "select public.enqueue_job(p_user_id => $1, p_prompt => $2) r",
-            [pick(i + size), `growth prompt ${size} ${i}`],
-          );
-          enqueued.push(rows[0].r.job.id);
-        });
-        const claim = await timed(samples, async (i) => {
-          await c.query("select public.start_job(p_job_id => $1) r", [enqueued[i]]);
-        });
-        const complete = await timed(samples, async (i) => {
-          await c.query(
-            "select public.complete_job(p_job_id => $1, p_attempt => 1, p_output => 'ok') r",
-            [enqueued[i]],
-          );
-        });
-        const { rows: existing } = await db.admin.query<{ id: string; user_id: string }>(
-          `select id, user_id from public.generation_jobs tablesample system (${Math.max(0.2, (100 * samples * 20) / size)}) limit $1`,
-          [samples],
+        const sampling: Sampling = { c, pick, samples, size };
+        const { enqueue, claim, complete, status, usage, cancel, existing } = await hotPaths(
+          db,
+          sampling,
         );
-        const status = await timed(existing.length, async (i) => {
-          const e = existing[i] as { id: string; user_id: string };
-          await c.query("select public.get_job(p_job_id => $1, p_user_id => $2) r", [
-            e.id,
-            e.user_id,
-          ]);
-        });
-        const usage = await timed(samples, async (i) => {
-          await c.query("select public.get_usage(p_user_id => $1) r", [pick(i)]);
-        });
-        const cancel = await timed(samples, async (i) => {
-          const user = pick(i + size + 3);
-          const { rows } = await c.query(
-            "select public.enqueue_job(p_user_id => $1, p_prompt => $2) r",
-            [user, `growth cancel ${size} ${i}`],
-          );
-          await c.query("select public.cancel_job(p_job_id => $1, p_user_id => $2) r", [
-            rows[0].r.job.id,
-            user,
-          ]);
-        });
-        const rolledBack = (n: number, sql: string, values: unknown[] = []) =>
-          timed(n, async () => {
-            await c.query("begin");
-            await c.query(sql, values);
-            await c.query("rollback");
-          });
-        const drift = await timed(3, async () => {
-          await c.query("select count(*) from public.quota_drift");
-        });
-        const reconcileRun = await timed(1, async () => {
-          await reconcile({ dbUrl: db.url, sample: 5 });
-        });
-        const retentionBatch = retention
-          ? await rolledBack(3, "select public.retention_batch(now() - interval '30 days', 1000)")
-          : null;
-        const prune = partitioned
-          ? await rolledBack(
-              3,
-              "select public.maintain_job_events(p_before => now() - interval '30 days', p_max_drops => 1)",
-            )
-          : null;
-        const pruneIdle = partitioned
-          ? await timed(samples, async () => {
-              await c.query(
-                "select public.maintain_job_events(p_before => now() - interval '30 days', p_max_drops => 0)",
-              );
-            })
-          : null;
-        const { rows: sizeRows } = await db.admin.query<{
-          events: number;
-          in_default: number;
-          jobs_mb: number;
-          events_mb: number;
-        }>(
-          `select (select count(*)::int from public.job_events) as events,
-                  (select count(*)::int from ${partitioned ? "private.job_events_default" : "public.job_events where false"}) as in_default,
-                  (pg_total_relation_size('public.generation_jobs') / 1048576)::int as jobs_mb,
-                  ((select sum(pg_total_relation_size(c.oid)) from pg_class c
-                    where c.oid = 'public.job_events'::regclass
-                       or c.oid in (select inhrelid from pg_inherits where inhparent = 'public.job_events'::regclass)
-                  ) / 1048576)::int as events_mb`,
-        );
-        const sizes = sizeRows[0];
-        // One sweep batch, rolled back, so the stale tenth stays for the sweep below.
-        const sweepBatch = await timed(opts.quick ? 3 : 5, async () => {
-          await c.query("begin");
-          await c.query("select public.sweep_jobs() r");
-          await c.query("rollback");
-        });
-
-        // Warm the capture session's plan cache past plpgsql's 5 custom plans, then capture.
-        const u = pick(size + 1);
-        await x.query("set role service_role");
-        for (let i = 0; i < 6; i++)
-          await x.query("select public.enqueue_job(p_user_id => $1, p_prompt => $2)", [
-            u,
-            `warm ${i} ${size}`,
-          ]);
-        const { rows: fresh } = await x.query<{ r: { job: { id: string } } }>(
-          "select public.enqueue_job(p_user_id => $1, p_prompt => 'warm again') r",
-          [u],
-        );
-        await x.query("reset role");
-        const e0 = existing[0] as { id: string; user_id: string };
-        const plans: Record<string, string[]> = {
-          enqueue_job: await explain(
-            x,
-            "select public.enqueue_job(p_user_id => $1, p_prompt => $2)",
-            [pick(size + 2), `explained ${size}`],
-          ),
-          start_job: await explain(x, "select public.start_job(p_job_id => $1)", [
-            fresh[0]?.r.job.id,
-          ]),
-          complete_job: await explain(
-            x,
-            "select public.complete_job(p_job_id => $1, p_attempt => 1, p_output => 'ok')",
-            [fresh[0]?.r.job.id],
-          ),
-          get_job: await explain(x, "select public.get_job(p_job_id => $1, p_user_id => $2)", [
-            e0.id,
-            e0.user_id,
-          ]),
-          get_usage: await explain(x, "select public.get_usage(p_user_id => $1)", [pick(3)]),
-          sweep_jobs: await explain(x, "select public.sweep_jobs()", [], true),
-        };
-        const seqScans = Object.fromEntries(
-          Object.entries(plans).map(([k, ps]) => [k, ps.filter((p) => BIG_TABLES.test(p)).length]),
-        );
+        const { drift, reconcileRun, retentionBatch, prune, pruneIdle, footprint, sweepBatch } =
+          await whatGrows(db, sampling, { partitioned, retention }, opts.quick);
+        const { plans, seqScans } = await capturePlans(x, sampling, existing);
         const point = {
           jobs: size,
           loadSeconds,
-          events: sizes?.events ?? 0,
-          inDefault: sizes?.in_default ?? 0,
-          jobsMb: sizes?.jobs_mb ?? 0,
-          eventsMb: sizes?.events_mb ?? 0,
+          events: footprint?.events ?? 0,
+          inDefault: footprint?.in_default ?? 0,
+          jobsMb: footprint?.jobs_mb ?? 0,
+          eventsMb: footprint?.events_mb ?? 0,
           enqueue,
           claim,
           complete,
@@ -276,50 +363,7 @@ export async function runGrowth(opts: { quick: boolean }) {
         );
       }
 
-      // The sweeper ending the stale tenth, batch after batch, as the cron would (SQL side).
-      const { rows: before } = await db.admin.query<{ n: number }>(
-        `select count(*)::int n from public.generation_jobs
-       where status in ('queued', 'running') and created_at < now() - interval '3 hours'`,
-      );
-      const batches: number[] = [];
-      let ended = 0;
-      const started = performance.now();
-      for (;;) {
-        const t = performance.now();
-        const { rows } = await c.query("select public.sweep_jobs() r");
-        batches.push(performance.now() - t);
-        const r = rows[0].r as { failed: unknown[]; republish: unknown[]; more: boolean };
-        ended += r.failed.length;
-        // Past 300 batches the rate is known; ending a million stale jobs would take minutes more.
-        if (!r.more || batches.length >= 300) break;
-      }
-      const totalSeconds = (performance.now() - started) / 1000;
-      const { rows: after } = await db.admin.query<{ n: number }>(
-        `select count(*)::int n from public.generation_jobs
-       where status in ('queued', 'running') and created_at < now() - interval '3 hours'`,
-      );
-      const q = (p: number) => round(quantile(batches, p), 1);
-      const sweep = {
-        jobs: loaded,
-        staleBefore: before[0]?.n ?? 0,
-        staleAfter: after[0]?.n ?? 0,
-        ended,
-        batches: batches.length,
-        totalSeconds: round(totalSeconds, 1),
-        jobsPerSecond: round(ended / totalSeconds, 0),
-        batchMs: {
-          first: round(batches[0] ?? 0, 1),
-          median: q(0.5),
-          p99: q(0.99),
-          max: q(1),
-          last: round(batches.at(-1) ?? 0, 1),
-        },
-        // lib/sweeper.ts stops a cron run after 1000 batches or 20 s, whichever comes first.
-        cronRunsNeeded: Math.max(
-          Math.ceil(batches.length / 1000),
-          Math.ceil(batches.reduce((a, b) => a + b, 0) / 20_000),
-        ),
-      };
+      const sweep = await sweepStale(db, c, loaded);
       log(`  growth sweep: ${JSON.stringify(sweep)}`);
       const drift = await driftRows(db.admin);
       const result = {

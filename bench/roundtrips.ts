@@ -213,6 +213,231 @@ class SeedWiring {
   }
 }
 
+/** The fake model's next answer is this failure (its control API). */
+function failModel(stack: BenchStack, kind: string, extra: Record<string, unknown> = {}) {
+  return fetch(`${(stack.env.OPENAI_BASE_URL as string).replace(/\/v1$/, "")}/__fake/fail`, {
+    method: "POST",
+    body: JSON.stringify({ kind, count: 1, ...extra }),
+  });
+}
+
+/** Each flow through our handlers, counted at the stand-ins and as sent. */
+async function measureOurs(
+  stack: BenchStack,
+  app: BenchApp,
+  admin: pg.Client,
+  sweepSizes: number[],
+): Promise<Record<string, Measured>> {
+  const redis = new Redis({
+    url: stack.env.UPSTASH_REDIS_REST_URL as string,
+    token: stack.env.UPSTASH_REDIS_REST_TOKEN as string,
+    enableTelemetry: false,
+  });
+  const openGate = () => redis.del("quota-jobs:provider:resume-at");
+  const m = (fn: () => Promise<Response>) => measure(stack, app, fn);
+  const h = app.handlers;
+
+  const enqueueReq = async (userId: string) =>
+    app.request("/api/jobs", {
+      method: "POST",
+      token: await app.token(userId),
+      body: JSON.stringify({ prompt: "Write a haiku about round trips." }),
+    });
+  const enqueue = async (userId: string) => {
+    const res = await h.jobs(await enqueueReq(userId));
+    const body = (await res.json()) as { job: { id: string } };
+    return body.job.id;
+  };
+  const worker = (jobId: string) => app.signed("/api/worker", { jobId }).then(h.worker);
+
+  const ours: Record<string, Measured> = {};
+  const [free1, free3, free4] = await createUsers(admin, 3, "free");
+  const pros = await createUsers(admin, 4, "pro");
+
+  ours.enqueue = await m(async () => h.jobs(await enqueueReq(free1 as string)));
+  const job1 = (ours.enqueue.body as { job: { id: string } }).job.id;
+  ours["worker success"] = await m(() => worker(job1));
+  // A duplicate delivery of a running job: a job claimed and still leased.
+  const jobRunning = await enqueue(pros[0] as string);
+  await app.deps.jobs.start(jobRunning, { leaseSeconds: 90 });
+  ours["worker duplicate delivery (leased)"] = await m(() => worker(jobRunning));
+
+  const jobQuota = await enqueue(pros[1] as string);
+  await failModel(stack, "rate_limit_exceeded", { retryAfterSeconds: 1 });
+  ours["worker provider-quota requeue"] = await m(() => worker(jobQuota));
+  await openGate();
+
+  const jobGiveUp = await enqueue(pros[2] as string);
+  await admin.query("update public.generation_jobs set provider_quota_hits = 2 where id = $1", [
+    jobGiveUp,
+  ]);
+  await failModel(stack, "rate_limit_exceeded", { retryAfterSeconds: 1 });
+  ours["worker give-up"] = await m(() => worker(jobGiveUp));
+  await openGate();
+
+  const jobDlq = await enqueue(free3 as string);
+  ours["failure callback (DLQ)"] = await m(async () =>
+    h.dlq(
+      await app.signed("/api/dlq", {
+        sourceBody: Buffer.from(JSON.stringify({ jobId: jobDlq })).toString("base64"),
+        status: 500,
+        retried: 1,
+        maxRetries: 1,
+        dlqId: `dlq-${randomUUID()}`,
+        sourceMessageId: `msg_${randomUUID()}`,
+      }),
+    ),
+  );
+
+  const jobCancel = await enqueue(free4 as string);
+  const t4 = await app.token(free4 as string);
+  ours.status = await m(() => h.job(app.request(`/api/jobs/${jobCancel}`, { token: t4 })));
+  ours.cancel = await m(() =>
+    h.job(app.request(`/api/jobs/${jobCancel}`, { method: "DELETE", token: t4 })),
+  );
+  ours.usage = await m(() => h.usage(app.request("/api/usage", { token: t4 })));
+  ours.list = await m(() => h.jobs(app.request("/api/jobs", { token: t4 })));
+
+  const full = pros[3] as string;
+  for (let i = 0; i < 3; i++) await enqueue(full);
+  ours["enqueue refused (too many active)"] = await m(async () => h.jobs(await enqueueReq(full)));
+
+  const staleUsers = await createUsers(admin, 50, "bench");
+  for (const n of sweepSizes) {
+    await bulkJobs(admin, {
+      users: staleUsers,
+      from: 0,
+      to: n - 1,
+      statusSql: "case when i % 2 = 0 then 'queued' else 'running' end",
+      createdSql: "now() - interval '4 hours'",
+      leaseSeconds: 90,
+    });
+    ours[`sweep of ${n} stale jobs`] = await m(() =>
+      h.sweep(
+        app.request("/api/cron/sweep", {
+          headers: { authorization: `Bearer ${stack.env.CRON_SECRET}` },
+        }),
+      ),
+    );
+  }
+  return ours;
+}
+
+/** The same flows through the scattered wiring, on the same database. */
+async function measureSeed(
+  stack: BenchStack,
+  app: BenchApp,
+  admin: pg.Client,
+  sweepSizes: number[],
+) {
+  // The comparison: the scattered wiring on the same database.
+  await SeedWiring.setup(admin);
+  const seedClient = new pg.Client({ connectionString: stack.databaseUrl });
+  // A failure below stops the stack: the section reports it, not this client's lost connection.
+  seedClient.on("error", () => {});
+  await seedClient.connect();
+  const seed = new SeedWiring(seedClient, app);
+  const seedUsers = await createUsers(admin, 8, "pro");
+  const seedM = async (fn: () => Promise<unknown>) => {
+    const s0 = await stack.stats();
+    const n0 = seed.statements;
+    await fn();
+    const s1 = await stack.stats();
+    return {
+      db: seed.statements - n0,
+      publish: s1.qstash.published - s0.qstash.published,
+      model: s1.modelCalls - s0.modelCalls,
+    };
+  };
+  const seedRows: Record<string, { db: number; publish: number; model: number }> = {};
+  let sj = "";
+  const u = (i: number) => seedUsers[i] as string;
+  seedRows.enqueue = await seedM(async () => {
+    sj = (await seed.enqueue(u(0))) as string;
+  });
+  seedRows["worker success"] = await seedM(() => seed.workerSuccess(sj));
+  const sRun = (await seed.enqueue(u(1))) as string;
+  await seed.claim(sRun);
+  seedRows["worker duplicate delivery (leased)"] = await seedM(() => seed.claim(sRun));
+  const sq = (await seed.enqueue(u(2))) as string;
+  await failModel(stack, "rate_limit_exceeded", { retryAfterSeconds: 1 });
+  seedRows["worker provider-quota requeue"] = await seedM(() => seed.workerQuota(sq, u(2), false));
+  const sg = (await seed.enqueue(u(3))) as string;
+  await failModel(stack, "rate_limit_exceeded", { retryAfterSeconds: 1 });
+  seedRows["worker give-up"] = await seedM(() => seed.workerQuota(sg, u(3), true));
+  const sd = (await seed.enqueue(u(4))) as string;
+  seedRows["failure callback (DLQ)"] = await seedM(() =>
+    seed.failAndRefund(sd, u(4), "delivery_failed"),
+  );
+  const sc = (await seed.enqueue(u(5))) as string;
+  seedRows.status = await seedM(() => seed.status(sc, u(5)));
+  seedRows.cancel = await seedM(() => seed.failAndRefund(sc, u(5), "canceled"));
+  seedRows.usage = await seedM(() => seed.usage(u(5)));
+  seedRows.list = await seedM(() => seed.status(sc, u(5)));
+  for (let i = 0; i < 3; i++) await seed.enqueue(u(6));
+  seedRows["enqueue refused (too many active)"] = await seedM(() => seed.enqueue(u(6)));
+  for (const n of sweepSizes) {
+    await admin.query(
+      `insert into seedwire.jobs (user_id, status, prompt, input, request_hash, plan_id, period_start, created_at, queued_at, updated_at)
+       select $1, 'queued', 'p', '{"prompt": "p"}', 'h', 'bench', now(), now() - interval '4 hours', now(), now() from generate_series(1, $2)`,
+      [u(7), n],
+    );
+    await admin.query(
+      `insert into seedwire.quota_usage (user_id, period_start, units_used) values ($1, date_trunc('month', now()), $2)
+       on conflict (user_id, period_start, meter) do update set units_used = seedwire.quota_usage.units_used + $2`,
+      [u(7), n],
+    );
+    seedRows[`sweep of ${n} stale jobs`] = await seedM(() => seed.sweep("3 hours"));
+  }
+  await seedClient.end();
+  return seedRows;
+}
+
+/** Each flow against its target, beside the scattered wiring's count. */
+function compare(
+  ours: Record<string, Measured>,
+  seedRows: Record<string, { db: number; publish: number; model: number }>,
+): Row[] {
+  const targets: Record<string, [string, (x: Measured["atStandIns"]) => boolean]> = {
+    enqueue: ["1 db + 1 publish", (x) => x.db === 1 && x.publish === 1],
+    // The claim, the first progress write (on the first streamed text), the completion.
+    "worker success": [
+      "3 db (claim, first progress, complete) + 1 model",
+      (x) => x.db === 3 && x.model === 1,
+    ],
+    "worker duplicate delivery (leased)": ["1 db, 0 model", (x) => x.db === 1 && x.model === 0],
+    "worker provider-quota requeue": [
+      "2 db + 1 model + 1 publish",
+      (x) => x.db === 2 && x.model === 1 && x.publish === 1,
+    ],
+    "worker give-up": ["2 db + 1 model", (x) => x.db === 2 && x.model === 1 && x.publish === 0],
+    "failure callback (DLQ)": ["1 db", (x) => x.db === 1],
+    cancel: ["1 db", (x) => x.db === 1],
+    status: ["1 db", (x) => x.db === 1],
+    usage: ["1 db", (x) => x.db === 1],
+    list: ["1 db", (x) => x.db === 1],
+    "enqueue refused (too many active)": ["1 db, 0 publish", (x) => x.db === 1 && x.publish === 0],
+  };
+  const rows: Row[] = Object.entries(ours).map(([flow, x]) => {
+    const sweepN = /^sweep of (\d+)/.exec(flow)?.[1];
+    const t = sweepN
+      ? ([
+          `1 + floor(N/100) db (batches of 100) = ${1 + Math.floor(Number(sweepN) / 100)}`,
+          (y: Measured["atStandIns"]) => y.db === 1 + Math.floor(Number(sweepN) / 100),
+        ] as [string, (y: Measured["atStandIns"]) => boolean])
+      : targets[flow];
+    return {
+      flow,
+      target: t?.[0] ?? "—",
+      ours: { ...x.atStandIns, redis: x.sent.redis, status: x.status },
+      sentDb: x.sent.db,
+      seed: seedRows[flow] ?? null,
+      met: t ? t[1](x.atStandIns) && x.sent.db === x.atStandIns.db : null,
+    };
+  });
+  return rows;
+}
+
 export async function runRoundtrips(opts: { quick: boolean }) {
   const stack = await startBenchStack();
   const admin = new pg.Client({ connectionString: stack.databaseUrl });
@@ -220,208 +445,10 @@ export async function runRoundtrips(opts: { quick: boolean }) {
   await admin.connect();
   try {
     const app = await createBenchApp(stack);
-    const redis = new Redis({
-      url: stack.env.UPSTASH_REDIS_REST_URL as string,
-      token: stack.env.UPSTASH_REDIS_REST_TOKEN as string,
-      enableTelemetry: false,
-    });
-    const openGate = () => redis.del("quota-jobs:provider:resume-at");
-    const failModel = (kind: string, extra: Record<string, unknown> = {}) =>
-      fetch(`${(stack.env.OPENAI_BASE_URL as string).replace(/\/v1$/, "")}/__fake/fail`, {
-        method: "POST",
-        body: JSON.stringify({ kind, count: 1, ...extra }),
-      });
-    const m = (fn: () => Promise<Response>) => measure(stack, app, fn);
-    const h = app.handlers;
-
-    const enqueueReq = async (userId: string) =>
-      app.request("/api/jobs", {
-        method: "POST",
-        token: await app.token(userId),
-        body: JSON.stringify({ prompt: "Write a haiku about round trips." }),
-      });
-    const enqueue = async (userId: string) => {
-      const res = await h.jobs(await enqueueReq(userId));
-      const body = (await res.json()) as { job: { id: string } };
-      return body.job.id;
-    };
-    const worker = (jobId: string) => app.signed("/api/worker", { jobId }).then(h.worker);
-
-    const ours: Record<string, Measured> = {};
-    const [free1, free3, free4] = await createUsers(admin, 3, "free");
-    const pros = await createUsers(admin, 4, "pro");
-
-    ours.enqueue = await m(async () => h.jobs(await enqueueReq(free1 as string)));
-    const job1 = (ours.enqueue.body as { job: { id: string } }).job.id;
-    ours["worker success"] = await m(() => worker(job1));
-    // A duplicate delivery of a running job: a job claimed and still leased.
-    const jobRunning = await enqueue(pros[0] as string);
-    await app.deps.jobs.start(jobRunning, { leaseSeconds: 90 });
-    ours["worker duplicate delivery (leased)"] = await m(() => worker(jobRunning));
-
-    const jobQuota = await enqueue(pros[1] as string);
-    await failModel("rate_limit_exceeded", { retryAfterSeconds: 1 });
-    ours["worker provider-quota requeue"] = await m(() => worker(jobQuota));
-    await openGate();
-
-    const jobGiveUp = await enqueue(pros[2] as string);
-    await admin.query("update public.generation_jobs set provider_quota_hits = 2 where id = $1", [
-      jobGiveUp,
-    ]);
-    await failModel("rate_limit_exceeded", { retryAfterSeconds: 1 });
-    ours["worker give-up"] = await m(() => worker(jobGiveUp));
-    await openGate();
-
-    const jobDlq = await enqueue(free3 as string);
-    ours["failure callback (DLQ)"] = await m(async () =>
-      h.dlq(
-        await app.signed("/api/dlq", {
-          sourceBody: Buffer.from(JSON.stringify({ jobId: jobDlq })).toString("base64"),
-          status: 500,
-          retried: 1,
-          maxRetries: 1,
-          dlqId: `dlq-${randomUUID()}`,
-          sourceMessageId: `msg_${randomUUID()}`,
-        }),
-      ),
-    );
-
-    const jobCancel = await enqueue(free4 as string);
-    const t4 = await app.token(free4 as string);
-    ours.status = await m(() => h.job(app.request(`/api/jobs/${jobCancel}`, { token: t4 })));
-    ours.cancel = await m(() =>
-      h.job(app.request(`/api/jobs/${jobCancel}`, { method: "DELETE", token: t4 })),
-    );
-    ours.usage = await m(() => h.usage(app.request("/api/usage", { token: t4 })));
-    ours.list = await m(() => h.jobs(app.request("/api/jobs", { token: t4 })));
-
-    const full = pros[3] as string;
-    for (let i = 0; i < 3; i++) await enqueue(full);
-    ours["enqueue refused (too many active)"] = await m(async () => h.jobs(await enqueueReq(full)));
-
     const sweepSizes = opts.quick ? [250] : [250, 1000];
-    const staleUsers = await createUsers(admin, 50, "bench");
-    for (const n of sweepSizes) {
-      await bulkJobs(admin, {
-        users: staleUsers,
-        from: 0,
-        to: n - 1,
-        statusSql: "case when i % 2 = 0 then 'queued' else 'running' end",
-        createdSql: "now() - interval '4 hours'",
-        leaseSeconds: 90,
-      });
-      ours[`sweep of ${n} stale jobs`] = await m(() =>
-        h.sweep(
-          app.request("/api/cron/sweep", {
-            headers: { authorization: `Bearer ${stack.env.CRON_SECRET}` },
-          }),
-        ),
-      );
-    }
-
-    // The comparison: the scattered wiring on the same database.
-    await SeedWiring.setup(admin);
-    const seedClient = new pg.Client({ connectionString: stack.databaseUrl });
-    // A failure below stops the stack: the section reports it, not this client's lost connection.
-    seedClient.on("error", () => {});
-    await seedClient.connect();
-    const seed = new SeedWiring(seedClient, app);
-    const seedUsers = await createUsers(admin, 8, "pro");
-    const seedM = async (fn: () => Promise<unknown>) => {
-      const s0 = await stack.stats();
-      const n0 = seed.statements;
-      await fn();
-      const s1 = await stack.stats();
-      return {
-        db: seed.statements - n0,
-        publish: s1.qstash.published - s0.qstash.published,
-        model: s1.modelCalls - s0.modelCalls,
-      };
-    };
-    const seedRows: Record<string, { db: number; publish: number; model: number }> = {};
-    let sj = "";
-    const u = (i: number) => seedUsers[i] as string;
-    seedRows.enqueue = await seedM(async () => {
-      sj = (await seed.enqueue(u(0))) as string;
-    });
-    seedRows["worker success"] = await seedM(() => seed.workerSuccess(sj));
-    const sRun = (await seed.enqueue(u(1))) as string;
-    await seed.claim(sRun);
-    seedRows["worker duplicate delivery (leased)"] = await seedM(() => seed.claim(sRun));
-    const sq = (await seed.enqueue(u(2))) as string;
-    await failModel("rate_limit_exceeded", { retryAfterSeconds: 1 });
-    seedRows["worker provider-quota requeue"] = await seedM(() =>
-      seed.workerQuota(sq, u(2), false),
-    );
-    const sg = (await seed.enqueue(u(3))) as string;
-    await failModel("rate_limit_exceeded", { retryAfterSeconds: 1 });
-    seedRows["worker give-up"] = await seedM(() => seed.workerQuota(sg, u(3), true));
-    const sd = (await seed.enqueue(u(4))) as string;
-    seedRows["failure callback (DLQ)"] = await seedM(() =>
-      seed.failAndRefund(sd, u(4), "delivery_failed"),
-    );
-    const sc = (await seed.enqueue(u(5))) as string;
-    seedRows.status = await seedM(() => seed.status(sc, u(5)));
-    seedRows.cancel = await seedM(() => seed.failAndRefund(sc, u(5), "canceled"));
-    seedRows.usage = await seedM(() => seed.usage(u(5)));
-    seedRows.list = await seedM(() => seed.status(sc, u(5)));
-    for (let i = 0; i < 3; i++) await seed.enqueue(u(6));
-    seedRows["enqueue refused (too many active)"] = await seedM(() => seed.enqueue(u(6)));
-    for (const n of sweepSizes) {
-      await admin.query(
-        `insert into seedwire.jobs (user_id, status, prompt, input, request_hash, plan_id, period_start, created_at, queued_at, updated_at)
-         select $1, 'queued', 'p', '{"prompt": "p"}', 'h', 'bench', now(), now() - interval '4 hours', now(), now() from generate_series(1, $2)`,
-        [u(7), n],
-      );
-      await admin.query(
-        `insert into seedwire.quota_usage (user_id, period_start, units_used) values ($1, date_trunc('month', now()), $2)
-         on conflict (user_id, period_start, meter) do update set units_used = seedwire.quota_usage.units_used + $2`,
-        [u(7), n],
-      );
-      seedRows[`sweep of ${n} stale jobs`] = await seedM(() => seed.sweep("3 hours"));
-    }
-    await seedClient.end();
-
-    const targets: Record<string, [string, (x: Measured["atStandIns"]) => boolean]> = {
-      enqueue: ["1 db + 1 publish", (x) => x.db === 1 && x.publish === 1],
-      // The claim, the first progress write (on the first streamed text), the completion.
-      "worker success": [
-        "3 db (claim, first progress, complete) + 1 model",
-        (x) => x.db === 3 && x.model === 1,
-      ],
-      "worker duplicate delivery (leased)": ["1 db, 0 model", (x) => x.db === 1 && x.model === 0],
-      "worker provider-quota requeue": [
-        "2 db + 1 model + 1 publish",
-        (x) => x.db === 2 && x.model === 1 && x.publish === 1,
-      ],
-      "worker give-up": ["2 db + 1 model", (x) => x.db === 2 && x.model === 1 && x.publish === 0],
-      "failure callback (DLQ)": ["1 db", (x) => x.db === 1],
-      cancel: ["1 db", (x) => x.db === 1],
-      status: ["1 db", (x) => x.db === 1],
-      usage: ["1 db", (x) => x.db === 1],
-      list: ["1 db", (x) => x.db === 1],
-      "enqueue refused (too many active)": [
-        "1 db, 0 publish",
-        (x) => x.db === 1 && x.publish === 0,
-      ],
-    };
-    const rows: Row[] = Object.entries(ours).map(([flow, x]) => {
-      const sweepN = /^sweep of (\d+)/.exec(flow)?.[1];
-      const t = sweepN
-        ? ([
-            `1 + floor(N/100) db (batches of 100) = ${1 + Math.floor(Number(sweepN) / 100)}`,
-            (y: Measured["atStandIns"]) => y.db === 1 + Math.floor(Number(sweepN) / 100),
-          ] as [string, (y: Measured["atStandIns"]) => boolean])
-        : targets[flow];
-      return {
-        flow,
-        target: t?.[0] ?? "—",
-        ours: { ...x.atStandIns, redis: x.sent.redis, status: x.status },
-        sentDb: x.sent.db,
-        seed: seedRows[flow] ?? null,
-        met: t ? t[1](x.atStandIns) && x.sent.db === x.atStandIns.db : null,
-      };
-    });
+    const ours = await measureOurs(stack, app, admin, sweepSizes);
+    const seedRows = await measureSeed(stack, app, admin, sweepSizes);
+    const rows = compare(ours, seedRows);
     for (const r of rows)
       log(`  roundtrips ${r.flow}: ${JSON.stringify(r.ours)} seed ${JSON.stringify(r.seed)}`);
     const result = { rows, postgres: stack.postgres, polls: await pollCost() };

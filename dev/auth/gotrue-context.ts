@@ -196,6 +196,42 @@ export function userJson(a: Account) {
   };
 }
 
+/** A 400 refusal, as most of GoTrue's are. */
+const bad = (code: string, msg: string) => new GotrueError(400, code, msg);
+
+/** An address as GoTrue accepts one, lowercased. */
+function validateEmail(value: unknown): string {
+  const email = typeof value === "string" ? value.trim() : "";
+  if (!email) throw bad("validation_failed", "An email address is required");
+  if (email.length > 255) throw bad("validation_failed", "An email address is too long");
+  if (!/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email))
+    throw bad("validation_failed", "Unable to validate email address: invalid format");
+  return email.toLowerCase();
+}
+
+/** The request's JSON object; a PKCE request is refused (the implicit flow is served). */
+async function body(request: Request): Promise<Record<string, unknown>> {
+  const text = await request.text();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (e) {
+    throw bad("bad_json", `Could not parse request body as JSON: ${(e as Error).message}`);
+  }
+  if (!parsed || typeof parsed !== "object" || Array.isArray(parsed))
+    throw bad("bad_json", "Could not parse request body as JSON: not an object");
+  if (
+    typeof (parsed as { code_challenge?: unknown }).code_challenge === "string" &&
+    (parsed as { code_challenge: string }).code_challenge
+  )
+    throw featureDisabled("The PKCE flow (auth-js's default flowType, implicit, is served)");
+  return parsed as Record<string, unknown>;
+}
+
+/** A metadata argument: an object, else none. */
+const metadataOf = (v: unknown) =>
+  v && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
+
 /** One flow's routes: `"METHOD /path"` → handler. */
 export type Routes = Record<string, (request: Request, url: URL) => Promise<Response>>;
 
@@ -210,8 +246,6 @@ export function createContext(o: GotrueOptions) {
   const jwtExpiry = o.jwtExpirySeconds ?? 3600;
   const allowed = [o.siteUrl, ...(o.redirectUrls ?? [])].map((u) => new URL(u).origin);
 
-  const bad = (code: string, msg: string) => new GotrueError(400, code, msg);
-
   function checkPassword(password: string) {
     if (password.length < minLength)
       throw new GotrueError(
@@ -220,15 +254,6 @@ export function createContext(o: GotrueOptions) {
         `Password should be at least ${minLength} characters.`,
         ["length"],
       );
-  }
-
-  function validateEmail(value: unknown): string {
-    const email = typeof value === "string" ? value.trim() : "";
-    if (!email) throw bad("validation_failed", "An email address is required");
-    if (email.length > 255) throw bad("validation_failed", "An email address is too long");
-    if (!/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email))
-      throw bad("validation_failed", "Unable to validate email address: invalid format");
-    return email.toLowerCase();
   }
 
   /** utilities.GetReferrer: `redirect_to` when it is the site or an allowed URL, else the site. */
@@ -347,27 +372,6 @@ export function createContext(o: GotrueOptions) {
       );
     return { account, sessionId };
   }
-
-  async function body(request: Request): Promise<Record<string, unknown>> {
-    const text = await request.text();
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch (e) {
-      throw bad("bad_json", `Could not parse request body as JSON: ${(e as Error).message}`);
-    }
-    if (!parsed || typeof parsed !== "object" || Array.isArray(parsed))
-      throw bad("bad_json", "Could not parse request body as JSON: not an object");
-    if (
-      typeof (parsed as { code_challenge?: unknown }).code_challenge === "string" &&
-      (parsed as { code_challenge: string }).code_challenge
-    )
-      throw featureDisabled("The PKCE flow (auth-js's default flowType, implicit, is served)");
-    return parsed as Record<string, unknown>;
-  }
-
-  const metadataOf = (v: unknown) =>
-    v && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
 
   return {
     // the module's helpers too, so a flow takes everything from its context

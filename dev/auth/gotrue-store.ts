@@ -74,31 +74,33 @@ comment on column dev_auth.refresh_tokens.parent is 'The token this one was rota
 comment on column dev_auth.refresh_tokens.updated_at is 'When it was last changed (revoked): the start of its reuse interval.';
 `;
 
+/** `fn` in one transaction on a client of its own. */
+async function tx<T>(db: Db, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await db.connect();
+  try {
+    await client.query("begin");
+    const out = await fn(client);
+    await client.query("commit");
+    return out;
+  } catch (e) {
+    await client.query("rollback").catch(() => undefined);
+    throw e;
+  } finally {
+    client.release();
+  }
+}
+
+/** The first row as an account, or undefined. */
+const one = async (q: Pick<pg.PoolClient, "query">, text: string, values: unknown[]) =>
+  ((await q.query(text, values)).rows[0] as Account | undefined) ?? undefined;
+
 export function createStore(db: Db) {
   let ready: Promise<void> | undefined;
-
-  async function tx<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
-    const client = await db.connect();
-    try {
-      await client.query("begin");
-      const out = await fn(client);
-      await client.query("commit");
-      return out;
-    } catch (e) {
-      await client.query("rollback").catch(() => undefined);
-      throw e;
-    } finally {
-      client.release();
-    }
-  }
-
-  const one = async (q: Pick<pg.PoolClient, "query">, text: string, values: unknown[]) =>
-    ((await q.query(text, values)).rows[0] as Account | undefined) ?? undefined;
 
   return {
     /** Creates `dev_auth` once per process (idempotent across processes: an advisory lock). */
     ready(): Promise<void> {
-      ready ??= tx(async (c) => {
+      ready ??= tx(db, async (c) => {
         await c.query(SCHEMA);
       }).catch((e: unknown) => {
         ready = undefined;
@@ -119,7 +121,7 @@ export function createStore(db: Db) {
       metadata: Record<string, unknown>;
       now: Date;
     }) =>
-      tx(async (c) => {
+      tx(db, async (c) => {
         await c.query("insert into auth.users (id, email, created_at) values ($1, $2, $3)", [
           a.id,
           a.email,
@@ -178,7 +180,7 @@ export function createStore(db: Db) {
       ),
     /** A new session and its first refresh token; the user's last sign-in moves. */
     startSession: (userId: string, sessionId: string, method: string, token: string, now: Date) =>
-      tx(async (c) => {
+      tx(db, async (c) => {
         await c.query(
           "insert into dev_auth.sessions (id, user_id, amr_method, created_at) values ($1, $2, $3, $4)",
           [sessionId, userId, method, now],
@@ -201,7 +203,7 @@ export function createStore(db: Db) {
      * is revoked (models.RevokeTokenFamily) and the answer is "reused". Undefined: no such token.
      */
     rotate: (token: string, next: string, now: Date, reuseMs: number) =>
-      tx(async (c) => {
+      tx(db, async (c) => {
         const { rows } = await c.query<{
           session_id: string;
           revoked: boolean;
