@@ -132,6 +132,78 @@ export function toEpochMs(value, fallback) {
 }
 
 /**
+ * A session of auth-js's as the page keeps it.
+ *
+ * @param {import("@supabase/auth-js").Session} s
+ * @param {Session | null} before
+ * @param {number} nowMs
+ * @returns {Session}
+ */
+function sessionOf(s, before, nowMs) {
+  return {
+    kind: "supabase",
+    userId: s.user.id,
+    accessToken: s.access_token,
+    refreshToken: s.refresh_token,
+    expiresAt: toEpochMs(s.expires_at, nowMs + s.expires_in * 1000),
+    email: s.user.email ?? before?.email ?? null,
+    plan: null,
+  };
+}
+
+/**
+ * The session the tab kept, or null.
+ *
+ * @param {Pick<Storage, "getItem"> | null} storage
+ * @returns {Session | null}
+ */
+function loadSession(storage) {
+  try {
+    const raw = storage?.getItem(STORAGE_KEY);
+    const s = raw ? JSON.parse(raw) : null;
+    return s && typeof s.accessToken === "string" && typeof s.userId === "string" ? s : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A dev session from the local app server's dev-only sign-in.
+ *
+ * @param {typeof fetch} fetchImpl
+ * @param {number} nowMs
+ * @param {DevPlan} plan
+ * @param {string} [userId]
+ * @returns {Promise<Session>}
+ */
+async function devSignIn(fetchImpl, nowMs, plan, userId) {
+  let res;
+  try {
+    res = await fetchImpl("/__dev/sign-in", {
+      method: "POST",
+      cache: "no-store",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(userId ? { plan, userId } : { plan }),
+    });
+  } catch {
+    throw new AuthError("network");
+  }
+  /** @type {any} */
+  const body = await res.json().catch(() => null);
+  if (res.status !== 200 || typeof body?.accessToken !== "string")
+    throw new AuthError("unavailable");
+  return {
+    kind: "dev",
+    userId: String(body.userId),
+    accessToken: body.accessToken,
+    refreshToken: null,
+    expiresAt: toEpochMs(body.expiresAt, nowMs + 3_600_000),
+    email: null,
+    plan: typeof body.plan === "string" ? body.plan : plan,
+  };
+}
+
+/**
  * @param {{
  *   supabase?: SupabaseAuthConfig | null,
  *   fetch?: typeof fetch,
@@ -146,7 +218,7 @@ export function createAuth(options = {}) {
   /** @type {Set<(s: Session | null) => void>} */
   const listeners = new Set();
   /** @type {Session | null} */
-  let session = load();
+  let session = loadSession(storage);
   /** @type {Promise<string | null> | null} */
   let refreshing = null;
 
@@ -173,29 +245,8 @@ export function createAuth(options = {}) {
   /**
    * @param {import("@supabase/auth-js").Session} s
    * @param {Session | null} before
-   * @returns {Session}
    */
-  function fromSupabase(s, before) {
-    return {
-      kind: "supabase",
-      userId: s.user.id,
-      accessToken: s.access_token,
-      refreshToken: s.refresh_token,
-      expiresAt: toEpochMs(s.expires_at, now() + s.expires_in * 1000),
-      email: s.user.email ?? before?.email ?? null,
-      plan: null,
-    };
-  }
-
-  function load() {
-    try {
-      const raw = storage?.getItem(STORAGE_KEY);
-      const s = raw ? JSON.parse(raw) : null;
-      return s && typeof s.accessToken === "string" && typeof s.userId === "string" ? s : null;
-    } catch {
-      return null;
-    }
-  }
+  const fromSupabase = (s, before) => sessionOf(s, before, now());
 
   /** @param {Session | null} next */
   function set(next) {
@@ -220,34 +271,7 @@ export function createAuth(options = {}) {
    * @param {DevPlan} plan
    * @param {string} [userId]
    */
-  async function devSignInRaw(plan, userId) {
-    let res;
-    try {
-      res = await fetchImpl("/__dev/sign-in", {
-        method: "POST",
-        cache: "no-store",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify(userId ? { plan, userId } : { plan }),
-      });
-    } catch {
-      throw new AuthError("network");
-    }
-    /** @type {any} */
-    const body = await res.json().catch(() => null);
-    if (res.status !== 200 || typeof body?.accessToken !== "string")
-      throw new AuthError("unavailable");
-    /** @type {Session} */
-    const next = {
-      kind: "dev",
-      userId: String(body.userId),
-      accessToken: body.accessToken,
-      refreshToken: null,
-      expiresAt: toEpochMs(body.expiresAt, now() + 3_600_000),
-      email: null,
-      plan: typeof body.plan === "string" ? body.plan : plan,
-    };
-    return next;
-  }
+  const devSignInRaw = (plan, userId) => devSignIn(fetchImpl, now(), plan, userId);
 
   /** A new token now (after a 401 or near expiry); null (signed out) when that fails. */
   function refresh() {

@@ -59,7 +59,7 @@ export function offers(catalog, usage) {
 const units = (n) => (n === 1 ? "1 unit" : `${formatCount(n)} units`);
 
 /**
- * What a field's help says of its limits: "Up to 8,000 characters.", then the kind's own help.
+ * What a field's help says of its limits: "Up to {maxChars} characters.", then the kind's own help.
  * @param {KindField} field
  */
 export function fieldHelp(field) {

@@ -6,9 +6,10 @@
  * schema the migrations make today (held to them by test/db/schema-file.test.ts). Each check
  * fails on a planted difference (below).
  */
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { describe, expect, test } from "vitest";
 import { FAILURE_REASONS } from "../../lib/jobs.ts";
+import { declarations, KIND_IDS } from "../../lib/kinds/index.ts";
 import { MAX_PROMPT_CHARS } from "../../lib/validate.ts";
 import { REASONS } from "../../public/status.js";
 
@@ -40,24 +41,27 @@ describe("one source for each rule", () => {
     expect(Object.keys(REASONS).sort()).toEqual([...FAILURE_REASONS].sort());
   });
 
-  test("the prompt limit: the column, enqueue_job, the page's field and its sentences", () => {
+  test("the prompt limit: the column, enqueue_job, the page's field and its sentences", async () => {
     const limits = sqlPromptLimits(schema);
     expect(limits.length).toBeGreaterThanOrEqual(2);
     expect(new Set(limits)).toEqual(new Set([MAX_PROMPT_CHARS]));
-    const page = read("public/index.html");
-    expect([...page.matchAll(/maxlength="(\d+)"/g)].map((m) => Number(m[1]))).toEqual([
-      MAX_PROMPT_CHARS,
-    ]);
-    const said = MAX_PROMPT_CHARS.toLocaleString("en-US");
-    for (const [file, text] of [
-      ["public/index.html", page],
-      ["public/status.js", read("public/status.js")],
-    ] as const) {
+    // The page's fields and their sentences come from the kinds' declarations (GET /api/usage's
+    // catalog): every text field of every kind declares the one limit, and no page file writes
+    // a limit of its own.
+    const textFields = (await declarations()).flatMap((kind) =>
+      kind.fields.flatMap((field) => (field.type === "text" ? [field.maxChars] : [])),
+    );
+    expect(textFields.length).toBeGreaterThanOrEqual(KIND_IDS.length);
+    expect(new Set(textFields)).toEqual(new Set([MAX_PROMPT_CHARS]));
+    for (const file of readdirSync(new URL("../../public/", import.meta.url))) {
+      if (!/\.(js|html)$/.test(file)) continue;
+      const text = read(`public/${file}`);
       // Thousands only: a password's "at least 6 characters" is another rule.
       const numbers = [...text.matchAll(/(\d{1,3}(?:,\d{3})+|\d{4,}) characters/g)].map(
         (m) => m[1],
       );
-      expect({ file, numbers: [...new Set(numbers)] }).toEqual({ file, numbers: [said] });
+      expect({ file, numbers }).toEqual({ file, numbers: [] });
+      expect({ file, maxlength: /maxlength="\d+"/.test(text) }).toEqual({ file, maxlength: false });
     }
   });
 
