@@ -34,6 +34,31 @@ afterAll(async () => {
   await db?.stop();
 });
 
+/**
+ * `flows` measured with a regression planted: a trigger `name` (`trigger` says when and on
+ * which table) running `body`, the plpgsql between begin and end; dropped again after.
+ */
+async function measurePlanted(
+  flows: Flow[],
+  plant: { name: string; trigger: string; body: string },
+): Promise<Measured> {
+  const table = plant.trigger.split(" on ")[1];
+  await db.admin.query(`
+    create function public.${plant.name}() returns trigger language plpgsql
+    set search_path = '' as $$
+    begin${plant.body}
+    end $$;
+    create trigger ${plant.name} ${plant.trigger}
+    for each row execute function public.${plant.name}();`);
+  try {
+    return await measure(flows);
+  } finally {
+    await db.admin.query(`
+      drop trigger ${plant.name} on ${table};
+      drop function public.${plant.name}();`);
+  }
+}
+
 async function measure(flows: Flow[]): Promise<Measured> {
   const out: Record<string, FlowBudget> = {};
   const progressWal: Record<string, number> = {};
@@ -80,24 +105,14 @@ describe("the checker reports a planted regression", () => {
   test("an extra event row per enqueue: rows and statements over in every flow that enqueues", async () => {
     const flows = FLOWS.filter((f) => f.name === "enqueue" || f.name === "success");
     const baseline = await measure(flows);
-    await db.admin.query(`
-      create function public.cost_plant_event() returns trigger language plpgsql
-      set search_path = '' as $$
-      begin
-        insert into public.job_events (job_id, user_id, at, event, to_status)
-        values (new.id, new.user_id, new.created_at, 'planted', new.status);
-        return null;
-      end $$;
-      create trigger cost_plant_event after insert on public.generation_jobs
-      for each row execute function public.cost_plant_event();`);
-    let planted: Measured;
-    try {
-      planted = await measure(flows);
-    } finally {
-      await db.admin.query(`
-        drop trigger cost_plant_event on public.generation_jobs;
-        drop function public.cost_plant_event();`);
-    }
+    const planted = await measurePlanted(flows, {
+      name: "cost_plant_event",
+      trigger: "after insert on public.generation_jobs",
+      body: `
+      insert into public.job_events (job_id, user_id, at, event, to_status)
+      values (new.id, new.user_id, new.created_at, 'planted', new.status);
+      return null;`,
+    });
     const report = overBudget(planted, budgetOf(baseline));
     // Two statements more: the insert, and the foreign-key check it runs (job_events.job_id).
     for (const flow of ["enqueue", "success"]) {
@@ -119,24 +134,14 @@ describe("the checker reports a planted regression", () => {
     expect(appendOnly.progressExponent).toBeLessThan(1.15);
     // The regression the chunks removed, planted: each write also copies the whole answer so far
     // into the job row (as record_progress did into partial_output).
-    await db.admin.query(`
-      create function public.cost_plant_whole() returns trigger language plpgsql
-      set search_path = '' as $$
-      begin
-        update public.generation_jobs j set last_error = private.partial_output(j)
-        where j.id = new.job_id;
-        return null;
-      end $$;
-      create trigger cost_plant_whole after insert on public.job_output_chunks
-      for each row execute function public.cost_plant_whole();`);
-    let wholeAnswer: Measured;
-    try {
-      wholeAnswer = await measure(flows);
-    } finally {
-      await db.admin.query(`
-        drop trigger cost_plant_whole on public.job_output_chunks;
-        drop function public.cost_plant_whole();`);
-    }
+    const wholeAnswer = await measurePlanted(flows, {
+      name: "cost_plant_whole",
+      trigger: "after insert on public.job_output_chunks",
+      body: `
+      update public.generation_jobs j set last_error = private.partial_output(j)
+      where j.id = new.job_id;
+      return null;`,
+    });
     const report = overBudget(wholeAnswer, budgetOf(appendOnly));
     for (const flow of Object.keys(wholeAnswer.flows)) {
       expect(report.filter((line) => line.startsWith(`${flow}: WAL`))).toHaveLength(1);
@@ -149,28 +154,18 @@ describe("the checker reports a planted regression", () => {
     const baseline = await measure(flows);
     // A trigger of simple assignments runs no statement and writes no extra row: only bytes
     // (192 incompressible characters more in the row at each progress write).
-    await db.admin.query(`
-      create function public.cost_plant_copy() returns trigger language plpgsql
-      set search_path = '' as $$
-      begin
-        if new.progress_at is distinct from old.progress_at then
-          new.last_error := coalesce(old.last_error, '')
-            || pg_catalog.md5(pg_catalog.random()::text) || pg_catalog.md5(pg_catalog.random()::text)
-            || pg_catalog.md5(pg_catalog.random()::text) || pg_catalog.md5(pg_catalog.random()::text)
-            || pg_catalog.md5(pg_catalog.random()::text) || pg_catalog.md5(pg_catalog.random()::text);
-        end if;
-        return new;
-      end $$;
-      create trigger cost_plant_copy before update on public.generation_jobs
-      for each row execute function public.cost_plant_copy();`);
-    let planted: Measured;
-    try {
-      planted = await measure(flows);
-    } finally {
-      await db.admin.query(`
-        drop trigger cost_plant_copy on public.generation_jobs;
-        drop function public.cost_plant_copy();`);
-    }
+    const planted = await measurePlanted(flows, {
+      name: "cost_plant_copy",
+      trigger: "before update on public.generation_jobs",
+      body: `
+      if new.progress_at is distinct from old.progress_at then
+        new.last_error := coalesce(old.last_error, '')
+          || pg_catalog.md5(pg_catalog.random()::text) || pg_catalog.md5(pg_catalog.random()::text)
+          || pg_catalog.md5(pg_catalog.random()::text) || pg_catalog.md5(pg_catalog.random()::text)
+          || pg_catalog.md5(pg_catalog.random()::text) || pg_catalog.md5(pg_catalog.random()::text);
+      end if;
+      return new;`,
+    });
     const report = overBudget(planted, budgetOf(baseline));
     const wal = report.filter((line) => / WAL \d+ B, budget \d+ B .*: over$/.test(line));
     expect(wal.map((line) => line.split(":")[0])).toEqual(Object.keys(baseline.flows));

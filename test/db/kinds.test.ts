@@ -34,6 +34,16 @@ function extract(user: string, over: Record<string, unknown> = {}) {
   });
 }
 
+/** The extraction's worker answers Ada's valid JSON, billed `prompt` + `completion`, at T0 + 5 s. */
+const completedWithAda = (jobId: string, prompt: number, completion: number) =>
+  rpc(svc, "complete_job", {
+    p_job_id: jobId,
+    p_attempt: 1,
+    p_output: '{"name":"Ada Lovelace","age":36}',
+    p_usage: { prompt_tokens: prompt, completion_tokens: completion, source: "provider" },
+    p_now: addSeconds(T0, 5),
+  });
+
 const jobCount = async (user: string) =>
   (
     await admin.query("select count(*)::int as n from public.generation_jobs where user_id = $1", [
@@ -136,13 +146,7 @@ describe("job kinds", () => {
     const user = await db.user("pro");
     const ok = await extract(user);
     await db.started(ok.job.id);
-    const done = await rpc(svc, "complete_job", {
-      p_job_id: ok.job.id,
-      p_attempt: 1,
-      p_output: '{"name":"Ada Lovelace","age":36}',
-      p_usage: { prompt_tokens: 120, completion_tokens: 12, source: "provider" },
-      p_now: addSeconds(T0, 5),
-    });
+    const done = await completedWithAda(ok.job.id, 120, 12);
     expect(done.job).toMatchObject({ status: "succeeded", captured: 2 });
     expect((await db.usage(user)).units_used).toBe(2);
 
@@ -170,13 +174,7 @@ describe("job kinds", () => {
     const r = await extract(user, { p_prompt_tokens: 700 });
     expect(r.job).toMatchObject({ kind: "extract", meter: "tokens", hold: 700 + 2048 });
     await db.started(r.job.id);
-    const done = await rpc(svc, "complete_job", {
-      p_job_id: r.job.id,
-      p_attempt: 1,
-      p_output: '{"name":"Ada Lovelace","age":36}',
-      p_usage: { prompt_tokens: 180, completion_tokens: 14, source: "provider" },
-      p_now: addSeconds(T0, 5),
-    });
+    const done = await completedWithAda(r.job.id, 180, 14);
     expect(done.job.captured).toBe(194);
     expect((await db.usage(user, "tokens")).units_used).toBe(194);
   });

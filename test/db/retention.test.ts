@@ -45,12 +45,16 @@ async function accounting(user: string) {
   return { jobs: rows.map((r) => r.row), events, usage };
 }
 
-/** `n` jobs of `user` enqueued and canceled at `at`: ended, waiting for retention. */
-async function canceledAt(user: string, n: number, at: Date): Promise<void> {
+/** A user of the roomy plan with `n` jobs canceled `daysAgo` days ago, waiting for retention. */
+async function userWithCanceled(n: number, daysAgo: number): Promise<string> {
+  await roomyPlan(admin, PLAN);
+  const user = await db.user(PLAN);
+  const at = new Date(Date.now() - daysAgo * DAY);
   for (let i = 0; i < n; i++) {
     const j = await db.enqueued(user, { now: at });
     await rpc(svc, "cancel_job", { p_job_id: j.id, p_user_id: user, p_now: at });
   }
+  return user;
 }
 
 async function retainUntilDone(before: Date, limit = 1000): Promise<number> {
@@ -132,10 +136,7 @@ describe("retention_batch", () => {
   });
 
   test("bounded: p_limit jobs a batch (at most 10000), a second run finds nothing", async () => {
-    await roomyPlan(admin, PLAN);
-    const user = await db.user(PLAN);
-    const long = new Date(Date.now() - 100 * DAY);
-    await canceledAt(user, 5, long);
+    await userWithCanceled(5, 100);
     const cutoff = new Date(Date.now() - 99 * DAY);
     expect(await rpc(svc, "retention_batch", { p_before: cutoff, p_limit: 2 })).toBe(2);
     expect(await rpc(svc, "retention_batch", { p_before: cutoff, p_limit: 2 })).toBe(2);
@@ -160,10 +161,7 @@ describe("retention_batch", () => {
   });
 
   test("concurrent runs share the work: each job erased once", async () => {
-    await roomyPlan(admin, PLAN);
-    const user = await db.user(PLAN);
-    const long = new Date(Date.now() - 200 * DAY);
-    await canceledAt(user, 40, long);
+    await userWithCanceled(40, 200);
     const cutoff = new Date(Date.now() - 199 * DAY);
     const counts = await Promise.all(Array.from({ length: 6 }, () => retainUntilDone(cutoff, 3)));
     expect(counts.reduce((a, b) => a + b, 0)).toBe(40);
