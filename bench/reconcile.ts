@@ -271,8 +271,7 @@ async function main() {
         users,
         from,
         to: Math.min(size, from + chunk) - 1,
-        statusSql: GROWTH_LAYOUT.statusSql,
-        createdSql: GROWTH_LAYOUT.createdSql,
+        ...GROWTH_LAYOUT,
         events: true,
       });
       log(`  reconcile: ${Math.min(size, from + chunk)} jobs loaded`);

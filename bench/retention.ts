@@ -11,7 +11,7 @@
  * - `export_user`, one first page of 200, five users;
  * and shows the batch's plan (it must walk generation_jobs_finished_unerased).
  */
-import { bulkJobs, createUsers, driftRows, GROWTH_LAYOUT, startBenchDb } from "./support/pg.ts";
+import { createUsers, driftRows, growingTable, startBenchDb } from "./support/pg.ts";
 import { log, median, round, table } from "./support/util.ts";
 
 async function ms(fn: () => Promise<unknown>): Promise<number> {
@@ -28,20 +28,9 @@ async function main() {
     const users = await createUsers(db.admin, 10_000, "bench");
     const svc = db.service(2);
     const rows: (string | number)[][] = [];
-    let loaded = 0;
     let erasedUsers = 0;
-    for (const size of sizes) {
-      const t0 = performance.now();
-      await bulkJobs(db.admin, {
-        users,
-        from: loaded,
-        to: size - 1,
-        statusSql: GROWTH_LAYOUT.statusSql,
-        createdSql: GROWTH_LAYOUT.createdSql,
-      });
-      await db.admin.query("analyze public.generation_jobs; analyze public.quota_usage");
-      loaded = size;
-      log(`  retention: ${size} jobs loaded in ${round((performance.now() - t0) / 1000, 1)} s`);
+    for await (const { size, loadSeconds } of growingTable(db.admin, users, sizes)) {
+      log(`  retention: ${size} jobs loaded in ${round(loadSeconds, 1)} s`);
       const { rows: due } = await db.admin.query<{ n: number }>(
         `select count(*)::int n from public.generation_jobs
          where erased_at is null and finished_at < now() - interval '30 days'`,

@@ -15,7 +15,7 @@ import { createAuth } from "./auth.ts";
 import { type Config, flowControlOf, getConfig, supabaseKeys } from "./config.ts";
 import { createRpc } from "./db.ts";
 import { createJobs } from "./jobs.ts";
-import type { Deps } from "./ports.ts";
+import type { Deps, RateLimiter } from "./ports.ts";
 import { createProviderGate } from "./provider-gate.ts";
 
 export type { Deps } from "./ports.ts";
@@ -26,6 +26,14 @@ function onFirstUse<T>(make: () => Promise<T>): () => Promise<T> {
   return () => {
     made ??= make();
     return made;
+  };
+}
+
+/** A rate limiter that `limiter()` makes on its first check. */
+function limiterOnFirstUse(limiter: () => Promise<RateLimiter>): RateLimiter {
+  return {
+    check: async (userId) => (await limiter()).check(userId),
+    forget: async (userId) => (await limiter()).forget(userId),
   };
 }
 
@@ -84,14 +92,8 @@ export function createDeps(config: Config): Deps {
       flowBacklog: async () => (await queue()).flowBacklog(),
     },
     auth: createAuth({ jwtSecret: config.supabaseJwtSecret, supabaseUrl: config.supabaseUrl }),
-    rateLimiter: {
-      check: async (userId) => (await rateLimiter()).check(userId),
-      forget: async (userId) => (await rateLimiter()).forget(userId),
-    },
-    exportLimiter: {
-      check: async (userId) => (await exportLimiter()).check(userId),
-      forget: async (userId) => (await exportLimiter()).forget(userId),
-    },
+    rateLimiter: limiterOnFirstUse(rateLimiter),
+    exportLimiter: limiterOnFirstUse(exportLimiter),
     gate: {
       resumeAt: async (now) => (await gate()).resumeAt(now),
       holdUntil: async (at) => (await gate()).holdUntil(at),

@@ -249,12 +249,34 @@ function refunding(
     { when, outcome: "", to: { ...to, counter: -1 as const, captured: 0 as const } },
   ];
 }
+
+/** Metered: an attempt the job's budget cannot cover ends it, capturing what it spent. */
+const budgetExhausted = (own: Own): Effect => ({
+  status: "failed",
+  reason: "attempt_budget_exhausted",
+  counter: 0,
+  capture: "spend",
+  own,
+});
 const outcome = (name: string, rows: Row[]): Row[] => rows.map((r) => ({ ...r, outcome: name }));
 
 /** After spend: the job's earlier attempts consumed. */
 const consumedBefore: When = { paid: [true] };
 /** After spend: a running attempt someone else ends (SQL counts its prompt and progress). */
 const runningAttempt: When = { status: ["running"] };
+
+/**
+ * The worker gives up on the job for `reason` in each of `whens`: it fails, refunded by the same
+ * rule as any ending (the attempt that gave up billed nothing: after spend only if earlier ones
+ * did), priced by the worker's report.
+ */
+const gaveUp = (reason: Reason, whens: When[]): Row[] =>
+  outcome(
+    "gave_up",
+    whens.flatMap((when) =>
+      refunding(when, { status: "failed", reason }, [consumedBefore], "report"),
+    ),
+  );
 
 export type FnName =
   | "enqueue_job"
@@ -289,13 +311,7 @@ export const transitions: Record<FnName, Fn> = {
       {
         when: { meter: ["metered"], claimFits: [false] },
         outcome: "budget_exhausted",
-        to: {
-          status: "failed",
-          reason: "attempt_budget_exhausted",
-          counter: 0,
-          capture: "spend",
-          own: "running",
-        },
+        to: budgetExhausted("running"),
       },
       // A reclaim: the dead attempt's prompt and progress go into consumed.
       {
@@ -334,47 +350,27 @@ export const transitions: Record<FnName, Fn> = {
     rows: [
       // No flex capacity until the max age: a reason of its own, refunded by the same rule (the
       // 429 billed nothing: after spend only if earlier attempts consumed).
-      ...outcome(
-        "gave_up",
-        [
-          { status: ["running"], claim: ["current"], capacity: [true], aged: [true] } as When,
-          {
-            status: ["running"],
-            claim: ["current"],
-            capacity: [true],
-            beyondDeadline: [true],
-          } as When,
-        ].flatMap((when) =>
-          refunding(
-            when,
-            { status: "failed", reason: "capacity_unavailable" },
-            [consumedBefore],
-            "report",
-          ),
-        ),
-      ),
+      ...gaveUp("capacity_unavailable", [
+        { status: ["running"], claim: ["current"], capacity: [true], aged: [true] } as When,
+        {
+          status: ["running"],
+          claim: ["current"],
+          capacity: [true],
+          beyondDeadline: [true],
+        } as When,
+      ]),
       // The attempt that gives up hit a 429 (bills nothing): after spend only if earlier ones did.
-      ...outcome(
-        "gave_up",
-        [
-          {
-            status: ["running"],
-            claim: ["current"],
-            countHit: [true],
-            capacity: [false],
-            lastHit: [true],
-          } as When,
-          { status: ["running"], claim: ["current"], aged: [true] } as When,
-          { status: ["running"], claim: ["current"], beyondDeadline: [true] } as When,
-        ].flatMap((when) =>
-          refunding(
-            when,
-            { status: "failed", reason: "provider_quota_exhausted" },
-            [consumedBefore],
-            "report",
-          ),
-        ),
-      ),
+      ...gaveUp("provider_quota_exhausted", [
+        {
+          status: ["running"],
+          claim: ["current"],
+          countHit: [true],
+          capacity: [false],
+          lastHit: [true],
+        } as When,
+        { status: ["running"], claim: ["current"], aged: [true] } as When,
+        { status: ["running"], claim: ["current"], beyondDeadline: [true] } as When,
+      ]),
       {
         when: { status: ["running"], claim: ["current"], countHit: [true], capacity: [false] },
         outcome: "requeued",
@@ -410,13 +406,7 @@ export const transitions: Record<FnName, Fn> = {
       {
         when: { status: ["running"], claim: ["current"], meter: ["metered"], releaseFits: [false] },
         outcome: "budget_exhausted",
-        to: {
-          status: "failed",
-          reason: "attempt_budget_exhausted",
-          counter: 0,
-          capture: "spend",
-          own: "report",
-        },
+        to: budgetExhausted("report"),
       },
       {
         when: { status: ["running"], claim: ["current"], spent: [true] },

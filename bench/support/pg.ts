@@ -194,3 +194,25 @@ export const GROWTH_LAYOUT = {
   when (hashint8(i) & 2147483647) % 100 < 11 then now() - make_interval(secs => i % 600)
   else now() - make_interval(days => (i % 365)::int, secs => i % 86400) end`,
 };
+
+/**
+ * Grows public.generation_jobs to each of `sizes` jobs in turn, in the growth layout (`extra`
+ * added to every load, e.g. `events: true`), and analyzes it, so that a bench measures each
+ * size as the planner sees it. Yields each size and its load's seconds.
+ */
+export async function* growingTable(
+  db: pg.Pool | pg.Client,
+  users: string[],
+  sizes: number[],
+  extra: Partial<BulkJobs> = {},
+): AsyncGenerator<{ size: number; loadSeconds: number }> {
+  let loaded = 0;
+  for (const size of sizes) {
+    const t0 = performance.now();
+    await bulkJobs(db, { users, from: loaded, to: size - 1, ...GROWTH_LAYOUT, ...extra });
+    const tables = ["generation_jobs", "quota_usage", ...(extra.events ? ["job_events"] : [])];
+    await db.query(tables.map((t) => `analyze public.${t}`).join("; "));
+    loaded = size;
+    yield { size, loadSeconds: (performance.now() - t0) / 1000 };
+  }
+}

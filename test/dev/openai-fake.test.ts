@@ -14,6 +14,7 @@ import OpenAI, {
 import { get_encoding } from "tiktoken";
 import { describe, expect, test } from "vitest";
 import { useFakeOpenAI } from "../support/fake-openai.ts";
+import { object as strictObject } from "../support/schema-bombs.ts";
 
 // The catalogue as of the day these tests were written: gpt-4o-mini, which most of them call,
 // shuts down on 2027-01-14, and a fake on today's clock would answer it 404 from then on.
@@ -719,18 +720,6 @@ describe("fake OpenAI model, the Responses API streaming through the openai SDK"
     });
     expect(JSON.parse(result.output_text)).toEqual({ label: "bug" });
   });
-});
-
-/** A strict object schema around these properties (every one required, nothing else allowed). */
-const strictObject = (
-  properties: Record<string, unknown>,
-  extra: Record<string, unknown> = {},
-) => ({
-  type: "object",
-  properties,
-  required: Object.keys(properties),
-  additionalProperties: false,
-  ...extra,
 });
 
 /** Schemas inside the strict subset, each answered with a value that must conform. */

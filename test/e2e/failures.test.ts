@@ -4,6 +4,7 @@
  */
 import { expect, test } from "vitest";
 import { DEV_TOKEN } from "../../dev/qstash/index.ts";
+import { gaveUpAfterHits } from "../support/job-events.ts";
 import {
   alertsAbout,
   events,
@@ -230,15 +231,7 @@ test("429 insufficient_quota: on-call alerted once, the job gives up at the hit 
   });
   expect(modelCalls()).toBe(3);
   expect(await refundEvents()).toBe(1);
-  expect(await events()).toEqual([
-    "enqueued",
-    "started",
-    "requeued",
-    "started",
-    "requeued",
-    "started",
-    "gave_up",
-  ]);
+  expect(await events()).toEqual(gaveUpAfterHits(3));
   expect((await api.usage()).body).toMatchObject({ used: 0, active: 0 });
   // Three provider refusals, one page (deduplicated per window).
   const pages = stack.alerts

@@ -24,6 +24,16 @@ async function enqueue(userId: string, at: Date): Promise<string> {
   return r.job.id as string;
 }
 
+/** job_events is append-only: the test, as the table's owner, lifts the guard for `edit` alone. */
+async function editingEvents(edit: () => Promise<unknown>): Promise<void> {
+  await admin.query("alter table public.job_events disable trigger job_events_append_only");
+  try {
+    await edit();
+  } finally {
+    await admin.query("alter table public.job_events enable trigger job_events_append_only");
+  }
+}
+
 const checks = (r: Awaited<ReturnType<typeof reconcile>>["findings"]) =>
   Object.fromEntries(r.map((f) => [f.check, f.count]));
 
@@ -200,14 +210,13 @@ describe("npm run reconcile", () => {
     });
     // Clean up for the next test: the counter back to its events, the job to what it is.
     await admin.query("update public.quota_usage set paid_refunds = 0 where user_id = $1", [other]);
-    // job_events is append-only: the test, as the table's owner, lifts the guard for its fix.
-    await admin.query("alter table public.job_events disable trigger job_events_append_only");
-    await admin.query(
-      `update public.job_events set from_status = 'running',
-         detail = '{"refunded": false, "reason": "running_cancel_limit"}' where job_id = $1 and to_status = 'canceled'`,
-      [raw],
+    await editingEvents(() =>
+      admin.query(
+        `update public.job_events set from_status = 'running',
+           detail = '{"refunded": false, "reason": "running_cancel_limit"}' where job_id = $1 and to_status = 'canceled'`,
+        [raw],
+      ),
     );
-    await admin.query("alter table public.job_events enable trigger job_events_append_only");
     expect((await reconcile({ dbUrl: databaseUrl() })).ok).toBe(true);
   });
 
@@ -267,8 +276,7 @@ describe("npm run reconcile", () => {
 
     // Clean up for the next tests: job_events is append-only; the test, as the table's owner,
     // lifts the guard to take back what it planted.
-    await admin.query("alter table public.job_events disable trigger job_events_append_only");
-    try {
+    await editingEvents(async () => {
       await admin.query(
         "delete from public.job_events where job_id = $1 and to_status = 'canceled'",
         [wrong],
@@ -281,9 +289,7 @@ describe("npm run reconcile", () => {
         "delete from public.job_events where id = (select max(id) from public.job_events where job_id = $1)",
         [twice],
       );
-    } finally {
-      await admin.query("alter table public.job_events enable trigger job_events_append_only");
-    }
+    });
     expect((await reconcile({ dbUrl: databaseUrl() })).ok).toBe(true);
   });
 
@@ -306,15 +312,12 @@ describe("npm run reconcile", () => {
     expect(checks(report.findings)).toEqual({ succeeded_with_refund: 1 });
     expect(report.findings[0]?.rows).toEqual([{ id, user_id: user, refunded_at: null }]);
 
-    await admin.query("alter table public.job_events disable trigger job_events_append_only");
-    try {
+    await editingEvents(async () => {
       await admin.query(
         "delete from public.job_events where job_id = $1 and to_status = 'failed'",
         [id],
       );
-    } finally {
-      await admin.query("alter table public.job_events enable trigger job_events_append_only");
-    }
+    });
     expect((await reconcile({ dbUrl: databaseUrl() })).ok).toBe(true);
   });
 

@@ -70,6 +70,12 @@ async function complete(call: Call, job: string, attempt: number, output: string
   expect(r.outcome).toBe("completed");
 }
 
+/** fail_job on `job` with the caller's reason, error and attempt (or seq): the job fails. */
+async function fail(call: Call, job: string, args: Record<string, unknown>) {
+  const r = await call("fail_job", { p_job_id: job, ...args });
+  expect(r.outcome).toBe("failed");
+}
+
 /**
  * Text that does not compress (TOAST would shrink a repeated phrase and hide the growth): letters
  * and spaces from a fixed-seed generator, the same every run.
@@ -187,14 +193,12 @@ export const FLOWS: Flow[] = [
       return async (call) => {
         const job = await enqueue(call, user);
         const attempt = await start(call, job);
-        const r = await call("fail_job", {
-          p_job_id: job,
+        await fail(call, job, {
           p_reason: "model_refused",
           p_error: "400: refused",
           p_attempt: attempt,
           p_usage: USAGE,
         });
-        expect(r.outcome).toBe("failed");
       };
     },
   },
@@ -205,14 +209,12 @@ export const FLOWS: Flow[] = [
       const user = await returningUser(db);
       return async (call) => {
         const job = await enqueue(call, user);
-        const r = await call("fail_job", {
-          p_job_id: job,
+        await fail(call, job, {
           p_reason: "delivery_failed",
           p_error: "delivery failed: last status 500 after 3 retries",
           p_attempt: null,
           p_seq: 1,
         });
-        expect(r.outcome).toBe("failed");
       };
     },
   },

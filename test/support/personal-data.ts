@@ -9,7 +9,7 @@ import { randomUUID } from "node:crypto";
 import type { Redis as IORedis } from "ioredis";
 import type pg from "pg";
 import { expect } from "vitest";
-import { type Json, rpc } from "./db.ts";
+import { rpc } from "./db.ts";
 
 /** A marker no other test writes: letters and digits only, so no escaping hides it. */
 export const newMarker = (): string => `PIImark${randomUUID().replaceAll("-", "")}`;
@@ -72,88 +72,63 @@ export async function plantJobs(
     });
     expect(r.outcome).toBe("recorded");
   };
-  const expectOutcome = (r: Json, outcome: string) => expect(r.outcome).toBe(outcome);
+  /** `fn` at `now`, which must answer `outcome`. */
+  const expectCall = async (fn: string, args: Record<string, unknown>, outcome: string) =>
+    expect((await rpc(svc, fn, { ...args, p_now: now })).outcome).toBe(outcome);
+  /** A job whose one attempt made progress, then `fn` ended (or released) it. */
+  const ranThen = async (
+    name: string,
+    fn: string,
+    args: Record<string, unknown>,
+    outcome: string,
+  ) => {
+    const id = await enqueue(name);
+    await start(id);
+    await progress(id);
+    await expectCall(fn, { p_job_id: id, p_attempt: 1, p_usage: usage, ...args }, outcome);
+    return id;
+  };
 
-  const succeeded = await enqueue("succeeded");
-  await start(succeeded);
-  await progress(succeeded);
-  expectOutcome(
-    await rpc(svc, "complete_job", {
-      p_job_id: succeeded,
-      p_attempt: 1,
-      p_output: `output ${marker}`,
-      p_usage: usage,
-      p_now: now,
-    }),
+  const succeeded = await ranThen(
+    "succeeded",
+    "complete_job",
+    { p_output: `output ${marker}` },
     "completed",
   );
-
-  const failed = await enqueue("failed");
-  await start(failed);
-  await progress(failed);
-  expectOutcome(
-    await rpc(svc, "fail_job", {
-      p_job_id: failed,
-      p_reason: "output_invalid",
-      p_error: `error ${marker}`,
-      p_attempt: 1,
-      p_usage: usage,
-      p_now: now,
-    }),
+  const failed = await ranThen(
+    "failed",
+    "fail_job",
+    { p_reason: "output_invalid", p_error: `error ${marker}` },
     "failed",
   );
-
   const canceled = await enqueue("canceled");
-  expectOutcome(
-    await rpc(svc, "cancel_job", { p_job_id: canceled, p_user_id: user, p_now: now }),
-    "canceled",
-  );
-
-  const released = await enqueue("released");
-  await start(released);
-  await progress(released);
-  expectOutcome(
-    await rpc(svc, "release_job", {
-      p_job_id: released,
-      p_attempt: 1,
-      p_error: `transient ${marker}`,
-      p_usage: usage,
-      p_now: now,
-    }),
+  await expectCall("cancel_job", { p_job_id: canceled, p_user_id: user }, "canceled");
+  const released = await ranThen(
+    "released",
+    "release_job",
+    { p_error: `transient ${marker}` },
     "released",
   );
 
   const requeued = await enqueue("requeued");
   await start(requeued);
-  expectOutcome(
-    await rpc(svc, "requeue_job", {
-      p_job_id: requeued,
-      p_attempt: 1,
-      p_resume_at: new Date(now.getTime() + 60_000),
-      p_error: `quota ${marker}`,
-      p_now: now,
-    }),
+  const resumeAt = new Date(now.getTime() + 60_000);
+  await expectCall(
+    "requeue_job",
+    { p_job_id: requeued, p_attempt: 1, p_resume_at: resumeAt, p_error: `quota ${marker}` },
     "requeued",
   );
   // The requeue published a second message (publish_seq 2): the first one's failure callback,
   // due after its last retry, is superseded and leaves a row in superseded_callbacks.
-  expectOutcome(
-    await rpc(svc, "fail_job", {
-      p_job_id: requeued,
-      p_reason: "delivery_failed",
-      p_seq: 1,
-      p_now: now,
-    }),
+  await expectCall(
+    "fail_job",
+    { p_job_id: requeued, p_reason: "delivery_failed", p_seq: 1 },
     "superseded",
   );
   // Its first attempt's usage, recorded apart from the requeue (an attempt_usage event).
-  expectOutcome(
-    await rpc(svc, "record_attempt_usage", {
-      p_job_id: requeued,
-      p_attempt: 1,
-      p_usage: usage,
-      p_now: now,
-    }),
+  await expectCall(
+    "record_attempt_usage",
+    { p_job_id: requeued, p_attempt: 1, p_usage: usage },
     "recorded",
   );
 

@@ -8,63 +8,20 @@
  * planted-text tests run the same checker on broken links, so a checker that stopped finding
  * anything would fail too.
  */
-import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, normalize } from "node:path";
-import { fileURLToPath } from "node:url";
 import { describe, expect, test } from "vitest";
-
-const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+import { anchorOf, anchorsOf, proseLines, ROOT, repoFiles } from "../support/markdown.ts";
 
 /** The documents whose links are checked: tracked or new (not ignored) markdown files. */
 function documents(): string[] {
-  const args = ["ls-files", "-z", "--cached", "--others", "--exclude-standard"];
-  const files = execFileSync("git", args, { cwd: ROOT, encoding: "utf8" }).split("\0");
-  return [...new Set(files)]
+  return repoFiles()
     .filter(
       (f) =>
         ["README.md", "CONTRIBUTING.md", "dev/README.md"].includes(f) || /^docs\/.+\.md$/.test(f),
     )
     .filter((f) => existsSync(join(ROOT, f)))
     .sort();
-}
-
-/** The text outside fenced code blocks, line by line (a fenced line becomes empty). */
-function proseLines(markdown: string): string[] {
-  let fenced = false;
-  return markdown.split("\n").map((line) => {
-    if (/^\s*(```|~~~)/.test(line)) {
-      fenced = !fenced;
-      return "";
-    }
-    return fenced ? "" : line;
-  });
-}
-
-/** GitHub's anchor for a heading's text: links reduced to their text, punctuation dropped. */
-function anchorOf(heading: string): string {
-  return heading
-    .replace(/\[([^\]]*)\]\([^)]*\)/g, "$1")
-    .trim()
-    .toLowerCase()
-    .replace(/[^\p{L}\p{N}\s_-]/gu, "")
-    .replace(/\s/g, "-");
-}
-
-/** Every anchor a markdown text has: its headings (duplicates numbered) and its `<a id>`s. */
-function anchorsOf(markdown: string): Set<string> {
-  const anchors = new Set<string>();
-  const seen = new Map<string, number>();
-  for (const line of proseLines(markdown)) {
-    for (const m of line.matchAll(/<a\s+(?:id|name)="([^"]+)"/g)) anchors.add(m[1] ?? "");
-    const h = /^#{1,6}\s+(.+?)\s*#*\s*$/.exec(line);
-    if (!h?.[1]) continue;
-    const base = anchorOf(h[1]);
-    const n = seen.get(base) ?? 0;
-    seen.set(base, n + 1);
-    anchors.add(n === 0 ? base : `${base}-${n}`);
-  }
-  return anchors;
 }
 
 /** The relative links of a markdown text, `[text](target)`, outside code, with their line. */

@@ -9,13 +9,11 @@
  * anything would fail too. Bad strings are assembled from pieces so this file passes its own
  * check.
  */
-import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { describe, expect, test } from "vitest";
+import { anchorOf, anchorsOf, ROOT, repoFiles } from "../support/markdown.ts";
 
-const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const DESIGN = "docs/DESIGN.md";
 
 interface Rule {
@@ -57,32 +55,6 @@ interface Finding {
   why: string;
 }
 
-/** GitHub's anchor for a heading: lower case, punctuation dropped, each space a hyphen. */
-function anchorOf(heading: string): string {
-  return heading
-    .trim()
-    .toLowerCase()
-    .replace(/[^\p{L}\p{N}\s_-]/gu, "")
-    .replace(/\s/g, "-");
-}
-
-/** The anchors of a markdown text's headings (outside code fences), duplicates numbered. */
-function anchorsOf(markdown: string): Set<string> {
-  const anchors = new Set<string>();
-  const seen = new Map<string, number>();
-  let fenced = false;
-  for (const line of markdown.split("\n")) {
-    if (/^\s*(```|~~~)/.test(line)) fenced = !fenced;
-    const m = fenced ? null : /^#{1,6}\s+(.+?)\s*#*\s*$/.exec(line);
-    if (!m?.[1]) continue;
-    const base = anchorOf(m[1]);
-    const n = seen.get(base) ?? 0;
-    seen.set(base, n + 1);
-    anchors.add(n === 0 ? base : `${base}-${n}`);
-  }
-  return anchors;
-}
-
 /**
  * Everything wrong with one file's text: references outside the repository, design anchors
  * that name no heading of `designAnchors`, and (in markdown) relative links to missing files.
@@ -121,19 +93,12 @@ function check(
   return findings;
 }
 
-function repoFiles(): string[] {
-  // Tracked files, and new ones not yet added (unless ignored): caught before the commit.
-  const args = ["ls-files", "-z", "--cached", "--others", "--exclude-standard"];
-  const files = execFileSync("git", args, { cwd: ROOT, encoding: "utf8" }).split("\0");
-  return [...new Set(files)].filter((f) => f !== "" && f !== "package-lock.json");
-}
-
 const designAnchors = anchorsOf(readFileSync(join(ROOT, DESIGN), "utf8"));
 
 describe("the repository stands alone", () => {
   test("no tracked file refers outside the repository, and every design reference resolves", () => {
     const findings = repoFiles()
-      .filter((f) => existsSync(join(ROOT, f)))
+      .filter((f) => f !== "package-lock.json" && existsSync(join(ROOT, f)))
       .flatMap((f) =>
         check(f, readFileSync(join(ROOT, f), "utf8"), designAnchors, (p) =>
           existsSync(join(ROOT, p)),
