@@ -4,7 +4,20 @@
  * an error, the counterexample replayed). `npm run spec:check` is the full run.
  */
 import { execFile } from "node:child_process";
-import { copyFile, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createHash, randomUUID } from "node:crypto";
+import { existsSync } from "node:fs";
+import {
+  copyFile,
+  mkdir,
+  mkdtemp,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  stat,
+  utimes,
+  writeFile,
+} from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -87,6 +100,62 @@ export interface CheckOptions {
   quickCompile?: boolean;
 }
 
+/**
+ * Compiled pans, named by a hash of everything they are built from (the generated Promela,
+ * job.pml, the defines, gcc's flags, spin's and gcc's versions): a run that checks a model
+ * already checked on this machine skips `spin -a` and gcc (an -O2 compile is most of a small
+ * search's time). A pan is moved in whole (rename), so a reader never sees half of one; one
+ * unused for a week is removed when another is built.
+ */
+export const PAN_CACHE = join(tmpdir(), "quota-jobs-pan");
+
+let toolVersions: Promise<string> | undefined;
+const versions = () => {
+  toolVersions ??= Promise.all([run("spin", ["-V"]), run("gcc", ["-dumpfullversion"])]).then(
+    (outs) => outs.map((o) => o.stdout.trim()).join("\n"),
+  );
+  return toolVersions;
+};
+
+const WEEK_MS = 7 * 24 * 3600 * 1000;
+
+async function pruneCache(): Promise<void> {
+  for (const name of await readdir(PAN_CACHE)) {
+    const file = join(PAN_CACHE, name);
+    const age = Date.now() - (await stat(file).catch(() => ({ mtimeMs: Date.now() }))).mtimeMs;
+    if (age > WEEK_MS) await rm(file, { force: true });
+  }
+}
+
+/** The pan for these sources and flags: from the cache, else built in `dir` and cached. */
+async function compiledPan(
+  dir: string,
+  sources: string[],
+  spinArgs: string[],
+  gccArgs: string[],
+  timeout: number,
+): Promise<{ pan: string; cached: boolean }> {
+  const key = createHash("sha256")
+    .update(JSON.stringify([await versions(), sources, spinArgs, gccArgs]))
+    .digest("hex")
+    .slice(0, 32);
+  const pan = join(PAN_CACHE, key);
+  if (existsSync(pan)) {
+    const now = new Date();
+    await utimes(pan, now, now);
+    return { pan, cached: true };
+  }
+  await run("spin", [...spinArgs, "-a", "job.pml"], { cwd: dir, timeout });
+  await run("gcc", [...gccArgs, "-o", "pan", "pan.c"], { cwd: dir, timeout });
+  await mkdir(PAN_CACHE, { recursive: true });
+  await pruneCache();
+  // Two runs may build the same pan at once: each moves its own in, either one is right.
+  const staged = `${pan}.${randomUUID()}`;
+  await copyFile(join(dir, "pan"), staged);
+  await rename(staged, pan);
+  return { pan, cached: false };
+}
+
 export interface CheckResult {
   errors: number;
   /** The search covered the whole state space (no depth or memory bound cut it short). */
@@ -98,6 +167,8 @@ export interface CheckResult {
   seconds: number;
   /** The violated assertion or claim, as pan reports it. */
   violation: string | null;
+  /** The pan came from the cache (PAN_CACHE): neither spin -a nor gcc ran. */
+  cached: boolean;
   /** On an error: the counterexample replayed by `spin -t`, one line per step. */
   trail: string[];
   /** Transitions (generated rows and actor steps) no run reached. */
@@ -129,36 +200,30 @@ export async function checkModel(o: CheckOptions): Promise<CheckResult> {
   const dir = await mkdtemp(join(tmpdir(), "quota-jobs-model-"));
   const timeout = o.timeoutMs ?? 600_000;
   try {
-    await writeFile(join(dir, "transitions.pml"), generatePromela(o.table ?? transitions));
-    await copyFile(MODEL, join(dir, "job.pml"));
+    const generated = generatePromela(o.table ?? transitions);
+    const model = await readFile(MODEL, "utf8");
+    await writeFile(join(dir, "transitions.pml"), generated);
+    await writeFile(join(dir, "job.pml"), model);
     const defines = [
       ...Object.entries(o.bounds).map(([k, v]) => `-D${k}=${v}`),
       ...(o.flags ?? []).map((f) => `-D${f}`),
     ];
-    await run("spin", [...defines, "-a", "job.pml"], { cwd: dir, timeout });
     const cflags =
       o.mode === "safety" ? ["-DSAFETY", "-DNOCLAIM"] : ["-DNFAIR=5", "-DNOBOUNDCHECK"];
-    await run(
-      "gcc",
-      [
-        o.quickCompile ? "-O0" : "-O2",
-        "-DCOLLAPSE",
-        `-DMEMLIM=${o.memLimitMb ?? 8192}`,
-        ...cflags,
-        "-o",
-        "pan",
-        "pan.c",
-      ],
-      { cwd: dir, timeout },
-    );
+    const gccArgs = [
+      o.quickCompile ? "-O0" : "-O2",
+      "-DCOLLAPSE",
+      `-DMEMLIM=${o.memLimitMb ?? 8192}`,
+      ...cflags,
+    ];
+    const { pan, cached } = await compiledPan(dir, [generated, model], defines, gccArgs, timeout);
     const panArgs = o.mode === "safety" ? ["-m1000000"] : ["-m1000000", "-a", "-f"];
     if (o.shortest && o.mode === "safety") panArgs.push("-i"); // iteratively shorten the trail
     const started = performance.now();
     // pan reports violations in its output; a non-zero exit without a verdict is a failure.
     let stdout: string;
     try {
-      stdout = (await run("./pan", panArgs, { cwd: dir, timeout, maxBuffer: 64 * 1024 * 1024 }))
-        .stdout;
+      stdout = (await run(pan, panArgs, { cwd: dir, timeout, maxBuffer: 64 * 1024 * 1024 })).stdout;
     } catch (error) {
       const out = (error as { stdout?: string }).stdout ?? "";
       if (!/errors: \d+/.test(out)) throw new Error(`pan failed: ${out}`, { cause: error });
@@ -197,6 +262,7 @@ export async function checkModel(o: CheckOptions): Promise<CheckResult> {
       memoryMb: num(stdout, /([\d.]+)\s+total actual memory usage/),
       seconds: num(stdout, /elapsed time ([\d.e+]+) seconds/) || seconds,
       violation,
+      cached,
       trail,
       unreached,
       output: stdout,

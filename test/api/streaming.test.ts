@@ -9,6 +9,7 @@ import { describe, expect, test } from "vitest";
 import { promptTokens, tokenizer } from "../../dev/openai/stream.ts";
 import type { Model } from "../../lib/model.ts";
 import { eventually, outcomeOf, useApi } from "../support/api.ts";
+import { CANCEL_CUT_MS, TOKENS_BY_CUT_AT_50_MS } from "../support/bounds.ts";
 
 // Long enough for a slowed stream to run for seconds.
 const app = useApi({ env: { MODEL_TIMEOUT_MS: "20000" } });
@@ -103,7 +104,7 @@ describe("bounded, streamed model calls", () => {
 });
 
 describe("a cancel stops the spend", () => {
-  test("progress grows while running; a cancel cuts the stream within 2 s; only the streamed part is billed", async () => {
+  test(`progress grows while running; a cancel cuts the stream within ${CANCEL_CUT_MS / 1000} s; only the streamed part is billed`, async () => {
     app.model.setChunkMs(50);
     const { user, id, message } = await queuedJob("free", "[fake:tokens:5000]");
     const delivery = app.deliver(message);
@@ -128,13 +129,13 @@ describe("a cancel stops the spend", () => {
     const res = await delivery;
     const abortMs = Date.now() - canceledAt;
     expect(await outcomeOf(res)).toBe("aborted");
-    expect(abortMs).toBeLessThan(2_000);
+    expect(abortMs).toBeLessThan(CANCEL_CUT_MS);
 
     await eventually(() => app.model.stats().requests.length === 1, { what: "the stream to end" });
     const { streamedTokens, requests } = app.model.stats();
     expect(requests[0]).toMatchObject({ finishReason: "client_closed", maxCompletionTokens: 512 });
-    // 50 ms a token: at most ~40 tokens in the 2 s after the cancel.
-    expect(streamedTokens - tokensAtCancel).toBeLessThanOrEqual(40);
+    // 50 ms a token: at most what streams in the time a cut may take.
+    expect(streamedTokens - tokensAtCancel).toBeLessThanOrEqual(TOKENS_BY_CUT_AT_50_MS);
     const usage = (await detailOf(id, "attempt_usage")).usage;
     expect(usage.source).toBe("counted");
     // What the worker counted is what it received: at most what the fake wrote.
@@ -147,7 +148,7 @@ describe("a cancel stops the spend", () => {
     );
   });
 
-  test("a stalled stream (no chunk for 10 s) still learns of the cancel within 2 s", async () => {
+  test(`a stalled stream (no chunk for 10 s) still learns of the cancel within ${CANCEL_CUT_MS / 1000} s`, async () => {
     // The progress write runs on a timer, not on chunks: without it this worker would wait
     // for a chunk that does not come until MODEL_TIMEOUT_MS.
     app.model.setChunkMs(10_000);
@@ -160,7 +161,7 @@ describe("a cancel stops the spend", () => {
     const canceledAt = Date.now();
     await app.cancel(user, id);
     const res = await delivery;
-    expect(Date.now() - canceledAt).toBeLessThan(2_000);
+    expect(Date.now() - canceledAt).toBeLessThan(CANCEL_CUT_MS);
     expect(await outcomeOf(res)).toBe("aborted");
     expect(app.model.stats().streamedTokens).toBe(0);
   });
@@ -226,7 +227,7 @@ describe("a running cancel charges the prompt as counted", () => {
 });
 
 describe("counting cannot be beaten by the text", () => {
-  test("a stream containing <|im_start|> is still cut by a cancel within 2 s (the progress write never throws)", async () => {
+  test(`a stream containing <|im_start|> is still cut by a cancel within ${CANCEL_CUT_MS / 1000} s (the progress write never throws)`, async () => {
     app.model.setChunkMs(50);
     const { user, id, message } = await queuedJob("free", say("Say <|im_start|> and go on. ", 400));
     const delivery = app.deliver(message);
@@ -239,7 +240,7 @@ describe("counting cannot be beaten by the text", () => {
     const res = await delivery;
     const abortMs = Date.now() - canceledAt;
     expect(await outcomeOf(res)).toBe("aborted");
-    expect(abortMs).toBeLessThan(2_000);
+    expect(abortMs).toBeLessThan(CANCEL_CUT_MS);
     expect(app.logs.filter((l) => l.includes("progress_write_failed"))).toEqual([]);
     const usage = (await detailOf(id, "attempt_usage")).usage;
     expect(usage).toMatchObject({ source: "counted" });

@@ -12,6 +12,7 @@
  * Every call carried the plan's max_completion_tokens.
  */
 import { expect, test } from "vitest";
+import { CANCEL_CUT_MS } from "../support/bounds.ts";
 import { events, newUser, until, useStack } from "../support/stack.ts";
 
 // A model timeout long enough that an uncut call would run to the plan's bound (512 tokens at
@@ -117,7 +118,7 @@ test(`a pro user's cancel loop (${ROUNDS} rounds, each refunded) costs at most $
   expect(requests).toHaveLength(ROUNDS);
   for (const r of requests)
     expect(r).toMatchObject({ stream: true, maxCompletionTokens: PRO_MAX_OUTPUT_TOKENS });
-  expect(Math.max(...latencies)).toBeLessThan(2_000);
+  expect(Math.max(...latencies)).toBeLessThan(CANCEL_CUT_MS);
   expect(streamedTokens).toBeLessThanOrEqual(bound);
   // The unit came back every time, and each attempt's usage is on record.
   expect((await api.usage()).body).toMatchObject({ used: 0, active: 0 });
@@ -137,7 +138,7 @@ test(`a pro user's cancel loop (${ROUNDS} rounds, each refunded) costs at most $
   ]);
 }, 120_000);
 
-test("the same loop when the model's output contains <|im_start|>: each cancel still cuts the stream within 2 s", async () => {
+test(`the same loop when the model's output contains <|im_start|>: each cancel still cuts the stream within ${CANCEL_CUT_MS / 1000} s`, async () => {
   const { stack } = fixture;
   stack.model.reset();
   stack.model.setChunkMs(CHUNK_MS);
@@ -165,6 +166,6 @@ test("the same loop when the model's output contains <|im_start|>: each cancel s
   process.stdout.write(
     `[attack] <|im_start|> in the output: cancel→stream cut (ms) ${latencies.join(", ")}; streamed ${streamedTokens} ≤ ${bound}\n`,
   );
-  expect(Math.max(...latencies)).toBeLessThan(2_000);
+  expect(Math.max(...latencies)).toBeLessThan(CANCEL_CUT_MS);
   expect(streamedTokens).toBeLessThanOrEqual(bound);
 }, 120_000);

@@ -6,10 +6,12 @@
  *
  * After every test: nothing left queued or running (polled with a deadline) and no drift.
  */
+import { execFile } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, expect } from "vitest";
+import { promisify } from "node:util";
+import { afterAll, afterEach, beforeAll, expect, inject } from "vitest";
 import { ANY_FREE_PORTS } from "../../dev/ports.ts";
 import { DEV_TOKEN } from "../../dev/qstash/index.ts";
 import { type Stack, type StackOptions, startStack } from "../../dev/stack.ts";
@@ -54,10 +56,12 @@ export function useStack(
   const logs: string[] = [];
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), "quota-jobs-e2e-"));
+    await copyCluster(join(dataDir, "postgres"));
     stack = await startStack({
       ports: ANY_FREE_PORTS,
       dataDir,
-      reset: true,
+      // The copied cluster is this file's: nothing to reset, its migrations already applied.
+      reset: false,
       timeScale: options.timeScale ?? 0.01,
       ...(options.shape ? { shape: options.shape } : {}),
       ...(options.traces ? { traces: true } : {}),
@@ -93,6 +97,14 @@ export function useStack(
     },
     logs,
   };
+}
+
+/**
+ * A copy of the migrated cluster the global setup made (the folder the stack's PostgreSQL
+ * uses): `cp -a` keeps the postgres user as its owner and its 0700 mode.
+ */
+async function copyCluster(to: string): Promise<void> {
+  await promisify(execFile)("cp", ["-a", inject("clusterTemplate"), to]);
 }
 
 /** Polls `read` until `done(value)` holds; fails with the last value after the deadline. */
