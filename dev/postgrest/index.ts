@@ -9,6 +9,7 @@
 import type { IncomingHttpHeaders } from "node:http";
 import pg from "pg";
 import { serve } from "../http/serve.ts";
+import type { RealtimeStandIn } from "../realtime/index.ts";
 import { type AuthConfig, authenticate, type RequestAuth } from "./auth.ts";
 import { createCatalog } from "./catalog.ts";
 import { fromDatabaseError, PgrstError, pgrstError } from "./errors.ts";
@@ -73,6 +74,8 @@ export interface PostgrestOptions {
    * gateway serves both, and its JWKS verifies asymmetric user tokens.
    */
   auth?: { jwks(): { keys: import("jose").JWK[] }; handle(request: Request): Promise<Response> };
+  /** The Realtime stand-in (dev/realtime/): served under `/realtime/v1` on this origin, websocket included. */
+  realtime?: Pick<RealtimeStandIn, "handle" | "upgrade">;
   /** Schemas a client may pick with Content-Profile/Accept-Profile. @default ["public", "graphql_public"] */
   schemas?: string[];
   /** @default 10 */
@@ -244,34 +247,41 @@ export async function startPostgrest(options: PostgrestOptions): Promise<Running
   }
 
   const authStandIn = options.auth;
+  const realtime = options.realtime;
   const server = await serve(
     (request) =>
       authStandIn && new URL(request.url).pathname.startsWith("/auth/v1/")
         ? authStandIn.handle(request)
-        : handle(request).then(
-            (reply) => toResponse(reply, request.method),
-            (err: unknown) => {
-              const e =
-                err instanceof PgrstError
-                  ? err
-                  : pgrstError(500, "PGRSTX00", err instanceof Error ? err.message : String(err));
-              const code = typeof e.body.code === "string" ? e.body.code : undefined;
-              return toResponse(
-                {
-                  status: e.status,
-                  body: JSON.stringify(e.body),
-                  headers: {
-                    "Content-Type": JSON_TYPE,
-                    ...(code ? { "Proxy-Status": `PostgREST; error=${code}` } : {}),
-                    ...e.headers,
+        : realtime && new URL(request.url).pathname.startsWith("/realtime/v1/")
+          ? realtime.handle(request)
+          : handle(request).then(
+              (reply) => toResponse(reply, request.method),
+              (err: unknown) => {
+                const e =
+                  err instanceof PgrstError
+                    ? err
+                    : pgrstError(500, "PGRSTX00", err instanceof Error ? err.message : String(err));
+                const code = typeof e.body.code === "string" ? e.body.code : undefined;
+                return toResponse(
+                  {
+                    status: e.status,
+                    body: JSON.stringify(e.body),
+                    headers: {
+                      "Content-Type": JSON_TYPE,
+                      ...(code ? { "Proxy-Status": `PostgREST; error=${code}` } : {}),
+                      ...e.headers,
+                    },
+                    statusText: e.statusText,
                   },
-                  statusText: e.statusText,
-                },
-                request.method,
-              );
-            },
-          ),
-    { port: options.port, name: "PostgREST stand-in" },
+                  request.method,
+                );
+              },
+            ),
+    {
+      port: options.port,
+      name: "PostgREST stand-in",
+      ...(realtime ? { onUpgrade: realtime.upgrade } : {}),
+    },
   );
 
   return {
