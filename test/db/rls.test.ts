@@ -212,6 +212,35 @@ describe("row level security", () => {
       expect(row).toMatchObject({ service: true, authed: false, anon: false });
   });
 
+  test("realtime.messages has row level security on, and no policy opens a topic", async () => {
+    const { rows } = await admin.query(
+      `select c.relrowsecurity as rls,
+              (select count(*)::int from pg_policies p
+                where p.schemaname = 'realtime' and p.tablename = 'messages') as policies
+         from pg_class c where c.oid = 'realtime.messages'::regclass`,
+    );
+    expect(rows).toEqual([{ rls: true, policies: 0 }]);
+    const user = await db.user();
+    const topic = `job:${user}`;
+    await admin.query(
+      "insert into realtime.messages (topic, extension, event, payload) values ($1, 'broadcast', 'e', '{}')",
+      [topic],
+    );
+    const seen = await as("authenticated", user, (c) =>
+      c.query("select count(*)::int as n from realtime.messages where topic = $1", [topic]),
+    );
+    expect(seen.rows[0].n).toBe(0);
+    const write = await as("authenticated", user, (c) =>
+      c
+        .query("insert into realtime.messages (topic, extension) values ($1, 'broadcast')", [topic])
+        .then(
+          () => "written",
+          (e: { code?: string }) => e.code,
+        ),
+    );
+    expect(write).toBe("42501");
+  });
+
   test("every table has row level security on", async () => {
     const rows = await admin.query(
       "select c.relname, c.relrowsecurity from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'public' and c.relkind in ('r', 'p') order by 1",
