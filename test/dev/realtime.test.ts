@@ -311,6 +311,10 @@ describe("the socket", () => {
     await sendFromDatabase(topic, "seq", { n: 3 });
     // A second joined channel on the same topic proves the rows went out.
     const again = await join(client({ current: await mint(me) }), topic);
+    expect([again.status, again.error?.message]).toEqual([
+      REALTIME_SUBSCRIBE_STATES.SUBSCRIBED,
+      undefined,
+    ]);
     await sendFromDatabase(topic, "seq", { n: 4 });
     await until("the later channel's row", () => again.heard.length === 1);
     expect(joined.heard.map((m) => m.payload.n)).toEqual([1]);
@@ -330,6 +334,26 @@ describe("the socket", () => {
     await until("the broadcast", () => listener.heard.length === 1);
     expect(listener.heard[0]).toMatchObject({ event: "hello", payload: { a: 1 } });
     expect(sender.heard).toEqual([]);
+  });
+
+  test("what the stand-in does not serve is refused in words: Postgres Changes, 404 elsewhere", async () => {
+    const me = randomUUID();
+    const c = client({ current: await mint(me) });
+    await c.realtime.setAuth();
+    const refused = await new Promise<string | undefined>((resolve) => {
+      c.channel(`rt-test:${me}`, { config: { private: true } })
+        .on("postgres_changes", { event: "*", schema: "public" }, () => {})
+        .subscribe((_status, error) => resolve(error?.message));
+    });
+    expect(refused).toBe(
+      "Postgres Changes is not served by the local Realtime stand-in (dev/realtime)",
+    );
+    const single = await fetch(`${rest.url}/realtime/v1/api/broadcast/t/events/e`, {
+      method: "POST",
+      headers: { apikey: project.publishableKey, "content-type": "application/json" },
+      body: "{}",
+    });
+    expect(single.status).toBe(404);
   });
 
   test("an unknown API key, or none, is refused at the handshake", async () => {
