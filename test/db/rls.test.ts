@@ -214,7 +214,7 @@ describe("row level security", () => {
 
   test("realtime.messages: a user may read job:<their id> only, and write no topic", async () => {
     const { rows } = await admin.query(
-      `select c.relrowsecurity as rls, array(select p.policyname from pg_policies p
+      `select c.relrowsecurity as rls, array(select p.policyname::text from pg_policies p
                 where p.schemaname = 'realtime' and p.tablename = 'messages') as policies
          from pg_class c where c.oid = 'realtime.messages'::regclass`,
     );
