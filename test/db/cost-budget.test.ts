@@ -84,8 +84,9 @@ describe("the checker reports a planted regression", () => {
       create function public.cost_plant_event() returns trigger language plpgsql
       set search_path = '' as $$
       begin
-        insert into public.job_events (job_id, user_id, at, event, to_status)
-        values (new.id, new.user_id, new.created_at, 'planted', new.status);
+        -- A same-status event, as a usage event is: no state change, so no Realtime broadcast.
+        insert into public.job_events (job_id, user_id, at, event, from_status, to_status)
+        values (new.id, new.user_id, new.created_at, 'planted', new.status, new.status);
         return null;
       end $$;
       create trigger cost_plant_event after insert on public.generation_jobs
