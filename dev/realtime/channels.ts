@@ -332,7 +332,9 @@ export class Connection {
     clearTimeout(channel.timer);
     const ms = Math.min(CONFIRM_TOKEN_MS, Math.max(0, channel.claims.exp * 1000 - Date.now()));
     channel.timer = setTimeout(() => {
-      this.queue = this.queue.then(() => this.confirm(channel));
+      this.queue = this.queue
+        .then(() => this.confirm(channel))
+        .catch((err: unknown) => this.hub.log(`realtime stand-in: ${(err as Error).message}`));
     }, ms);
     channel.timer.unref();
   }

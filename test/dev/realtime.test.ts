@@ -320,6 +320,22 @@ describe("the socket", () => {
     expect(joined.heard.map((m) => m.payload.n)).toEqual([1]);
   });
 
+  test("a channel whose token expires is shut down when it does", async () => {
+    const me = randomUUID();
+    const joined = await join(client({ current: await mint(me, 2) }), `rt-test:${me}`);
+    expect(joined.status).toBe(REALTIME_SUBSCRIBE_STATES.SUBSCRIBED);
+    await until("the channel's close", () =>
+      joined.statuses.includes(REALTIME_SUBSCRIBE_STATES.CLOSED),
+    );
+    expect(joined.system).toMatchObject([
+      {
+        extension: "system",
+        status: "error",
+        message: expect.stringMatching(/^Token has expired \d+ seconds ago$/),
+      },
+    ]);
+  });
+
   test("a client's broadcast reaches the user's other client, and is acknowledged", async () => {
     const me = randomUUID();
     const topic = `rt-test:${me}`;
