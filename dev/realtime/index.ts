@@ -20,7 +20,7 @@ import { WebSocketServer } from "ws";
 import { type AuthConfig, gatewayKey, legacyGatewayKey } from "../postgrest/auth.ts";
 import { PgrstError } from "../postgrest/errors.ts";
 import { type Channel, Connection, type Delivery, type Hub, hubKey } from "./channels.ts";
-import { ensureMessagePartitions } from "./partitions.ts";
+import { maintainMessagePartitions } from "./partitions.ts";
 import { handleRest } from "./rest.ts";
 import { type Claims, TokenError, verifyRealtimeToken } from "./tokens.ts";
 import { VSNS, type Vsn } from "./wire.ts";
@@ -63,10 +63,10 @@ export async function startRealtime(options: RealtimeOptions): Promise<RealtimeS
   };
   const pool = new pg.Pool({ connectionString: options.databaseUrl, max: options.poolMax ?? 5 });
   pool.on("error", () => {});
-  await ensureMessagePartitions(pool);
+  await maintainMessagePartitions(pool);
   // As Realtime's janitor does: tomorrow's partitions exist before tomorrow.
   const janitor = setInterval(() => {
-    ensureMessagePartitions(pool).catch((e: Error) =>
+    maintainMessagePartitions(pool).catch((e: Error) =>
       log(`realtime stand-in: partitions: ${e.message}`),
     );
   }, 3_600_000);

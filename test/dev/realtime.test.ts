@@ -16,6 +16,7 @@ import WebSocket from "ws";
 import { createAuthStandIn, makeProject, type ProjectFile } from "../../dev/auth/index.ts";
 import { type RunningPostgrest, startPostgrest } from "../../dev/postgrest/index.ts";
 import { type RealtimeStandIn, startRealtime } from "../../dev/realtime/index.ts";
+import { maintainMessagePartitions } from "../../dev/realtime/partitions.ts";
 import { adminPool, databaseUrl, useFreshDatabase } from "../support/db.ts";
 import { freePort } from "../support/ports.ts";
 
@@ -199,6 +200,26 @@ describe("private channels, authorized by the RLS policies on realtime.messages"
       [`rt-test:${me}`],
     );
     expect(rows[0].n).toBe(0);
+  });
+});
+
+describe("the partitions of realtime.messages", () => {
+  test("yesterday to three days ahead exist; a day older than 72 hours is dropped", async () => {
+    const day = (offset: number) =>
+      `messages_${new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10).replaceAll("-", "_")}`;
+    const old = day(-5);
+    const from = new Date(Date.now() - 5 * 86_400_000).toISOString().slice(0, 10);
+    const to = new Date(Date.now() - 4 * 86_400_000).toISOString().slice(0, 10);
+    await admin.query(
+      `create table realtime.${old} partition of realtime.messages for values from ('${from}') to ('${to}')`,
+    );
+    await maintainMessagePartitions(admin);
+    const { rows } = await admin.query<{ name: string }>(
+      "select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid where i.inhparent = 'realtime.messages'::regclass",
+    );
+    const names = rows.map((r) => r.name);
+    expect(names).not.toContain(old);
+    for (const offset of [-1, 0, 1, 2, 3]) expect(names).toContain(day(offset));
   });
 });
 
