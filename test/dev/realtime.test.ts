@@ -490,3 +490,59 @@ describe("POST /realtime/v1/api/broadcast", () => {
     expect([forged.status, await forged.json()]).toEqual([401, { message: "Unauthorized" }]);
   });
 });
+
+describe("a legacy project: HS256 user tokens and the anon / service_role JWT keys", () => {
+  let legacy: ProjectFile;
+  let legacyRealtime: RealtimeStandIn;
+  let legacyRest: RunningPostgrest;
+  beforeAll(async () => {
+    const port = await freePort();
+    legacy = await makeProject({ shape: "legacy", issuer: `http://127.0.0.1:${port}/auth/v1` });
+    const auth = createAuthStandIn(legacy);
+    const keys = {
+      jwtSecret: legacy.jwtSecret,
+      serviceRoleKey: legacy.secretKey,
+      anonKey: legacy.publishableKey,
+    };
+    legacyRealtime = await startRealtime({
+      databaseUrl: databaseUrl(),
+      jwks: auth.jwks(),
+      ...keys,
+    });
+    legacyRest = await startPostgrest({
+      port,
+      databaseUrl: databaseUrl(),
+      auth,
+      realtime: legacyRealtime,
+      ...keys,
+    });
+  });
+  afterAll(async () => {
+    await legacyRest?.close();
+    await legacyRealtime?.close();
+  });
+
+  const legacyClient = (token?: string) => {
+    const c = createClient(legacyRest.url, legacy.publishableKey, {
+      auth: { persistSession: false, autoRefreshToken: false },
+      ...(token ? { accessToken: async () => token } : {}),
+    });
+    clients.push(c);
+    return c;
+  };
+
+  test("a user joins their own topic; the anon key's own token is refused", async () => {
+    const me = randomUUID();
+    const token = await createAuthStandIn(legacy).mint({ userId: me });
+    const mine = await join(legacyClient(token), `rt-test:${me}`);
+    expect([mine.status, mine.error?.message]).toEqual([
+      REALTIME_SUBSCRIBE_STATES.SUBSCRIBED,
+      undefined,
+    ]);
+    // Signed out, supabase-js sends the anon key itself as the access token: role anon.
+    const anonymous = await join(legacyClient(), `rt-test:${me}`);
+    expect(anonymous.error?.message).toBe(
+      `Unauthorized: You do not have permissions to read from this Channel topic: rt-test:${me}`,
+    );
+  });
+});
