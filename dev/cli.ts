@@ -80,6 +80,7 @@ quota-jobs: the whole system is up in ${(stack.startupMs / 1000).toFixed(1)} s${
   Supabase Auth (JWKS)   ${u.supabase}/auth/v1/.well-known/jwks.json  ${stack.auth.project.shape === "new" ? "a project created today: ES256 user tokens, sb_ keys (DEV_SUPABASE_SHAPE=legacy: HS256)" : "legacy project: HS256 user tokens, JWT keys (DEV_SUPABASE_SHAPE=legacy)"}
   Auth (GoTrue)          ${u.auth}  (the page: ${u.app}/auth/v1)   sign up from the page
   mail it sends          ${u.mail}            the confirmation, sign-in and reset links
+  Supabase Realtime      ${u.supabase.replace(/^http/, "ws")}/realtime/v1   Broadcast: private topics job:<user id>
   QStash                 ${where(stack.standIns.qstash, u.qstash)}
   Upstash Redis REST     ${where(stack.standIns.redis, u.redisRest)}
   OpenAI (model)         ${where(stack.standIns.openai, u.openai)}

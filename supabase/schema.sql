@@ -396,6 +396,23 @@ end
 $function$;
 comment on function private.attempt_cost(p_job public.generation_jobs, p_prompt integer, p_cached integer, p_completion integer, p_served_tier text, p_reported boolean) is 'What one attempt cost in the job''s meter''s unit. Tokens (job and token plans): prompt + completion. Money: micro-dollars, rounded up, the provider''s usage at the tier it served (p_reported), a count of ours at the held prices; cached input at the cached price. A reasoning job''s attempt the provider did not report (cut short) costs its bound, the hold.';
 
+CREATE OR REPLACE FUNCTION private.broadcast_job_state()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+begin
+  perform realtime.send(
+    jsonb_build_object('job_id', new.job_id, 'state', new.to_status, 'seq', new.id),
+    'job_state',
+    'job:' || new.user_id::text,
+    true
+  );
+  return null;
+end
+$function$;
+comment on function private.broadcast_job_state() is 'Broadcasts {job_id, state, seq} on the private Realtime topic job:<user id> for a job_events row that changes the status, in the transition''s transaction.';
+
 CREATE OR REPLACE FUNCTION private.cancel_refunds(p_job public.generation_jobs)
  RETURNS boolean
  LANGUAGE plpgsql
@@ -2483,6 +2500,7 @@ CREATE TRIGGER generation_jobs_document_input BEFORE INSERT ON public.generation
 CREATE TRIGGER generation_jobs_drop_output_chunks AFTER UPDATE OF status, attempts, erased_at ON public.generation_jobs FOR EACH ROW WHEN (old.status = 'running'::text AND ((new.status = ANY (ARRAY['queued'::text, 'succeeded'::text])) OR new.attempts <> old.attempts) OR old.erased_at IS NULL AND new.erased_at IS NOT NULL) EXECUTE FUNCTION private.drop_output_chunks();
 CREATE TRIGGER generation_jobs_final_is_final BEFORE UPDATE ON public.generation_jobs FOR EACH ROW WHEN (old.status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) EXECUTE FUNCTION private.forbid_changing_final_jobs();
 CREATE TRIGGER job_events_append_only BEFORE DELETE OR UPDATE ON public.job_events FOR EACH ROW EXECUTE FUNCTION private.forbid_changing_events();
+CREATE TRIGGER job_events_broadcast_state AFTER INSERT ON public.job_events FOR EACH ROW WHEN (new.from_status IS DISTINCT FROM new.to_status) EXECUTE FUNCTION private.broadcast_job_state();
 CREATE CONSTRAINT TRIGGER plan_kinds_check_model AFTER INSERT OR UPDATE OF model ON public.plan_kinds NOT DEFERRABLE INITIALLY IMMEDIATE FOR EACH ROW EXECUTE FUNCTION private.check_plan_kind_model();
 CREATE CONSTRAINT TRIGGER plans_check_kind_models AFTER UPDATE OF service_tier, max_output_tokens, reasoning_effort ON public.plans NOT DEFERRABLE INITIALLY IMMEDIATE FOR EACH ROW EXECUTE FUNCTION private.check_plan_kind_model();
 CREATE TRIGGER plans_check_model BEFORE INSERT OR UPDATE ON public.plans FOR EACH ROW EXECUTE FUNCTION private.check_plan_model();
@@ -2500,6 +2518,7 @@ create policy "plan kinds are readable by signed-in users" on public.plan_kinds 
 create policy "plans are readable by signed-in users" on public.plans as permissive for select to authenticated using (true);
 create policy "users read their own usage" on public.quota_usage as permissive for select to authenticated using ((user_id = ( SELECT auth.uid() AS uid)));
 create policy "users read their own plan" on public.user_plans as permissive for select to authenticated using ((user_id = ( SELECT auth.uid() AS uid)));
+create policy "a user hears their own jobs' states" on realtime.messages as permissive for select to authenticated using (((extension = 'broadcast'::text) AND (realtime.topic() = ('job:'::text || (( SELECT auth.uid() AS uid))::text))));
 
 -- privileges (what each role holds on our objects, beside their owner) ----------------------------
 
@@ -2518,6 +2537,7 @@ grant delete, insert, maintain, references, select, trigger, truncate, update on
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.superseded_callbacks to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.user_plans to service_role;
 grant execute on function private.attempt_cost(p_job public.generation_jobs, p_prompt integer, p_cached integer, p_completion integer, p_served_tier text, p_reported boolean) to service_role;
+grant execute on function private.broadcast_job_state() to service_role;
 grant execute on function private.cancel_refunds(p_job public.generation_jobs) to service_role;
 grant execute on function private.check_kind_models(p_plan_id text, p_kind text) to service_role;
 grant execute on function private.check_plan_kind_model() to service_role;

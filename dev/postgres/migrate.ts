@@ -42,13 +42,33 @@ export async function applyCompat(client: pg.ClientBase): Promise<"applied" | "k
             to_regclass('supabase_migrations.schema_migrations')::text as migrated`,
   );
   const state = rows[0];
-  if (state?.mark === BOOTSTRAP_MARK) return "kept";
-  if (!state?.migrated) {
-    const sql = await readFile(join(root, "dev", "postgres", "supabase-compat.sql"), "utf8");
-    await client.query(sql);
+  let outcome: "applied" | "kept" = "kept";
+  if (state?.mark !== BOOTSTRAP_MARK) {
+    if (!state?.migrated) {
+      await client.query(
+        await readFile(join(root, "dev", "postgres", "supabase-compat.sql"), "utf8"),
+      );
+      outcome = "applied";
+    }
+    await client.query(`comment on schema auth is '${BOOTSTRAP_MARK}'`);
   }
-  await client.query(`comment on schema auth is '${BOOTSTRAP_MARK}'`);
-  return state?.migrated ? "kept" : "applied";
+  await applyRealtimeSchema(client);
+  return outcome;
+}
+
+/**
+ * Supabase Realtime's `realtime` schema (dev/postgres/realtime-compat.sql), which a hosted
+ * project has before its first migration, so a migration may write a policy on
+ * `realtime.messages` or call `realtime.send`. Its own step, decided by whether the table
+ * exists: a kept database bootstrapped before the schema was added gets it at its next start.
+ */
+export async function applyRealtimeSchema(client: pg.ClientBase): Promise<"applied" | "kept"> {
+  const { rows } = await client.query<{ t: string | null }>(
+    "select to_regclass('realtime.messages')::text as t",
+  );
+  if (rows[0]?.t) return "kept";
+  await client.query(await readFile(join(root, "dev", "postgres", "realtime-compat.sql"), "utf8"));
+  return "applied";
 }
 
 /**

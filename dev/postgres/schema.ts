@@ -182,6 +182,8 @@ async function dump(client: pg.ClientBase): Promise<string> {
     out.push(`${t.def};`);
   out.push("");
 
+  // Ours, and those our migrations put on Supabase Realtime's realtime.messages (who may join
+  // which private channel).
   section("row level security policies");
   for (const p of await rows(
     client,
@@ -190,7 +192,9 @@ async function dump(client: pg.ClientBase): Promise<string> {
               case when qual is not null then ' using (' || qual || ')' else '' end,
               case when with_check is not null then ' with check (' || with_check || ')' else '' end)
               as def
-     from pg_policies where schemaname = any($1) order by tablename, policyname`,
+     from pg_policies
+     where schemaname = any($1) or (schemaname = 'realtime' and tablename = 'messages')
+     order by schemaname, tablename, policyname`,
   ))
     out.push(p.def ?? "");
   out.push("");

@@ -60,6 +60,27 @@ function invalidToken(code: "PGRST301" | "PGRST303", message: string): PgrstErro
   });
 }
 
+/**
+ * The project's signature check: HS256 with the legacy secret, an asymmetric token with the
+ * JWKS. Throws jose's errors; each server maps them to its own words (PostgREST below, Realtime
+ * in dev/realtime/tokens.ts), and picks its clock skew on exp/nbf.
+ */
+export async function verifyProjectJwt(
+  token: string,
+  cfg: Pick<AuthConfig, "secret" | "jwks">,
+  clockTolerance: number,
+): Promise<JWTPayload> {
+  const alg = decodeProtectedHeader(token).alg;
+  const { payload } =
+    alg === "HS256" || !cfg.jwks
+      ? await jwtVerify(token, cfg.secret, { algorithms: ["HS256"], clockTolerance })
+      : await jwtVerify(token, createLocalJWKSet(cfg.jwks), {
+          algorithms: ["ES256", "RS256", "EdDSA"],
+          clockTolerance,
+        });
+  return payload;
+}
+
 /** PostgREST's JWT decode/claims errors, from jose's error codes. */
 async function verify(token: string, cfg: AuthConfig): Promise<JWTPayload> {
   if (token === "") throw invalidToken("PGRST301", "Empty JWT is sent in Authorization header");
@@ -67,15 +88,7 @@ async function verify(token: string, cfg: AuthConfig): Promise<JWTPayload> {
   if (parts !== 3) throw invalidToken("PGRST301", `Expected 3 parts in JWT; got ${parts}`);
   try {
     // PostgREST allows 30 seconds of clock skew on exp/nbf/iat.
-    const alg = decodeProtectedHeader(token).alg;
-    const { payload } =
-      alg === "HS256" || !cfg.jwks
-        ? await jwtVerify(token, cfg.secret, { algorithms: ["HS256"], clockTolerance: 30 })
-        : await jwtVerify(token, createLocalJWKSet(cfg.jwks), {
-            algorithms: ["ES256", "RS256", "EdDSA"],
-            clockTolerance: 30,
-          });
-    return payload;
+    return await verifyProjectJwt(token, cfg, 30);
   } catch (err) {
     const code = (err as { code?: string }).code;
     const claim = (err as { claim?: string }).claim;
@@ -97,7 +110,7 @@ async function verify(token: string, cfg: AuthConfig): Promise<JWTPayload> {
 const BROWSER = /^Mozilla\//;
 
 /** The gateway's answer for an `sb_` key: its role, or its refusal. */
-function gatewayKey(
+export function gatewayKey(
   headers: IncomingHttpHeaders,
   apikey: string,
   cfg: AuthConfig,
@@ -115,6 +128,20 @@ function gatewayKey(
   if (role === "service_role" && BROWSER.test(header(headers, "user-agent") ?? ""))
     throw new PgrstError(401, { message: "Forbidden use of secret API key in browser" });
   return role;
+}
+
+/**
+ * The gateway's check of a legacy (JWT) `apikey`: one of the configured keys, or an anon or
+ * service_role token signed by this project; anything else is its Invalid-API-key refusal.
+ */
+export async function legacyGatewayKey(apikey: string, cfg: AuthConfig): Promise<void> {
+  if (cfg.apiKeys.has(apikey)) return;
+  const claims = await verify(apikey, cfg).catch(() => undefined);
+  if (claims?.role !== "anon" && claims?.role !== "service_role")
+    throw new PgrstError(401, {
+      message: "Invalid API key",
+      hint: "Double check your Supabase `anon` or `service_role` API key.",
+    });
 }
 
 /**
@@ -143,13 +170,8 @@ export async function authenticate(
         message: "Invalid API key",
         hint: "A publishable or secret key may only be sent on the apikey header.",
       });
-  } else if (apikey !== undefined && !cfg.apiKeys.has(apikey)) {
-    const claims = await verify(apikey, cfg).catch(() => undefined);
-    if (claims?.role !== "anon" && claims?.role !== "service_role")
-      throw new PgrstError(401, {
-        message: "Invalid API key",
-        hint: "Double check your Supabase `anon` or `service_role` API key.",
-      });
+  } else if (apikey !== undefined) {
+    await legacyGatewayKey(apikey, cfg);
   }
   const token = bearer ?? apikey;
   if (token === undefined)

@@ -8,6 +8,7 @@
  */
 import pg from "pg";
 import { serve } from "../http/serve.ts";
+import type { RealtimeStandIn } from "../realtime/index.ts";
 import type { AuthConfig } from "./auth.ts";
 import { createCatalog } from "./catalog.ts";
 import { PgrstError, pgrstError } from "./errors.ts";
@@ -29,6 +30,8 @@ export interface PostgrestOptions {
    * gateway serves both, and its JWKS verifies asymmetric user tokens.
    */
   auth?: { jwks(): { keys: import("jose").JWK[] }; handle(request: Request): Promise<Response> };
+  /** The Realtime stand-in (dev/realtime/): served under `/realtime/v1` on this origin, websocket included. */
+  realtime?: Pick<RealtimeStandIn, "handle" | "upgrade">;
   /** Schemas a client may pick with Content-Profile/Accept-Profile. @default ["public", "graphql_public"] */
   schemas?: string[];
   /** @default 10 */
@@ -72,34 +75,44 @@ export async function startPostgrest(options: PostgrestOptions): Promise<Running
   const ctx: Context = { pool, auth, catalog, schemas, counts: { rpcCalls: 0 } };
 
   const authStandIn = options.auth;
-  const server = await serve(
-    (request) =>
-      authStandIn && new URL(request.url).pathname.startsWith("/auth/v1/")
-        ? authStandIn.handle(request)
-        : handle(ctx, request).then(
-            (reply) => toResponse(reply, request.method),
-            (err: unknown) => {
-              const e =
-                err instanceof PgrstError
-                  ? err
-                  : pgrstError(500, "PGRSTX00", err instanceof Error ? err.message : String(err));
-              const code = typeof e.body.code === "string" ? e.body.code : undefined;
-              return toResponse(
-                {
-                  status: e.status,
-                  body: JSON.stringify(e.body),
-                  headers: {
-                    "Content-Type": JSON_TYPE,
-                    ...(code ? { "Proxy-Status": `PostgREST; error=${code}` } : {}),
-                    ...e.headers,
-                  },
-                  statusText: e.statusText,
-                },
-                request.method,
-              );
+  const realtime = options.realtime;
+  /** PostgREST's answer to an RPC call, errors as PostgREST words them. */
+  const rest = (request: Request) =>
+    handle(ctx, request).then(
+      (reply) => toResponse(reply, request.method),
+      (err: unknown) => {
+        const e =
+          err instanceof PgrstError
+            ? err
+            : pgrstError(500, "PGRSTX00", err instanceof Error ? err.message : String(err));
+        const code = typeof e.body.code === "string" ? e.body.code : undefined;
+        return toResponse(
+          {
+            status: e.status,
+            body: JSON.stringify(e.body),
+            headers: {
+              "Content-Type": JSON_TYPE,
+              ...(code ? { "Proxy-Status": `PostgREST; error=${code}` } : {}),
+              ...e.headers,
             },
-          ),
-    { port: options.port, name: "PostgREST stand-in" },
+            statusText: e.statusText,
+          },
+          request.method,
+        );
+      },
+    );
+  const server = await serve(
+    (request) => {
+      const path = new URL(request.url).pathname;
+      if (authStandIn && path.startsWith("/auth/v1/")) return authStandIn.handle(request);
+      if (realtime && path.startsWith("/realtime/v1/")) return realtime.handle(request);
+      return rest(request);
+    },
+    {
+      port: options.port,
+      name: "PostgREST stand-in",
+      ...(realtime ? { onUpgrade: realtime.upgrade } : {}),
+    },
   );
 
   return {

@@ -13,6 +13,7 @@ import { type OtlpReceiver, startOtlpReceiver } from "../otlp-receiver.ts";
 import { type RunningPostgres, startPostgres } from "../postgres/index.ts";
 import { type RunningPostgrest, startPostgrest } from "../postgrest/index.ts";
 import { DEV_SIGNING_KEYS, DEV_TOKEN, type QStashStandIn, startQStash } from "../qstash/index.ts";
+import { type RealtimeStandIn, startRealtime } from "../realtime/index.ts";
 import { type RunningUpstashRedis, startUpstashRedis } from "../upstash-redis/index.ts";
 import { type RunningRedisServer, startRedisServer } from "../upstash-redis/redis-server.ts";
 import type { Ports, StandIns } from "./preflight.ts";
@@ -36,6 +37,8 @@ export interface QStashSwitch {
 export interface Services {
   postgres: RunningPostgres;
   postgrest: RunningPostgrest;
+  /** Supabase Realtime's Broadcast (dev/realtime/), served by the REST stand-in under /realtime/v1. */
+  realtime: RealtimeStandIn;
   redisRest: RunningUpstashRedis | undefined;
   openai: FakeOpenAI | undefined;
   alerts: AlertReceiver | undefined;
@@ -103,6 +106,18 @@ export async function startServices(o: {
     }),
     (a) => a.stop(),
   );
+  // Realtime on the project's origin too: the REST stand-in serves its /realtime/v1.
+  const realtime = await teardown.track(
+    startRealtime({
+      databaseUrl: postgres.url,
+      jwtSecret: project.jwtSecret,
+      serviceRoleKey: project.secretKey,
+      anonKey: project.publishableKey,
+      jwks: standIn.jwks(),
+      log: o.log,
+    }),
+    (r) => r.close(),
+  );
   const [postgrest, redisRest] = await Promise.all([
     teardown.track(
       startPostgrest({
@@ -112,6 +127,7 @@ export async function startServices(o: {
         serviceRoleKey: project.secretKey,
         anonKey: project.publishableKey,
         auth: { jwks: standIn.jwks, handle: auth.handle },
+        realtime,
       }),
       (p) => p.close(),
     ),
@@ -126,7 +142,18 @@ export async function startServices(o: {
         )
       : undefined,
   ]);
-  return { postgres, postgrest, redisRest, openai, alerts, traces, qstash, project, auth };
+  return {
+    postgres,
+    postgrest,
+    realtime,
+    redisRest,
+    openai,
+    alerts,
+    traces,
+    qstash,
+    project,
+    auth,
+  };
 }
 
 function qstashSwitch(

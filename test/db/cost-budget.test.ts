@@ -108,9 +108,10 @@ describe("the checker reports a planted regression", () => {
     const planted = await measurePlanted(flows, {
       name: "cost_plant_event",
       trigger: "after insert on public.generation_jobs",
+      // A same-status event, as a usage event is: no state change, so no Realtime broadcast.
       body: `
-      insert into public.job_events (job_id, user_id, at, event, to_status)
-      values (new.id, new.user_id, new.created_at, 'planted', new.status);
+      insert into public.job_events (job_id, user_id, at, event, from_status, to_status)
+      values (new.id, new.user_id, new.created_at, 'planted', new.status, new.status);
       return null;`,
     });
     const report = overBudget(planted, budgetOf(baseline));

@@ -213,6 +213,45 @@ describe("row level security", () => {
       expect(row).toMatchObject({ service: true, authed: false, anon: false });
   });
 
+  test("realtime.messages: a user may read job:<their id> only, and write no topic", async () => {
+    const { rows } = await admin.query(
+      `select c.relrowsecurity as rls, array(select p.policyname::text from pg_policies p
+                where p.schemaname = 'realtime' and p.tablename = 'messages') as policies
+         from pg_class c where c.oid = 'realtime.messages'::regclass`,
+    );
+    expect(rows).toEqual([{ rls: true, policies: ["a user hears their own jobs' states"] }]);
+    const [user, other] = [await db.user(), await db.user()];
+    for (const topic of [`job:${user}`, `job:${other}`])
+      await admin.query(
+        "insert into realtime.messages (topic, extension, event, payload) values ($1, 'broadcast', 'e', '{}')",
+        [topic],
+      );
+    // Realtime sets realtime.topic to the channel's topic before it reads (dev/realtime/authorize.ts).
+    const visible = (topic: string) =>
+      as("authenticated", user, async (c) => {
+        await c.query("select set_config('realtime.topic', $1, true)", [topic]);
+        const r = await c.query(
+          "select count(*)::int as n from realtime.messages where topic = $1",
+          [topic],
+        );
+        return r.rows[0].n;
+      });
+    expect(await visible(`job:${user}`)).toBe(1);
+    expect(await visible(`job:${other}`)).toBe(0);
+    const write = await as("authenticated", user, async (c) => {
+      await c.query("select set_config('realtime.topic', $1, true)", [`job:${user}`]);
+      return c
+        .query("insert into realtime.messages (topic, extension) values ($1, 'broadcast')", [
+          `job:${user}`,
+        ])
+        .then(
+          () => "written",
+          (e: { code?: string }) => e.code,
+        );
+    });
+    expect(write).toBe("42501");
+  });
+
   test("every table has row level security on", async () => {
     const rows = await admin.query(
       "select c.relname, c.relrowsecurity from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'public' and c.relkind in ('r', 'p') order by 1",

@@ -1,0 +1,263 @@
+/**
+ * A local stand-in for Supabase Realtime's Broadcast, so `@supabase/realtime-js` (through
+ * supabase-js) runs unchanged against the local stack. Mounted by the PostgREST stand-in on the
+ * project's origin under `/realtime/v1`, as the Supabase gateway serves it:
+ *
+ * - `GET /realtime/v1/websocket?apikey=…&vsn=1.0.0|2.0.0`: the Phoenix channel protocol
+ *   (wire.ts, channels.ts). The apikey is checked as the gateway checks it (an `sb_` key, or one
+ *   of the project's JWT keys) and then as Realtime does (`role` and `exp`); a refusal is the
+ *   handshake's HTTP answer, before any upgrade.
+ * - `POST /realtime/v1/api/broadcast`: a batch of messages (rest.ts).
+ * - Broadcast from the database: `realtime.send` inserts into `realtime.messages`; a trigger
+ *   of the local schema (dev/postgres/realtime-compat.sql) notifies the row's key at commit, and
+ *   the row goes to the joined channels of its topic, in commit order.
+ */
+import { type IncomingMessage, STATUS_CODES } from "node:http";
+import type { Duplex } from "node:stream";
+import type { JWK } from "jose";
+import pg from "pg";
+import { WebSocketServer } from "ws";
+import { type AuthConfig, gatewayKey, legacyGatewayKey } from "../postgrest/auth.ts";
+import { PgrstError } from "../postgrest/errors.ts";
+import { type Channel, Connection, type Delivery, type Hub, hubKey } from "./channels.ts";
+import { maintainMessagePartitions } from "./partitions.ts";
+import { handleRest } from "./rest.ts";
+import { type Claims, TokenError, verifyRealtimeToken } from "./tokens.ts";
+import { VSNS, type Vsn } from "./wire.ts";
+
+export interface RealtimeOptions {
+  databaseUrl: string;
+  jwtSecret: string;
+  /** The project's server key: a legacy service_role JWT, or an `sb_secret_…` key. */
+  serviceRoleKey: string;
+  /** The browser key: a legacy anon JWT, or an `sb_publishable_…` key. */
+  anonKey?: string;
+  /** The project's asymmetric signing keys (the Auth stand-in's JWKS). */
+  jwks?: { keys: JWK[] };
+  /** @default 5 */
+  poolMax?: number;
+  log?: (line: string) => void;
+}
+
+export interface RealtimeStandIn {
+  /** Answers an HTTP request under `/realtime/v1` (the REST API). */
+  handle(request: Request): Promise<Response>;
+  /** Takes a websocket handshake for `/realtime/v1/websocket`. */
+  upgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void;
+  stats(): { sockets: number; channels: number; fromDatabase: number };
+  close(): Promise<void>;
+}
+
+const TEN_YEARS = 10 * 365 * 24 * 3600;
+
+export async function startRealtime(options: RealtimeOptions): Promise<RealtimeStandIn> {
+  const log = options.log ?? (() => {});
+  const keys = [options.serviceRoleKey, ...(options.anonKey ? [options.anonKey] : [])];
+  const auth: AuthConfig = {
+    secret: new TextEncoder().encode(options.jwtSecret),
+    ...(options.jwks ? { jwks: options.jwks } : {}),
+    apiKeys: new Set(keys.filter((k) => !k.startsWith("sb_"))),
+    secretKeys: new Set(keys.filter((k) => k.startsWith("sb_secret_"))),
+    publishableKeys: new Set(keys.filter((k) => k.startsWith("sb_publishable_"))),
+    anonRole: "anon",
+  };
+  const pool = new pg.Pool({ connectionString: options.databaseUrl, max: options.poolMax ?? 5 });
+  pool.on("error", () => {});
+  await maintainMessagePartitions(pool);
+  // As Realtime's janitor does: tomorrow's partitions exist before tomorrow.
+  const janitor = setInterval(() => {
+    maintainMessagePartitions(pool).catch((e: Error) =>
+      log(`realtime stand-in: partitions: ${e.message}`),
+    );
+  }, 3_600_000);
+  janitor.unref();
+
+  const subscribers = new Map<string, Set<Channel>>();
+  const hub: Hub = {
+    pool,
+    auth,
+    log,
+    add(channel) {
+      const key = hubKey(channel.private, channel.sub);
+      const set = subscribers.get(key) ?? new Set();
+      set.add(channel);
+      subscribers.set(key, set);
+    },
+    remove(channel) {
+      const key = hubKey(channel.private, channel.sub);
+      subscribers.get(key)?.delete(channel);
+      if (subscribers.get(key)?.size === 0) subscribers.delete(key);
+    },
+    deliver(key, delivery: Delivery, except?: Channel) {
+      for (const channel of subscribers.get(key) ?? []) {
+        if (channel === except) continue;
+        // A private channel joined on presence's read policy alone hears no broadcast.
+        if (channel.private && channel.read?.broadcast !== true) continue;
+        channel.conn.deliver(channel, delivery);
+      }
+    },
+  };
+
+  const fromDatabase = await listen(options.databaseUrl, pool, hub, log);
+
+  const wss = new WebSocketServer({ noServer: true });
+  const connections = new Set<Connection>();
+
+  /** The gateway's apikey check, then Realtime's `UserSocket.connect`. */
+  async function socketToken(
+    request: IncomingMessage,
+    apikey: string | undefined,
+  ): Promise<{ token: string; claims: Claims }> {
+    if (apikey === undefined) throw new Refusal(401, { error: "API key is missing" });
+    if (apikey.startsWith("sb_")) {
+      const role = gatewayKey(request.headers, apikey, auth);
+      const iat = Math.floor(Date.now() / 1000);
+      // The gateway passes Realtime a token of the key's role in place of the key.
+      return { token: apikey, claims: { iss: "supabase", role, iat, exp: iat + TEN_YEARS } };
+    }
+    await legacyGatewayKey(apikey, auth);
+    return { token: apikey, claims: await verifyRealtimeToken(apikey, auth) };
+  }
+
+  function upgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void {
+    const url = new URL(request.url ?? "/", "http://localhost");
+    if (url.pathname !== "/realtime/v1/websocket") {
+      refuse(socket, new Refusal(404, { error: "Not Found" }));
+      return;
+    }
+    const vsn = (url.searchParams.get("vsn") ?? "1.0.0") as Vsn;
+    if (!VSNS.includes(vsn)) {
+      refuse(
+        socket,
+        new Refusal(403, {
+          error: `The client's requested transport version "${vsn}" does not match server's version requirements of "~> 2.0.0 or ~> 1.0.0"`,
+        }),
+      );
+      return;
+    }
+    const apikey = url.searchParams.get("apikey") ?? header(request, "x-api-key");
+    socketToken(request, apikey).then(
+      (token) =>
+        wss.handleUpgrade(request, socket, head, (ws) => {
+          const conn = new Connection(ws, vsn, token, headersOf(request), hub);
+          connections.add(conn);
+          ws.on("close", () => connections.delete(conn));
+        }),
+      (err: unknown) => refuse(socket, toRefusal(err)),
+    );
+  }
+
+  return {
+    handle: (request) => handleRest(request, { hub, auth }),
+    upgrade,
+    stats: () => ({
+      sockets: connections.size,
+      channels: [...subscribers.values()].reduce((n, s) => n + s.size, 0),
+      fromDatabase: fromDatabase.count(),
+    }),
+    async close() {
+      clearInterval(janitor);
+      for (const ws of wss.clients) ws.terminate();
+      wss.close();
+      await fromDatabase.stop();
+      await pool.end();
+    },
+  };
+}
+
+/** A handshake refused with this status and JSON body. */
+class Refusal {
+  constructor(
+    readonly status: number,
+    readonly body: unknown,
+  ) {}
+}
+
+function toRefusal(err: unknown): Refusal {
+  if (err instanceof Refusal) return err;
+  if (err instanceof PgrstError) return new Refusal(err.status, err.body);
+  if (err instanceof TokenError) return new Refusal(401, { error: err.handshake });
+  return new Refusal(500, { error: "Error connecting to Realtime" });
+}
+
+function refuse(socket: Duplex, refusal: Refusal): void {
+  const body = JSON.stringify(refusal.body);
+  socket.end(
+    `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status] ?? ""}\r\n` +
+      "content-type: application/json; charset=utf-8\r\n" +
+      `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
+}
+
+function header(request: IncomingMessage, name: string): string | undefined {
+  const v = request.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function headersOf(request: IncomingMessage): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(request.headers).map(([k, v]) => [
+      k,
+      Array.isArray(v) ? v.join(", ") : (v ?? ""),
+    ]),
+  );
+}
+
+/**
+ * Broadcast from the database: LISTEN on the stand-in's channel; each notification (one per
+ * committed `realtime.messages` row of extension broadcast) is fetched and delivered in the order
+ * the notifications came, which is commit order.
+ */
+async function listen(
+  databaseUrl: string,
+  pool: pg.Pool,
+  hub: Hub,
+  log: (line: string) => void,
+): Promise<{ count(): number; stop(): Promise<void> }> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  client.on("error", (e) => log(`realtime stand-in: listener: ${e.message}`));
+  await client.connect();
+  let queue = Promise.resolve();
+  let delivered = 0;
+  client.on("notification", (n) => {
+    if (n.channel !== "realtime_stand_in" || !n.payload) return;
+    const key = JSON.parse(n.payload) as { id: string; inserted_at: string };
+    queue = queue
+      .then(async () => {
+        const { rows } = await pool.query<{
+          topic: string;
+          event: string | null;
+          private: boolean | null;
+          payload: string | null;
+          binary_payload: Buffer | null;
+        }>(
+          `select topic, event, private, payload::text as payload, binary_payload
+             from realtime.messages where id = $1 and inserted_at = $2::timestamp`,
+          [key.id, key.inserted_at],
+        );
+        const row = rows[0];
+        // Realtime skips a row without an event or a payload (UnableToBroadcastChanges).
+        if (!row || row.event === null || (row.payload === null && row.binary_payload === null))
+          return;
+        delivered++;
+        hub.deliver(hubKey(row.private === true, row.topic), {
+          kind: "user",
+          broadcast: {
+            event: row.event,
+            encoding: row.binary_payload ? "binary" : "json",
+            body: row.binary_payload ?? Buffer.from(row.payload ?? "null"),
+          },
+          meta: { id: key.id },
+        });
+      })
+      .catch((e: Error) => log(`realtime stand-in: from the database: ${e.message}`));
+  });
+  await client.query("listen realtime_stand_in");
+  return {
+    count: () => delivered,
+    async stop() {
+      await queue;
+      await client.end();
+    },
+  };
+}
