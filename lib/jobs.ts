@@ -50,7 +50,7 @@ export interface JobRow {
   id: string;
   user_id: string;
   status: JobStatus;
-  /** What the job does (lib/kinds/index.ts): document or extract. */
+  /** What the job does: one of lib/kinds/index.ts's ids. */
   kind: string;
   /** A document's prompt, an extraction's text. */
   prompt: string;

@@ -5,6 +5,7 @@
 import { randomUUID } from "node:crypto";
 import fc from "fast-check";
 import { describe, expect, test } from "vitest";
+import { declarations } from "../../lib/kinds/index.ts";
 import { JOB_KEYS, type TestUser, USAGE_KEYS, useApi } from "../support/api.ts";
 
 const app = useApi();
@@ -314,7 +315,7 @@ describe("GET /api/usage", () => {
     expect(res.headers.get("cache-control")).toBe("no-store");
     const usage = await res.json();
     expect(Object.keys(usage).sort()).toEqual(
-      [...USAGE_KEYS, "held", "runningCancelRefunds"].sort(),
+      [...USAGE_KEYS, "catalog", "held", "runningCancelRefunds"].sort(),
     );
     const dayStart = new Date();
     dayStart.setUTCHours(0, 0, 0, 0);
@@ -330,6 +331,8 @@ describe("GET /api/usage", () => {
       maxActive: 1,
       runningCancelRefunds: { used: 0, limit: 1 },
       kinds: [{ kind: "document", units: 1 }],
+      // every kind's declaration, whatever the plan offers (the page lists them all)
+      catalog: JSON.parse(JSON.stringify(await declarations())),
     });
 
     const pro = await app.newUser("pro");

@@ -148,7 +148,7 @@ export async function until<T>(
 export async function devSignIn(page: Page, plan = "free"): Promise<string> {
   // the page lists the dev database's plans by name: "Free plan (1 generation a day)"
   const name = `${plan.charAt(0).toUpperCase()}${plan.slice(1)}`;
-  await page.getByLabel(new RegExp(`^${name} plan \\(`)).check();
+  await page.getByLabel(new RegExp(`\\b${name} plan \\(`)).check();
   await page.getByRole("button", { name: "Sign in locally" }).click();
   await page.getByRole("heading", { name: "Your usage" }).waitFor();
   return userIdOf(page);
