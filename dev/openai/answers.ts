@@ -58,39 +58,33 @@ type Body = Record<string, unknown>;
  * Anything else is refused as OpenAI refuses a parameter it does not know, 400
  * `unknown_parameter`, so a misspelt parameter fails here as it would in production.
  */
-const CHAT_PARAMS = new Set([
+const BOTH_PARAMS = [
   "model",
-  "messages",
   "stream",
+  "service_tier",
+  "safety_identifier",
+  "prompt_cache_key",
+  "store",
+  "metadata",
+  "temperature",
+  "top_p",
+  "user",
+];
+const CHAT_PARAMS = new Set([
+  ...BOTH_PARAMS,
+  "messages",
   "stream_options",
   "max_completion_tokens",
   "max_tokens",
   "response_format",
-  "service_tier",
-  "safety_identifier",
-  "prompt_cache_key",
-  "store",
-  "metadata",
-  "temperature",
-  "top_p",
-  "user",
   "reasoning_effort",
 ]);
 const RESPONSES_PARAMS = new Set([
-  "model",
+  ...BOTH_PARAMS,
   "input",
   "instructions",
-  "stream",
   "max_output_tokens",
   "text",
-  "service_tier",
-  "safety_identifier",
-  "prompt_cache_key",
-  "store",
-  "metadata",
-  "temperature",
-  "top_p",
-  "user",
   "reasoning",
   "truncation",
 ]);
@@ -379,18 +373,7 @@ export function chatCompletion(id: string, prompt: Prompt, result: Answer, serve
         finish_reason: result.truncated ? "length" : "stop",
       },
     ],
-    usage: {
-      prompt_tokens: u.input,
-      completion_tokens: u.output,
-      total_tokens: u.input + u.output,
-      prompt_tokens_details: { cached_tokens: u.cached, audio_tokens: 0 },
-      completion_tokens_details: {
-        reasoning_tokens: u.reasoning,
-        audio_tokens: 0,
-        accepted_prediction_tokens: 0,
-        rejected_prediction_tokens: 0,
-      },
-    },
+    usage: chatUsage(u.input, u.output, u.cached, u.reasoning),
   };
 }
 
@@ -458,4 +441,20 @@ const usage = (result: Answer, served: Served) => ({
 
 export function isRecord(value: unknown): value is Body {
   return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** A Chat Completions `usage` object, with the details OpenAI reports (zero where none). */
+export function chatUsage(prompt: number, completion: number, cached: number, reasoning: number) {
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+    prompt_tokens_details: { cached_tokens: cached, audio_tokens: 0 },
+    completion_tokens_details: {
+      reasoning_tokens: reasoning,
+      audio_tokens: 0,
+      accepted_prediction_tokens: 0,
+      rejected_prediction_tokens: 0,
+    },
+  };
 }

@@ -5,6 +5,16 @@
  * `{"error":{"message","type","param","code"}}` body, and the headers the SDK reads.
  */
 
+/** The rate-limit headers OpenAI sends on every answer (the fake's limits are never reached). */
+export const RATE_LIMIT_HEADERS = {
+  "x-ratelimit-limit-requests": "500",
+  "x-ratelimit-remaining-requests": "499",
+  "x-ratelimit-reset-requests": "120ms",
+  "x-ratelimit-limit-tokens": "200000",
+  "x-ratelimit-remaining-tokens": "199000",
+  "x-ratelimit-reset-tokens": "6ms",
+};
+
 export type FailKind =
   | "insufficient_quota"
   | "rate_limit_exceeded"
@@ -163,14 +173,7 @@ export function flexUnavailable(): ErrorReply {
     "invalid_request_error",
     null,
     null,
-    {
-      "x-ratelimit-limit-requests": "500",
-      "x-ratelimit-remaining-requests": "499",
-      "x-ratelimit-reset-requests": "120ms",
-      "x-ratelimit-limit-tokens": "200000",
-      "x-ratelimit-remaining-tokens": "199000",
-      "x-ratelimit-reset-tokens": "6ms",
-    },
+    RATE_LIMIT_HEADERS,
   );
 }
 

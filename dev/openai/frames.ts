@@ -25,7 +25,7 @@
  * "sequence_number":n}` (as frames captured from the API show), and the SDK's streaming code raises `APIError(undefined, data.error ?? data)` from it: the fake sends
  * the nested shape. No `[DONE]`: the stream ends with its last event.
  */
-import { textFormat } from "./answers.ts";
+import { chatUsage, textFormat } from "./answers.ts";
 import { streamErrorObject } from "./errors.ts";
 import type { StreamOptions } from "./stream.ts";
 
@@ -79,18 +79,7 @@ export function chatFrame(o: StreamOptions): Frame {
     finish: (reason, u) =>
       chunk(choice({}, reason)) +
       (o.prompt.includeUsage
-        ? chunk([], {
-            prompt_tokens: u.prompt,
-            completion_tokens: u.completion,
-            total_tokens: u.prompt + u.completion,
-            prompt_tokens_details: { cached_tokens: u.cached, audio_tokens: 0 },
-            completion_tokens_details: {
-              reasoning_tokens: u.reasoning,
-              audio_tokens: 0,
-              accepted_prediction_tokens: 0,
-              rejected_prediction_tokens: 0,
-            },
-          })
+        ? chunk([], chatUsage(u.prompt, u.completion, u.cached, u.reasoning))
         : "") +
       "data: [DONE]\n\n",
     fail: (_kind, code) =>

@@ -1,16 +1,8 @@
 /** The JSON replies every route sends, with OpenAI's headers. */
 import { randomBytes } from "node:crypto";
-import type { ErrorReply } from "./errors.ts";
+import { type ErrorReply, RATE_LIMIT_HEADERS } from "./errors.ts";
 
-export const RATE_HEADERS = {
-  "openai-processing-ms": "12",
-  "x-ratelimit-limit-requests": "500",
-  "x-ratelimit-remaining-requests": "499",
-  "x-ratelimit-reset-requests": "120ms",
-  "x-ratelimit-limit-tokens": "200000",
-  "x-ratelimit-remaining-tokens": "199000",
-  "x-ratelimit-reset-tokens": "6ms",
-};
+export const RATE_HEADERS = { "openai-processing-ms": "12", ...RATE_LIMIT_HEADERS };
 
 export function reply(error: ErrorReply): Response {
   return send(error.status, error.body, error.headers);
