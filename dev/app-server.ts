@@ -20,6 +20,7 @@
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import pg from "pg";
+import { json } from "../lib/json.ts";
 import { readProject } from "./auth/index.ts";
 import { devPlans, parseSignIn, signInDevUser, UnknownPlan } from "./dev-users.ts";
 import { foreignCaller } from "./http/own-origin.ts";
@@ -35,17 +36,6 @@ const DEV_ROUTES: Record<string, string[]> = {
   "/__dev/info": ["GET", "HEAD"],
   "/__dev/sign-in": ["POST"],
 };
-
-function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
-  return new Response(JSON.stringify(body), {
-    status,
-    headers: {
-      "content-type": "application/json; charset=utf-8",
-      "cache-control": "no-store",
-      ...headers,
-    },
-  });
-}
 
 /** The whole body, read to its end (as Vercel does) even when it is over the cap. */
 async function readBody(request: Request): Promise<Uint8Array | "too_large"> {

@@ -5,7 +5,10 @@
  */
 import { timingSafeEqual } from "node:crypto";
 import { DatabaseError, HttpError, UpstreamError } from "./errors.ts";
+import { json } from "./json.ts";
 import { log } from "./log.ts";
+
+export { json };
 
 /** The HTTP methods our routes answer. */
 export type Method = "GET" | "POST" | "DELETE";
@@ -17,27 +20,6 @@ export type ErrorBody = { error: { code: string; message: string } };
 
 /** Seconds a client (or QStash) should wait before retrying after a 503. */
 const RETRY_AFTER_SECONDS = "5";
-
-/**
- * A JSON response. Responses carry user data, so they are `Cache-Control: no-store` unless
- * `headers` says otherwise.
- *
- * @example json(202, { job, usage })
- */
-export function json(
-  status: number,
-  body: unknown,
-  headers: Record<string, string> = {},
-): Response {
-  return new Response(JSON.stringify(body), {
-    status,
-    headers: {
-      "content-type": "application/json; charset=utf-8",
-      "cache-control": "no-store",
-      ...headers,
-    },
-  });
-}
 
 /** `{"error":{"code","message"}}`. */
 export function errorBody(code: string, message: string): ErrorBody {

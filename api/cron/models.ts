@@ -3,11 +3,10 @@
  * plan runs on, records each shutdown date in the price book and pages before and on it
  * (lib/model-watch.ts).
  */
+import { cronRoute } from "../../lib/cron.ts";
 import { type Deps, getDeps } from "../../lib/deps.ts";
-import { handle, json, requireCronSecret } from "../../lib/http.ts";
 import type { Catalogue } from "../../lib/model-watch.ts";
 import { watchModels } from "../../lib/model-watch.ts";
-import { startTrace, traceRequest } from "../../lib/trace.ts";
 
 async function openaiCatalogue(d: Deps): Promise<Catalogue> {
   // Loaded here only: the SDK stays out of every other function but the worker.
@@ -19,16 +18,7 @@ export function createHandler(
   deps: () => Deps,
   catalogue: (d: Deps) => Promise<Catalogue> = openaiCatalogue,
 ) {
-  return handle({
-    async GET(req) {
-      const d = deps();
-      return traceRequest(d.config, "GET /api/cron/models", async () => {
-        requireCronSecret(req, d.config.cronSecret);
-        startTrace();
-        return json(200, await watchModels(d, await catalogue(d)));
-      });
-    },
-  });
+  return cronRoute("/api/cron/models", deps, async (d) => watchModels(d, await catalogue(d)));
 }
 
 export default { fetch: createHandler(getDeps) };

@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import type { Page } from "playwright-core";
 import { describe, expect, test } from "vitest";
 import { type TestUser, useApi } from "../support/api.ts";
-import { card, devSignIn, until, useBrowserStack } from "../support/browser.ts";
+import { card, devSignIn, shownText, until, useBrowserStack } from "../support/browser.ts";
 
 const doc = readFileSync("docs/ADD-A-KIND.md", "utf8");
 const blocks = [...doc.matchAll(/<!-- (file|in): (\S+) -->\n```\w*\n([\s\S]*?)```/g)].map(
@@ -130,8 +130,9 @@ describe("the summary kind on the page, from its declaration", () => {
     const { page, errors } = await h.open();
     await devSignIn(page, "free");
     const note = page.locator("#kind-note-summary");
-    await until("the plan's offer", async () => (await note.textContent()) !== "");
-    expect(await note.textContent()).toBe("Your Free plan does not include summaries.");
+    expect(await shownText(note, "the plan's offer")).toBe(
+      "Your Free plan does not include summaries.",
+    );
     expect(await summaryRadio(page).isDisabled()).toBe(true);
 
     // Its SQL rows: here inserted by the test (in real life a migration and the seed).
@@ -196,8 +197,9 @@ describe("the summary kind on the page, from its declaration", () => {
     await page.getByLabel("At most how many words?").fill("501");
     await page.getByRole("button", { name: "Summarize", exact: true }).click();
     const error = page.locator("#summary-words-error");
-    await until("the refusal under the field", async () => (await error.textContent()) !== "");
-    expect(await error.textContent()).toBe("Must be a whole number from 10 to 500.");
+    expect(await shownText(error, "the refusal under the field")).toBe(
+      "Must be a whole number from 10 to 500.",
+    );
     expect(await page.getByLabel("At most how many words?").getAttribute("aria-invalid")).toBe(
       "true",
     );

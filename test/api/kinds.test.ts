@@ -132,34 +132,25 @@ describe("POST /api/jobs with a kind", () => {
     expect(paths.some((p) => p.startsWith("input.schema"))).toBe(true);
     for (const d of body.details) expect(d.message).toEqual(expect.any(String));
 
-    const noSchema = await refusal(
-      await post(user, { kind: "extract", input: { text: "a text" } }),
-      400,
-      "invalid_input",
-    );
-    expect(noSchema.details).toEqual([
-      { path: "input.schema", message: "Must be a JSON Schema object." },
-    ]);
-    const notObject = await refusal(
-      await post(user, { kind: "document", input: "a prompt" }),
-      400,
-      "invalid_input",
-    );
-    expect(notObject.details).toEqual([{ path: "input", message: "Must be an object." }]);
-    const emptyPrompt = await refusal(
-      await post(user, { kind: "document", input: { prompt: "" } }),
-      400,
-      "invalid_input",
-    );
-    expect(emptyPrompt.details).toEqual([
-      { path: "input.prompt", message: "The prompt is empty." },
-    ]);
-    const longText = await refusal(
-      await post(user, extraction("x".repeat(8001))),
-      400,
-      "invalid_input",
-    );
-    expect(longText.details[0].path).toBe("input.text");
+    // Each one problem, at its path.
+    for (const [body, details] of [
+      [
+        { kind: "extract", input: { text: "a text" } },
+        [{ path: "input.schema", message: "Must be a JSON Schema object." }],
+      ],
+      [{ kind: "document", input: "a prompt" }, [{ path: "input", message: "Must be an object." }]],
+      [
+        { kind: "document", input: { prompt: "" } },
+        [{ path: "input.prompt", message: "The prompt is empty." }],
+      ],
+      [
+        extraction("x".repeat(8001)),
+        [{ path: "input.text", message: "The text is longer than 8,000 characters." }],
+      ],
+    ] as const) {
+      const refused = await refusal(await post(user, body), 400, "invalid_input");
+      expect({ body, details: refused.details }).toEqual({ body, details });
+    }
     expect(await jobsOf(user.id)).toBe(0);
     expect(await app.unitsUsed(user.id)).toBe(0);
   });
@@ -233,6 +224,17 @@ describe("the worker reads an extraction through its kind", () => {
     return { id, job, outcome: ((await delivered.json()) as { outcome: string }).outcome };
   }
 
+  /** The run ended the job failed `reason` and gave the user's units back. */
+  async function expectRefundedFailure(
+    user: TestUser,
+    ran: { job: unknown; outcome: string },
+    reason: string,
+  ) {
+    expect(ran.outcome).toBe("failed");
+    expect(ran.job).toMatchObject({ status: "failed", failureReason: reason, quotaRefunded: true });
+    expect(await app.unitsUsed(user.id)).toBe(0);
+  }
+
   test("success: the JSON is stored, and the job shows the parsed value that fits the schema", async () => {
     const user = await app.newUser("pro");
     const { id, job, outcome } = await run(user, "Ada Lovelace, born 1815.");
@@ -245,14 +247,9 @@ describe("the worker reads an extraction through its kind", () => {
 
   test("output that breaks the schema: failed output_invalid, refunded by the rule (pro, under its bound), usage recorded, no retry", async () => {
     const user = await app.newUser("pro");
-    const { id, job, outcome } = await run(user, "Ada Lovelace [fake:json_invalid]");
-    expect(outcome).toBe("failed");
-    expect(job).toMatchObject({
-      status: "failed",
-      failureReason: "output_invalid",
-      quotaRefunded: true,
-    });
-    expect(await app.unitsUsed(user.id)).toBe(0);
+    const ran = await run(user, "Ada Lovelace [fake:json_invalid]");
+    await expectRefundedFailure(user, ran, "output_invalid");
+    const { id } = ran;
     const failed = (await app.events(id)).find((e) => e.event === "failed");
     expect(failed?.detail).toMatchObject({
       reason: "output_invalid",
@@ -277,14 +274,11 @@ describe("the worker reads an extraction through its kind", () => {
 
   test("a refusal is model_refused, refunded", async () => {
     const user = await app.newUser("pro");
-    const { job, outcome } = await run(user, "Ada Lovelace [fake:refuse]");
-    expect(outcome).toBe("failed");
-    expect(job).toMatchObject({
-      status: "failed",
-      failureReason: "model_refused",
-      quotaRefunded: true,
-    });
-    expect(await app.unitsUsed(user.id)).toBe(0);
+    await expectRefundedFailure(
+      user,
+      await run(user, "Ada Lovelace [fake:refuse]"),
+      "model_refused",
+    );
   });
 
   test("a token plan's extraction holds its input bound + 2,048 and captures what the provider reported", async () => {

@@ -7,7 +7,7 @@
 import { randomUUID } from "node:crypto";
 import type { Route } from "playwright-core";
 import { expect, test } from "vitest";
-import { until, useBrowserStack } from "../support/browser.ts";
+import { shownText, until, useBrowserStack } from "../support/browser.ts";
 
 const h = useBrowserStack();
 const supabaseUrl = "https://demo-project.supabase.co";
@@ -81,8 +81,9 @@ test("in a deployment, a user signs in with email and password through Supabase 
   await page.getByLabel("Password").fill("wrong password");
   await page.getByRole("button", { name: "Sign in", exact: true }).click();
   const error = page.locator("#sign-in-error");
-  await until("the sign-in error", async () => (await error.textContent()) !== "");
-  expect(await error.textContent()).toBe("That email and password do not match an account.");
+  expect(await shownText(error, "the sign-in error")).toBe(
+    "That email and password do not match an account.",
+  );
   await h.screenshot(page, "00-sign-in-deployment");
 
   await page.getByLabel("Password").fill("correct horse battery");

@@ -7,7 +7,15 @@
 import { readFile } from "node:fs/promises";
 import type { Page } from "playwright-core";
 import { describe, expect, test } from "vitest";
-import { card, devSignIn, ledger, until, useBrowserStack, userIdOf } from "../support/browser.ts";
+import {
+  card,
+  devSignIn,
+  ledger,
+  shownText,
+  until,
+  useBrowserStack,
+  userIdOf,
+} from "../support/browser.ts";
 import { accessibilityProblems } from "./a11y.ts";
 
 const h = useBrowserStack();
@@ -26,6 +34,15 @@ function posts(page: Page) {
 
 // The clipboard answers the focused page only: the copy test comes first, before other tests'
 // pages (one browser per file) exist.
+/** A new pro user's page with the extraction form filled from one of its example schemas. */
+async function extractionFrom(example: string) {
+  const { page } = await h.open();
+  await devSignIn(page, "pro");
+  await extractRadio(page).check();
+  await page.getByRole("button", { name: example }).click();
+  return page;
+}
+
 describe("kinds of job in a browser", () => {
   test("a pro plan offers extraction at 2 units; from an example schema, its JSON output, indented, copied and downloaded; 2 units", async () => {
     const { page, context, errors } = await h.open();
@@ -70,8 +87,7 @@ describe("kinds of job in a browser", () => {
 
     await job.getByRole("button", { name: /^Copy JSON of the extraction from \d\d:\d\d$/ }).click();
     const notice = job.locator(".output-actions [role=status]");
-    await until("the copy notice", async () => (await notice.textContent()) !== "");
-    expect(await notice.textContent()).toBe("Copied.");
+    expect(await shownText(notice, "the copy notice")).toBe("Copied.");
     expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(pretty);
     const [download] = await Promise.all([
       page.waitForEvent("download"),
@@ -154,10 +170,7 @@ describe("kinds of job in a browser", () => {
   });
 
   test("a plan that no longer offers extractions: the API's kind_not_in_plan is shown by the kind choice", async () => {
-    const { page } = await h.open();
-    await devSignIn(page, "pro");
-    await extractRadio(page).check();
-    await page.getByRole("button", { name: "Event" }).click();
+    const page = await extractionFrom("Event");
     // the plan changes after the page loaded
     await h
       .stack()
@@ -166,8 +179,7 @@ describe("kinds of job in a browser", () => {
       ]);
     await page.getByRole("button", { name: "Extract", exact: true }).click();
     const kindError = page.locator("#kind-error");
-    await until("the kind refusal", async () => (await kindError.textContent()) !== "");
-    expect(await kindError.textContent()).toBe(
+    expect(await shownText(kindError, "the kind refusal")).toBe(
       "Your plan does not include extractions (it may have changed since this page loaded).",
     );
     expect(await page.locator("#kinds").getAttribute("aria-describedby")).toBe("kind-error");
@@ -175,10 +187,7 @@ describe("kinds of job in a browser", () => {
   });
 
   test("an answer that breaks the schema fails the job, in words", async () => {
-    const { page } = await h.open();
-    await devSignIn(page, "pro");
-    await extractRadio(page).check();
-    await page.getByRole("button", { name: "Invoice lines" }).click();
+    const page = await extractionFrom("Invoice lines");
     await page
       .getByLabel("Text to extract from")
       .fill("[fake:json_invalid] Invoice 7, 2 pens at 1.00");

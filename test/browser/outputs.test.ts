@@ -8,7 +8,7 @@
 import { readFile } from "node:fs/promises";
 import type { Page } from "playwright-core";
 import { describe, expect, test } from "vitest";
-import { card, devSignIn, until, useBrowserStack } from "../support/browser.ts";
+import { card, devSignIn, fitsTheScreen, shownText, useBrowserStack } from "../support/browser.ts";
 import { accessibilityProblems } from "./a11y.ts";
 
 const h = useBrowserStack();
@@ -142,8 +142,7 @@ describe("a document's output in a browser", () => {
       .getByRole("button", { name: /^Copy markdown of the document from \d\d:\d\d$/ })
       .click();
     const notice = job.locator(".output-actions [role=status]");
-    await until("the copy notice", async () => (await notice.textContent()) !== "");
-    expect(await notice.textContent()).toBe("Copied.");
+    expect(await shownText(notice, "the copy notice")).toBe("Copied.");
     expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(RELEASE_NOTES);
 
     const [download] = await Promise.all([
@@ -208,9 +207,7 @@ describe("a document's output in a browser", () => {
     expect(await page.locator("#usage").textContent()).toMatch(/^Pro plan: /);
     expect(dialogs).toEqual([]);
     expect(errors).toEqual([]);
-    expect(
-      await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth),
-    ).toBe(true);
+    expect(await fitsTheScreen(page)).toBe(true);
     await h.screenshot(page, "outputs-02-hostile-markdown-inert");
   });
 

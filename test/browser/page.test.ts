@@ -9,8 +9,10 @@ import {
   card,
   cardIn,
   devSignIn,
+  fitsTheScreen,
   generate,
   ledger,
+  shownText,
   tokyoWhen,
   until,
   useBrowserStack,
@@ -93,8 +95,7 @@ describe("the job page in a browser", () => {
 
     await generate(page, "One more, please");
     const alert = page.locator("#document-error");
-    await until("the quota sentence", async () => (await alert.textContent()) !== "");
-    expect(await alert.textContent()).toBe(
+    expect(await shownText(alert, "the quota sentence")).toBe(
       `You have used today's generation. It comes back ${tokyoWhen(nextUtcMidnight())}.`,
     );
     expect(await alert.getAttribute("role")).toBe("alert");
@@ -265,8 +266,7 @@ describe("the job page in a browser", () => {
     });
     await generate(page, "An essay the network almost ate");
     const alert = page.locator("#document-error");
-    await until("the network sentence", async () => (await alert.textContent()) !== "");
-    expect(await alert.textContent()).toBe(
+    expect(await shownText(alert, "the network sentence")).toBe(
       "Could not reach the service. Check your connection and try again: retrying will not charge you twice.",
     );
     // The server did create the job, so the page may already list it (its list refresh can land
@@ -302,9 +302,7 @@ describe("the job page in a browser", () => {
     expect(dialogs).toEqual([]);
     expect(errors).toEqual([]);
     // readable on a phone: nothing wider than the screen
-    expect(
-      await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth),
-    ).toBe(true);
+    expect(await fitsTheScreen(page)).toBe(true);
     await h.screenshot(page, "09-inert-html-on-a-phone");
   });
   test("polling pauses while the tab is hidden and looks again as soon as it is visible", async () => {

@@ -5,7 +5,7 @@
  * like a document (docs/DESIGN.md#job-kinds).
  */
 import { expect, test } from "vitest";
-import { events, newUser, refundEvents, useStack } from "../support/stack.ts";
+import { type apiAs, events, newUser, refundEvents, useStack } from "../support/stack.ts";
 
 const fixture = useStack();
 
@@ -27,6 +27,12 @@ const schema = {
 };
 const extraction = (text: string) => ({ kind: "extract", input: { text, schema } });
 
+/** An extraction of `text` enqueued, then watched until it ended. */
+async function extractionEnded(api: ReturnType<typeof apiAs>, text: string) {
+  const created = await api.call("POST", "/api/jobs", extraction(text));
+  return api.waitTerminal(created.body.job.id);
+}
+
 test("an extraction succeeds: its JSON value fits the schema, 2 units stay spent", async () => {
   const { stack } = fixture;
   const { api } = await newUser(stack);
@@ -47,8 +53,7 @@ test("an extraction succeeds: its JSON value fits the schema, 2 units stay spent
 test("a refusal fails model_refused and gives the 2 units back", async () => {
   const { stack } = fixture;
   const { api } = await newUser(stack);
-  const created = await api.call("POST", "/api/jobs", extraction("[fake:refuse] Ada, 1815"));
-  const job = await api.waitTerminal(created.body.job.id);
+  const job = await extractionEnded(api, "[fake:refuse] Ada, 1815");
   expect(job).toMatchObject({
     status: "failed",
     failureReason: "model_refused",
@@ -62,8 +67,7 @@ test("output that breaks the schema fails output_invalid, refunded once under th
   const { stack } = fixture;
   const { api } = await newUser(stack);
   const calls = stack.model.calls();
-  const created = await api.call("POST", "/api/jobs", extraction("[fake:json_invalid] Ada, 1815"));
-  const job = await api.waitTerminal(created.body.job.id);
+  const job = await extractionEnded(api, "[fake:json_invalid] Ada, 1815");
   expect(job).toMatchObject({
     status: "failed",
     failureReason: "output_invalid",

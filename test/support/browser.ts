@@ -144,6 +144,16 @@ export async function until<T>(
   }
 }
 
+/** The text `locator` shows once it shows any (a notice, an error), for an exact comparison. */
+export async function shownText(locator: Locator, what: string): Promise<string> {
+  return until(what, async () => await locator.textContent());
+}
+
+/** Whether the page fits the screen's width (nothing to scroll sideways on a phone). */
+export async function fitsTheScreen(page: Page): Promise<boolean> {
+  return page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth);
+}
+
 /** Signs in through the page's dev sign-in, as a new local user on `plan`; their user id. */
 export async function devSignIn(page: Page, plan = "free"): Promise<string> {
   // the page lists the dev database's plans by name: "Free plan (1 generation a day)"
