@@ -171,7 +171,7 @@ export function periodWord(usage) {
 
 /**
  * The question before canceling a job that will not be refunded (a running job past the plan's
- * refunded running-cancels): "Canceling now stops the generation; this unit will not be
+ * refunds after provider spend): "Canceling now stops the generation; this unit will not be
  * refunded (you have used your 1 refunded cancel today)."
  * @param {Pick<Usage, "periodStart" | "resetsAt" | "runningCancelRefunds"> | null} usage
  */
