@@ -84,7 +84,10 @@ test("a refusal is an ApiError with its code; an aborted watch just ends", async
 
   const empty = await refusal(client.enqueue("document", { prompt: "" }, key));
   expect(empty).toBeInstanceOf(ApiError);
-  expect(empty).toMatchObject({ code: "invalid_prompt", problem: { status: 400 } });
+  expect(empty).toMatchObject({
+    code: "invalid_input",
+    problem: { status: 400, details: [expect.objectContaining({ path: "input.prompt" })] },
+  });
 
   const unknown = await refusal(client.enqueue("poem", { prompt: "hi" }, key));
   expect(unknown).toMatchObject({ code: "unknown_kind", problem: { status: 400 } });
