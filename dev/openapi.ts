@@ -313,7 +313,10 @@ function paths(kinds: KindDeclaration[]): Schema {
             closed({
               exported_at: time,
               user_id: { type: "string", format: "uuid" },
-              plan: nullable({ type: "string" }),
+              plan: nullable({
+                type: "object",
+                description: "The user_plans row; null: the default plan.",
+              }),
               usage: { type: "array", items: { type: "object" } },
               log_pseudonym: nullable({ type: "string" }),
               jobs: { type: "array", items: { type: "object" } },

@@ -180,7 +180,10 @@ test("contract: every documented operation answers as public/openapi.json says",
     const headers: Record<string, string> = { authorization: `Bearer ${session.accessToken}` };
     if (body !== undefined) {
       headers["content-type"] = "application/json";
-      headers["idempotency-key"] = "contract-1";
+      // One key per body: the same body again is the replay.
+      headers["idempotency-key"] = JSON.stringify(body)
+        .replace(/[^\x21-\x7e]/g, "_")
+        .slice(0, 255);
     }
     const res = await fetch(`${stack.urls.app}${path}`, {
       method,
