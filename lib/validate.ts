@@ -16,7 +16,8 @@ export const MAX_PROMPT_CHARS = MAX_TEXT_CHARS;
  */
 export const MAX_BODY_BYTES = 64 * 1024;
 
-const promptBody = z.object({ prompt: z.string() });
+/** The legacy body `{"prompt"}` (its schema is also the OpenAPI document's, dev/openapi.ts). */
+export const promptBody = z.object({ prompt: z.string() });
 
 /** The prompt of a legacy `POST /api/jobs` body, `{"prompt"}`; extra fields are ignored. */
 export function parsePrompt(body: unknown): string {

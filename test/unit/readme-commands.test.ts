@@ -36,6 +36,8 @@ const RUN: Record<string, RunBy> = {
   // suite builds once, before any of them starts, with the function the `build` script runs
   // (dev/build.ts: `buildArtifact`, through `ensureBuild` when the sources changed).
   "npm run build": { file: "test/support/global-setup.ts", by: "ensureBuild(" },
+  // The test compares the committed file with what the script's function writes.
+  "npm run openapi": { file: "test/unit/openapi.test.ts", by: "renderOpenApi()" },
   "apt-get install -y redis-server": { file: ".ci/run", by: "apt-get install -y -qq" },
   "TOKEN=$(npm run -s dev:token -- --plan pro)": byReadmeTest(QUICK_START),
   // biome-ignore lint/complexity/useLiteralKeys: the command holds both kinds of quote
