@@ -17,7 +17,10 @@
  * Run by plain Node 24 (no tsx: nothing may resolve an import the deployment could not):
  * `node dev/app-server.ts` serves on $PORT, DEV_DATABASE_URL for sign-in.
  */
+import type { IncomingMessage } from "node:http";
+import { connect } from "node:net";
 import { join } from "node:path";
+import type { Duplex } from "node:stream";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import pg from "pg";
 import { json } from "../lib/json.ts";
@@ -202,7 +205,12 @@ export async function startAppServer(options: {
         });
       }
     },
-    { port: options.port, host, name: "the app" },
+    {
+      port: options.port,
+      host,
+      name: "the app",
+      ...(process.env.DEV_AUTH_URL ? { onUpgrade: passRealtime(process.env.DEV_AUTH_URL) } : {}),
+    },
   );
   origin = server.url;
   port = server.port;
@@ -213,6 +221,37 @@ export async function startAppServer(options: {
       await server.close();
       await pool?.end();
     },
+  };
+}
+
+/**
+ * Dev only, as `/auth/v1` is passed: the page's Realtime socket (`/realtime/v1/websocket` on
+ * this origin, which the page's CSP allows) carried byte for byte to the project's stand-in. A
+ * deployment's page opens it to the Supabase project itself; Vercel serves no WebSocket.
+ */
+function passRealtime(projectUrl: string) {
+  const target = new URL(projectUrl);
+  return (request: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    if (!request.url?.startsWith("/realtime/v1/")) {
+      socket.end("HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
+      return;
+    }
+    const upstream = connect(Number(target.port), target.hostname, () => {
+      const lines = [`${request.method} ${request.url} HTTP/1.1`];
+      for (let i = 0; i < request.rawHeaders.length; i += 2) {
+        const name = request.rawHeaders[i] ?? "";
+        lines.push(
+          name.toLowerCase() === "host"
+            ? `Host: ${target.host}`
+            : `${name}: ${request.rawHeaders[i + 1]}`,
+        );
+      }
+      upstream.write(`${lines.join("\r\n")}\r\n\r\n`);
+      if (head.length > 0) upstream.write(head);
+      socket.pipe(upstream).pipe(socket);
+    });
+    upstream.on("error", () => socket.destroy());
+    socket.on("error", () => upstream.destroy());
   };
 }
 

@@ -4,11 +4,13 @@
  * (lib/deps.ts), so it loads nothing it does not call and a test can hand it real local
  * services.
  */
+
 import type { Alerter } from "./alerts.ts";
 import type { AuthUser } from "./auth.ts";
 import type { Config } from "./config.ts";
 import type { Rpc } from "./db.ts";
 import type { Jobs } from "./jobs.ts";
+import type { Live } from "./live.ts";
 import type { Model } from "./model.ts";
 import type { FlowBacklog, PublishInput } from "./queue.ts";
 import type { RateLimitResult } from "./rate-limit.ts";
@@ -51,4 +53,6 @@ export interface Deps {
 export interface WorkerDeps
   extends Pick<Deps, "jobs" | "queue" | "gate" | "alerts" | "now" | "config"> {
   model: Model;
+  /** Pushes to the job's watchers (lib/live.ts); none: nobody is told but the database. */
+  live?: Live;
 }

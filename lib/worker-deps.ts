@@ -2,8 +2,9 @@
  * The worker's dependencies: the shared ones plus the model. The only module that imports the
  * OpenAI SDK (through lib/model.ts), and only api/worker.ts imports it.
  */
-import { getConfig } from "./config.ts";
+import { getConfig, supabaseKeys } from "./config.ts";
 import { createDeps, type Deps } from "./deps.ts";
+import { createLive } from "./live.ts";
 import { createModel } from "./model.ts";
 import type { WorkerDeps } from "./ports.ts";
 
@@ -18,6 +19,7 @@ export function createWorkerDeps(deps: Deps): WorkerDeps {
       api: c.openaiApi,
       timeoutMs: c.modelTimeoutMs,
     }),
+    live: createLive({ supabaseUrl: c.supabaseUrl, serverKey: supabaseKeys(c).server }),
   };
 }
 

@@ -11,6 +11,7 @@ import { AuthError, authErrorSentence, createAuth, discover } from "./auth.js";
 import { createJobList } from "./job-list.js";
 import { createKindForms } from "./kind-forms.js";
 import { catalogOf } from "./kinds.js";
+import { createLive } from "./live.js";
 import { createSignIn } from "./sign-in.js";
 import { errorSentence, usageSentence } from "./status.js";
 
@@ -133,8 +134,35 @@ async function main() {
     announce,
   });
 
+  /** The live channel of the signed-in user (none without a Supabase project: polling only). */
+  /** @type {import("./live.js").Live | null} */
+  let live = null;
+  document.addEventListener("visibilitychange", () => {
+    if (!document.hidden) live?.wake();
+  });
+
+  /** @param {string} userId */
+  function startLive(userId) {
+    live?.close();
+    live = offer.supabase
+      ? createLive({
+          url: offer.supabase.url,
+          apikey: offer.supabase.anonKey,
+          userId,
+          token: auth.accessToken,
+          onMessage: (m) => jobs.pushed(m),
+          onJoined: (joined) => {
+            document.body.dataset.live = joined ? "joined" : "polling";
+            jobs.liveChanged(joined);
+          },
+        })
+      : null;
+  }
+
   /** @param {string} [notice] */
   function showSignIn(notice = "") {
+    live?.close();
+    live = null;
     jobs.stop();
     ui.loading.hidden = true;
     ui.app.hidden = true;
@@ -155,6 +183,7 @@ async function main() {
     // The usage first: its kinds' declarations build the forms and name the job cards.
     await refreshUsage();
     forms.focus();
+    startLive(s.userId);
     await jobs.start();
   }
 
@@ -163,6 +192,7 @@ async function main() {
   });
   auth.onChange((s) => {
     if (!s) showSignIn("You are signed out.");
+    else live?.tokenChanged();
   });
 
   if (auth.session() && arrived.type === "recovery" && !arrived.failed) {

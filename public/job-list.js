@@ -1,12 +1,20 @@
 // @ts-check
 /**
- * The list of the user's jobs: a card per job (cards.js), polled while it is active (poll.js),
- * its phase changes announced, older pages on demand, and cancel, asking first when a cancel
- * will not give the unit back.
+ * The list of the user's jobs: a card per job (cards.js), kept current while it is active by
+ * the pushes of the live channel (live.js) while it is joined, else by polling (poll.js); its
+ * phase changes announced, older pages on demand, and cancel, asking first when a cancel will
+ * not give the unit back.
+ *
+ * A push is applied only when it follows what the card shows: a state message (`seq` above the
+ * last seen) that the card does not show yet is read once (after a short wait for the worker's
+ * own view of it); an answer delta applies at its offset, and one past the text the card has (a
+ * missed message) is read once instead. Every rejoin, and every return to the tab, reads each
+ * active job once: what was sent while nobody listened is not sent again.
  */
 import { ApiError } from "./api.js";
 import { createCard } from "./cards.js";
 import { formatClock } from "./format.js";
+import { progressApplied, stateNews, viewApplied } from "./live-apply.js";
 import { createPoller, paceOf } from "./poll.js";
 import {
   boundCancelWarning,
@@ -23,6 +31,11 @@ import {
 /** @typedef {import("./poll.js").Poller} Poller */
 /** @typedef {import("./api.js").Api} Api */
 /** @typedef {import("../lib/kinds/kind.ts").KindDeclaration} KindDeclaration */
+/** @typedef {import("./live.js").LiveMessage} LiveMessage */
+/** @typedef {{ card: Card, poller: Poller | null, seq: number, reading: boolean, pending: ReturnType<typeof setTimeout> | null }} Entry */
+
+/** How long a state message waits for the worker's view of it before the job is read. */
+export const VIEW_GRACE_MS = 400;
 
 /**
  * @typedef {object} ListDeps
@@ -112,16 +125,43 @@ function createCancel(deps, cards, upsert) {
   return cancel;
 }
 
+/**
+ * One read of a job that a push said moved (or that may have moved while nobody listened); a
+ * read already under way for it is enough.
+ * @param {ListDeps} deps
+ * @param {Map<string, Entry>} cards
+ * @param {(job: Job, where: { atTop: boolean }) => void} upsert
+ */
+function createReadOnce(deps, cards, upsert) {
+  /** @param {string} id */
+  return async (id) => {
+    const entry = cards.get(id);
+    if (!entry || entry.reading || !isActive(entry.card.job)) return;
+    entry.reading = true;
+    try {
+      upsert(await deps.api.getJob(id), { atTop: false });
+    } catch (e) {
+      // Not read: the poller takes over if the channel is lost; else the next push reads again.
+      deps.authFailed(e);
+    } finally {
+      entry.reading = false;
+    }
+  };
+}
+
 /** @param {ListDeps} deps */
 export function createJobList(deps) {
   const { api, ui } = deps;
-  /** @type {Map<string, { card: Card, poller: Poller | null }>} */
+  /** @type {Map<string, Entry>} */
   const cards = new Map();
+  /** Whether the live channel is joined: no polling while it is. */
+  let live = false;
   /** @type {string | null} */
   let cursor = null;
   /** @type {ReturnType<typeof setInterval> | null} */
   let clockTimer = null;
   const cancel = createCancel(deps, cards, (job, where) => upsert(job, where));
+  const readOnce = createReadOnce(deps, cards, (job, where) => upsert(job, where));
 
   /**
    * Show a job (new or updated); start or stop polling it; announce a phase change.
@@ -139,6 +179,8 @@ export function createJobList(deps) {
         if (!isActive(job)) {
           known.poller?.stop();
           known.poller = null;
+          if (known.pending !== null) clearTimeout(known.pending);
+          known.pending = null;
           deps.finished();
         }
       }
@@ -152,7 +194,13 @@ export function createJobList(deps) {
     });
     if (where.atTop) ui.jobs.prepend(card.el);
     else ui.jobs.append(card.el);
-    cards.set(job.id, { card, poller: isActive(job) ? startPolling(job.id) : null });
+    cards.set(job.id, {
+      card,
+      poller: isActive(job) ? startPolling(job.id) : null,
+      seq: -1,
+      reading: false,
+      pending: null,
+    });
     ui.empty.hidden = true;
   }
 
@@ -177,9 +225,57 @@ export function createJobList(deps) {
       },
       pace: () => paceOf(cards.get(id)?.card.job),
     });
-    if (document.hidden) poller.pause();
+    if (document.hidden || live) poller.pause();
     poller.start();
     return poller;
+  }
+
+  /** @param {LiveMessage} message */
+  function pushed({ event, payload }) {
+    const view = /** @type {Partial<Job> | undefined} */ (payload.job);
+    const id = event === "job_view" ? view?.id : payload.job_id;
+    const entry = typeof id === "string" ? cards.get(id) : undefined;
+    if (!entry || typeof id !== "string") return;
+    const current = entry.card.job;
+    if (event === "job_view" && view) {
+      const next = viewApplied(current, view);
+      if (!next) return;
+      if (entry.pending !== null) clearTimeout(entry.pending);
+      entry.pending = null;
+      upsert(next, { atTop: false });
+    } else if (event === "job_state") {
+      const news = stateNews(current, entry.seq, payload);
+      if (!news) return;
+      entry.seq = news.seq;
+      if (!news.read) return;
+      // The worker pushes an ended job's view itself; anything else (a claim, a requeue, a
+      // cancel from elsewhere, a failure callback) is read once.
+      if (entry.pending !== null) clearTimeout(entry.pending);
+      entry.pending = setTimeout(() => {
+        entry.pending = null;
+        void readOnce(id);
+      }, VIEW_GRACE_MS);
+    } else if (event === "job_progress") {
+      const next = progressApplied(current, payload);
+      if (next === "read") void readOnce(id);
+      else if (next) upsert(next, { atTop: false });
+    }
+  }
+
+  /**
+   * The channel joined or lost: polling stops while it is joined, and takes over (with one
+   * read now) when it is lost. A join after the first reads every active job once.
+   * @param {boolean} joined
+   */
+  function liveChanged(joined) {
+    live = joined;
+    for (const [id, entry] of cards) {
+      if (!isActive(entry.card.job)) continue;
+      if (joined) {
+        entry.poller?.pause();
+        void readOnce(id);
+      } else if (!document.hidden) entry.poller?.resume();
+    }
   }
 
   /** @param {string | null} from */
@@ -199,9 +295,11 @@ export function createJobList(deps) {
     if (cursor) void load(cursor);
   });
   document.addEventListener("visibilitychange", () => {
-    for (const { poller } of cards.values()) {
+    for (const [id, { poller, card }] of cards) {
       if (document.hidden) poller?.pause();
-      else poller?.resume();
+      else if (!live) poller?.resume();
+      // back while joined: what was pushed while the tab slept may be lost
+      else if (isActive(card.job)) void readOnce(id);
     }
   });
 
@@ -214,9 +312,17 @@ export function createJobList(deps) {
       }, 1000);
       await load(null);
     },
+    /** A message of the live channel. */
+    pushed,
+    /** The live channel joined (true) or lost (false). */
+    liveChanged,
     /** Every card gone, every poll stopped (signed out). */
     stop() {
-      for (const { poller } of cards.values()) poller?.stop();
+      live = false;
+      for (const { poller, pending } of cards.values()) {
+        poller?.stop();
+        if (pending !== null) clearTimeout(pending);
+      }
       cards.clear();
       ui.jobs.replaceChildren();
       if (clockTimer !== null) clearInterval(clockTimer);

@@ -45,6 +45,11 @@ export interface RealtimeStandIn {
   /** Takes a websocket handshake for `/realtime/v1/websocket`. */
   upgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void;
   stats(): { sockets: number; channels: number; fromDatabase: number };
+  /**
+   * An outage, for tests: `down(true)` drops every socket and answers each handshake 503 (what a
+   * client meets while Realtime is unreachable behind the gateway) until `down(false)`.
+   */
+  down(on: boolean): void;
   close(): Promise<void>;
 }
 
@@ -119,7 +124,13 @@ export async function startRealtime(options: RealtimeOptions): Promise<RealtimeS
     return { token: apikey, claims: await verifyRealtimeToken(apikey, auth) };
   }
 
+  let isDown = false;
+
   function upgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void {
+    if (isDown) {
+      refuse(socket, new Refusal(503, { message: "Service Unavailable" }));
+      return;
+    }
     const url = new URL(request.url ?? "/", "http://localhost");
     if (url.pathname !== "/realtime/v1/websocket") {
       refuse(socket, new Refusal(404, { error: "Not Found" }));
@@ -148,13 +159,20 @@ export async function startRealtime(options: RealtimeOptions): Promise<RealtimeS
   }
 
   return {
-    handle: (request) => handleRest(request, { hub, auth }),
+    handle: async (request) =>
+      isDown
+        ? Response.json({ message: "Service Unavailable" }, { status: 503 })
+        : handleRest(request, { hub, auth }),
     upgrade,
     stats: () => ({
       sockets: connections.size,
       channels: [...subscribers.values()].reduce((n, s) => n + s.size, 0),
       fromDatabase: fromDatabase.count(),
     }),
+    down(on) {
+      isDown = on;
+      if (on) for (const ws of wss.clients) ws.terminate();
+    },
     async close() {
       clearInterval(janitor);
       for (const ws of wss.clients) ws.terminate();

@@ -10,12 +10,14 @@
  * settle.ts holds the endings every path shares.
  */
 
+import type { JobRow } from "../jobs.ts";
 import { loadKind } from "../kinds/index.ts";
 import { log } from "../log.ts";
 import { deliveryDedupId, messageOf } from "../message.ts";
 import { storable } from "../partial-text.ts";
 import type { WorkerDeps } from "../ports.ts";
 import { annotate, traced, tracedPort } from "../trace.ts";
+import { toJob } from "../view.ts";
 import {
   alertIfAboveHold,
   attemptTier,
@@ -162,6 +164,8 @@ export async function runJob(
   const done = await completeWithRetry(deps, job.id, attempt, storable(read.output), usage);
   await alertIfAboveHold(deps, job, attempt, usage);
   if (done.outcome === "completed") {
+    // The ended job's view to its watchers: the page shows the answer without reading it back.
+    void pushView(deps, done.job);
     log.info("job_succeeded", {
       jobId,
       attempt,
@@ -178,4 +182,14 @@ export async function runJob(
     status: "job" in done ? done.job.status : null,
   });
   return { retry: false, outcome: "late_output_dropped" };
+}
+
+/** A final job's view as GET /api/jobs/<id> shows it, pushed; never fails the delivery. */
+async function pushView(deps: WorkerDeps, row: JobRow): Promise<void> {
+  if (!deps.live) return;
+  try {
+    await deps.live.view(row.user_id, await toJob(row, deps.now()));
+  } catch (error) {
+    log.warn("live_push_failed", { event: "job_view", error });
+  }
 }

@@ -84,7 +84,19 @@ export async function streamModel(
         thinking: thinking && streamed === "",
         reasoningTokens: reasoned,
       });
-      if (r.outcome === "recorded") cursor.stored(streamed, delta, r.stored);
+      if (r.outcome === "recorded") {
+        cursor.stored(streamed, delta, r.stored);
+        // What the database now holds of this write, to the watchers (unawaited: a hint).
+        void deps.live?.progress(job.user_id, {
+          job_id: job.id,
+          attempt,
+          offset: delta.offset,
+          text: firstCodePoints(delta.text, r.stored - delta.offset),
+          tokens: completionTokens,
+          thinking: thinking && streamed === "",
+          reasoning_tokens: reasoned,
+        });
+      }
       traceEvent("progress", {
         "gen_ai.usage.output_tokens": completionTokens,
         outcome: r.outcome,
@@ -155,4 +167,17 @@ export async function streamModel(
     clearInterval(timer);
     await writing;
   }
+}
+
+/** The first `n` code points of `text` (none for n ≤ 0): the part of a delta the database stored. */
+function firstCodePoints(text: string, n: number): string {
+  if (n <= 0) return "";
+  let units = 0;
+  let seen = 0;
+  for (const ch of text) {
+    if (seen === n) break;
+    units += ch.length;
+    seen++;
+  }
+  return text.slice(0, units);
 }
