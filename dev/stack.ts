@@ -27,6 +27,7 @@ import type { FailKind, FailOptions, FakeStats } from "./openai/index.ts";
 import type { ReceivedSpan } from "./otlp-receiver.ts";
 import type { StackPart } from "./ports.ts";
 import type { QStashStandIn } from "./qstash/index.ts";
+import type { RealtimeStandIn } from "./realtime/index.ts";
 import { type AppProcess, startAppProcess } from "./stack/app-process.ts";
 import {
   assignPorts,
@@ -97,6 +98,8 @@ export interface Stack {
     reset(): void;
   };
   qstash: QStashStandIn;
+  /** The Realtime stand-in: its counts, and an outage (`down(true)`) until `down(false)`. */
+  realtime: Pick<RealtimeStandIn, "stats" | "down">;
   alerts: { received(): unknown[]; clear(): void };
   /** The spans the trace receiver got (none unless the stack was started with `traces`). */
   traces: { spans(): ReceivedSpan[]; clear(): void };
@@ -208,7 +211,8 @@ function stackHandle(s: {
   app: AppProcess;
   sweep: Sweep;
 }): Omit<Stack, "build" | "stop" | "startupMs" | "dataDir"> {
-  const { postgres, postgrest, redisRest, openai, alerts, traces, qstash, auth } = s.services;
+  const { postgres, postgrest, redisRest, openai, alerts, traces, qstash, auth, realtime } =
+    s.services;
   const { env } = s;
   const notStandIn = (what: string) => () => {
     throw new Error(`${what} is the real service here (set by env), not the stand-in`);
@@ -240,6 +244,7 @@ function stackHandle(s: {
       mail: auth.mailUrl,
     },
     env,
+    realtime: { stats: () => realtime.stats(), down: (on) => realtime.down(on) },
     standIns: s.standIns,
     migrations: postgres.migrations,
     model: openai

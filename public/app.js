@@ -144,6 +144,7 @@ async function main() {
   /** @param {string} userId */
   function startLive(userId) {
     live?.close();
+    document.body.dataset.live = "polling";
     live = offer.supabase
       ? createLive({
           url: offer.supabase.url,
