@@ -119,6 +119,12 @@ const ident = (s: string) => `"${s.replaceAll('"', '""')}"`;
 export function buildCall(
   { routine, single }: Picked,
   args: unknown,
+  /**
+   * Writes the arguments' JSON into the text as a literal (`client.escapeLiteral`) instead of
+   * `$1`, so the statement can share a simple-protocol round trip with others; `values` is then
+   * empty. A quoted literal is of type unknown until its cast, as an untyped `$1` is.
+   */
+  inline?: (value: string) => string,
 ): { text: string; values: unknown[] } {
   const fn = `${ident(routine.schema)}.${ident(routine.name)}`;
   let call: string;
@@ -156,5 +162,8 @@ export function buildCall(
     nullif(current_setting('response.status', true), '') as status,
     nullif(current_setting('response.headers', true), '') as headers
     from (${source}) pgrst_source`;
+  const [value] = values;
+  if (inline && typeof value === "string")
+    return { text: text.replace("$1::", () => `${inline(value)}::`), values: [] };
   return { text, values };
 }
