@@ -307,7 +307,10 @@ describe("the job page in a browser", () => {
   });
   test("polling pauses while the tab is hidden and looks again as soon as it is visible", async () => {
     const { page } = await h.open();
+    // no Realtime for this page: it polls (the fallback whenever the channel is not joined)
+    await page.routeWebSocket(/\/realtime\/v1\//, (ws) => ws.close());
     await devSignIn(page, "pro");
+    await page.locator('body[data-live="polling"]').waitFor({ state: "attached" });
     // The tab must be hidden before the job ends: the model answers after 6 s, room for a
     // loaded machine to show the card first.
     await generate(page, "[fake:slow:6000] Notes for a hidden tab");

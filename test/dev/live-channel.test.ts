@@ -174,6 +174,14 @@ describe("the worker's pushes (lib/live.ts, REST broadcast)", () => {
         reasoning_tokens: null,
       },
     });
+    // an ended job's view goes without the prompt and the input (the page has them)
+    const view = { id: "j4", status: "succeeded", prompt: "secret plan", input: { prompt: "x" } };
+    await push.view(me, view as unknown as Parameters<typeof push.view>[1]);
+    await until("the view", () => mine.heard.length === 2);
+    expect(mine.heard[1]).toEqual({
+      event: "job_view",
+      payload: { job: { id: "j4", status: "succeeded" } },
+    });
     await new Promise((r) => setTimeout(r, 300));
     expect(theirs.heard).toEqual([]);
   });
