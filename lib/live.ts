@@ -1,7 +1,7 @@
 /**
- * What the worker pushes to a job's watchers over Supabase Realtime's REST broadcast (docs/
- * DESIGN.md#live-status): the answer as it is stored, and the job's view when the worker changes
- * its state. The transitions themselves are broadcast by the database, in their own
+ * What the worker pushes to a job's watchers over Supabase Realtime's REST broadcast
+ * (docs/DESIGN.md#live-status): the answer as it is stored, and the job's view once the worker
+ * ended it. The transitions themselves are broadcast by the database, in their own
  * transactions (`job_state`, `{job_id, state, seq}`); these are what the database does not send,
  * because they carry the user's text: a REST broadcast goes from Realtime to the joined sockets
  * and is stored nowhere, where a database broadcast is a row of `realtime.messages` (WAL, and a

@@ -110,7 +110,11 @@ describe("job_view", () => {
       output: "Hello, world.",
       partialOutput: null,
     });
-    expect(ended).toMatchObject({ status: "succeeded", output: "Hello, world.", prompt: "a prompt" });
+    expect(ended).toMatchObject({
+      status: "succeeded",
+      output: "Hello, world.",
+      prompt: "a prompt",
+    });
     expect(
       viewApplied(running({ status: "canceled", phase: "canceled" }), {
         id: "j",
