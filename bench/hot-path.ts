@@ -150,7 +150,10 @@ const SUSPECTS: { name: string; take: (admin: pg.Client) => Promise<void> }[] = 
         d.replace("'job', to_jsonb(s) - 'request_hash',", "'job', jsonb_build_object('id', s.id),"),
       );
       await fnDef(a, "public.complete_job(uuid,integer,text,timestamptz,jsonb)", (d) =>
-        d.replace("'job', to_jsonb(c) - 'request_hash',", "'job', jsonb_build_object('id', c.id),"),
+        d.replace(
+          "'job', private.ending_json(c::public.generation_jobs),",
+          "'job', jsonb_build_object('id', c.id),",
+        ),
       );
     },
   },

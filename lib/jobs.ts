@@ -116,6 +116,30 @@ export interface JobRow {
   cancel_refunds?: boolean;
 }
 
+/**
+ * A job as an ending answers it (complete_job's `completed`, fail_job's `failed`:
+ * private.ending_json): its state, none of its text. What a reader shows is get_job's whole row.
+ */
+export type JobEnding = Pick<
+  JobRow,
+  | "id"
+  | "user_id"
+  | "status"
+  | "kind"
+  | "plan_id"
+  | "meter"
+  | "attempts"
+  | "publish_seq"
+  | "failure_reason"
+  | "hold"
+  | "consumed"
+  | "captured"
+  | "refunded_at"
+  | "refund_withheld"
+  | "finished_at"
+  | "updated_at"
+>;
+
 /** OpenAI's service tier a plan runs on (plans.service_tier). */
 export type ServiceTier = "default" | "flex" | "priority";
 
@@ -192,7 +216,7 @@ export type StartResult =
   | { outcome: "budget_exhausted"; job: JobRow }
   | { outcome: "not_found" };
 export type CompleteResult =
-  | { outcome: "completed"; job: JobRow }
+  | { outcome: "completed"; job: JobEnding }
   | { outcome: "not_running"; job: JobRow }
   | { outcome: "not_found" };
 export type RequeueResult =
@@ -207,7 +231,7 @@ export type ReleaseResult =
   | { outcome: "not_running"; job: JobRow }
   | { outcome: "not_found" };
 export type FailResult =
-  | { outcome: "failed"; job: JobRow }
+  | { outcome: "failed"; job: JobEnding }
   | { outcome: "already_final" | "not_running"; job: JobRow }
   /** The failure callback's message is older than the job's `publish_seq`: nothing changed. */
   | { outcome: "superseded"; job: JobRow }

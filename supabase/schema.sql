@@ -401,17 +401,25 @@ CREATE OR REPLACE FUNCTION private.broadcast_job_state()
  LANGUAGE plpgsql
  SET search_path TO ''
 AS $function$
+declare
+  v_payload jsonb := jsonb_build_object('job_id', new.job_id, 'state', new.to_status, 'seq', new.id);
+  v_topic text := 'job:' || new.user_id::text;
+  v_id uuid;
 begin
-  perform realtime.send(
-    jsonb_build_object('job_id', new.job_id, 'state', new.to_status, 'seq', new.id),
-    'job_state',
-    'job:' || new.user_id::text,
-    true
-  );
+  if to_regclass('realtime.messages_' || to_char(localtimestamp, 'YYYY_MM_DD')) is not null
+     and not row_security_active('realtime.messages')
+     and has_table_privilege('realtime.messages', 'insert') then
+    v_id := gen_random_uuid();
+    insert into realtime.messages (id, payload, event, topic, private, extension)
+    values (v_id, v_payload || jsonb_build_object('id', v_id), 'job_state', v_topic, true,
+      'broadcast');
+  else
+    perform realtime.send(v_payload, 'job_state', v_topic, true);
+  end if;
   return null;
 end
 $function$;
-comment on function private.broadcast_job_state() is 'Broadcasts {job_id, state, seq} on the private Realtime topic job:<user id> for a job_events row that changes the status, in the transition''s transaction.';
+comment on function private.broadcast_job_state() is 'Broadcasts {job_id, state, seq} on the private Realtime topic job:<user id> for a job_events row that changes the status, in the transition''s transaction: a plain insert into realtime.messages when today''s partition exists and the caller may insert without a policy, else realtime.send (which warns instead of failing).';
 
 CREATE OR REPLACE FUNCTION private.cancel_refunds(p_job public.generation_jobs)
  RETURNS boolean
@@ -623,6 +631,23 @@ begin
 end
 $function$;
 comment on function private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb, p_own integer, p_running_cancel boolean) is 'Ends a locked active job failed or canceled. Token plan: captures least(hold, consumed + the ending attempt''s tokens) and releases the rest. Job plan: refunds the unit; after provider spend (consumed, the ending attempt''s tokens, or a running cancel) only under the plan''s bound of refunds after spend, counted, else keeps it (refund_withheld). provider_misconfigured: captures 0, never bounded. Raises if the job is no longer active or has no counter.';
+
+CREATE OR REPLACE FUNCTION private.ending_json(j public.generation_jobs)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO ''
+AS $function$
+begin
+  return pg_catalog.jsonb_build_object(
+    'id', j.id, 'user_id', j.user_id, 'status', j.status, 'kind', j.kind, 'plan_id', j.plan_id,
+    'meter', j.meter, 'attempts', j.attempts, 'publish_seq', j.publish_seq,
+    'failure_reason', j.failure_reason, 'hold', j.hold, 'consumed', j.consumed,
+    'captured', j.captured, 'refunded_at', j.refunded_at, 'refund_withheld', j.refund_withheld,
+    'finished_at', j.finished_at, 'updated_at', j.updated_at);
+end
+$function$;
+comment on function private.ending_json(j public.generation_jobs) is 'A job as complete_job and fail_job answer an ending: its state (id, user, status, kind, plan, meter, attempts, message seq, failure reason, hold, consumed, captured, refund, times), none of its text.';
 
 CREATE OR REPLACE FUNCTION private.erase_deleted_user()
  RETURNS trigger
@@ -1323,7 +1348,7 @@ begin
         'released', c.hold - c.captured), p_usage)
     from completed c
   )
-  select jsonb_build_object('outcome', 'completed', 'job', to_jsonb(c) - 'request_hash',
+  select jsonb_build_object('outcome', 'completed', 'job', private.ending_json(c::public.generation_jobs),
     'released', c.hold = c.captured or exists (select from released)) into v_result
   from completed c;
   if v_result is not null then
@@ -1339,7 +1364,7 @@ begin
   return jsonb_build_object('outcome', 'not_running', 'job', private.job_json(v_job));
 end
 $function$;
-comment on function public.complete_job(p_job_id uuid, p_attempt integer, p_output text, p_now timestamp with time zone, p_usage jsonb) is 'running under this claim → succeeded with the output; captures the whole hold (job plan: the kind''s units) or least(hold, consumed + the usage''s tokens) (token plan) and releases the rest; the usage goes in the event.';
+comment on function public.complete_job(p_job_id uuid, p_attempt integer, p_output text, p_now timestamp with time zone, p_usage jsonb) is 'running under this claim → succeeded with the output; captures the whole hold (job plan: the kind''s units) or least(hold, consumed + the usage''s tokens) (token plan) and releases the rest; the usage goes in the event. Answers completed with the job''s state (private.ending_json).';
 
 CREATE OR REPLACE FUNCTION public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT now(), p_prompt_tokens integer DEFAULT NULL::integer, p_kind text DEFAULT 'document'::text, p_input jsonb DEFAULT NULL::jsonb, p_model text DEFAULT NULL::text)
  RETURNS jsonb
@@ -1613,14 +1638,14 @@ begin
   if p_attempt is not null and (v_old.status <> 'running' or v_old.attempts <> p_attempt) then
     return jsonb_build_object('outcome', 'not_running', 'job', private.job_json(v_old));
   end if;
-  return jsonb_build_object('outcome', 'failed', 'job', private.job_json(private.end_with_refund(
+  return jsonb_build_object('outcome', 'failed', 'job', private.ending_json(private.end_with_refund(
     v_old, 'failed', p_reason, p_error, 'failed', p_now,
     private.with_usage(jsonb_build_object('attempt', p_attempt, 'reason', p_reason), p_usage),
     case when p_usage is null then null else private.usage_cost(v_old, p_usage) end
   )));
 end
 $function$;
-comment on function public.fail_job(p_job_id uuid, p_reason text, p_error text, p_attempt integer, p_now timestamp with time zone, p_usage jsonb, p_seq integer) is 'queued or running (with p_attempt: only that claim) → failed (private.end_with_refund''s rule: a token plan captures what was consumed; a job plan''s refund after spend is bounded; provider_misconfigured captures 0, unbounded). With p_seq older than the job''s publish_seq: superseded, nothing changes but a row in superseded_callbacks.';
+comment on function public.fail_job(p_job_id uuid, p_reason text, p_error text, p_attempt integer, p_now timestamp with time zone, p_usage jsonb, p_seq integer) is 'queued or running (with p_attempt: only that claim) → failed (private.end_with_refund''s rule: a token plan captures what was consumed; a job plan''s refund after spend is bounded; provider_misconfigured captures 0, unbounded). With p_seq older than the job''s publish_seq: superseded, nothing changes but a row in superseded_callbacks. Answers failed with the job''s state (private.ending_json).';
 
 CREATE OR REPLACE FUNCTION public.get_job(p_job_id uuid, p_user_id uuid)
  RETURNS jsonb
@@ -2545,6 +2570,7 @@ grant execute on function private.check_plan_model() to service_role;
 grant execute on function private.document_input() to service_role;
 grant execute on function private.drop_output_chunks() to service_role;
 grant execute on function private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb, p_own integer, p_running_cancel boolean) to service_role;
+grant execute on function private.ending_json(j public.generation_jobs) to service_role;
 grant execute on function private.erase_deleted_user() to service_role;
 grant execute on function private.erase_user_data(p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function private.erasing(p_table regclass) to service_role;

@@ -296,7 +296,12 @@ describe("idempotency after a failed publish", () => {
       p_reason: "publish_failed",
       p_now: T0,
     });
-    expect(failed.job).toMatchObject({ status: "failed", idempotency_key: null });
+    expect(failed.job).toMatchObject({ status: "failed" });
+    const { rows } = await admin.query(
+      "select idempotency_key from public.generation_jobs where id = $1",
+      [a.job.id],
+    );
+    expect(rows).toEqual([{ idempotency_key: null }]);
     const b = await enqueueKeyed(user, "p", "retry-me");
     expect(b.outcome).toBe("enqueued");
     expect(b.job.id).not.toBe(a.job.id);

@@ -46,6 +46,12 @@ const requeue = (
 const complete = (jobId: string, attempt: number, output: string, now: Date) =>
   rpc(svc, "complete_job", { p_job_id: jobId, p_attempt: attempt, p_output: output, p_now: now });
 
+/** The job's row as stored (an ending answers with its state only: private.ending_json). */
+async function stored(id: string) {
+  const r = await admin.query("select * from public.generation_jobs where id = $1", [id]);
+  return r.rows[0];
+}
+
 async function events(id: string) {
   const r = await admin.query("select event from public.job_events where job_id = $1 order by id", [
     id,
@@ -76,7 +82,11 @@ describe("start_job", () => {
     const stale = await complete(job.id, 1, "late", addSeconds(T0, 91));
     expect(stale.outcome).toBe("not_running");
     const fresh = await complete(job.id, 2, "ok", addSeconds(T0, 92));
-    expect(fresh).toMatchObject({ outcome: "completed", job: { output: "ok" } });
+    expect(fresh).toMatchObject({
+      outcome: "completed",
+      job: { status: "succeeded", attempts: 2 },
+    });
+    expect(await stored(job.id)).toMatchObject({ output: "ok" });
     expect(await events(job.id)).toEqual(["enqueued", "started", "reclaimed", "completed"]);
   });
 
@@ -109,13 +119,15 @@ describe("complete_job", () => {
   test("stores the output; the unit stays spent", async () => {
     const job = await runningJob();
     const c = await complete(job.id, 1, "the doc", addSeconds(T0, 3));
-    expect(c.job).toMatchObject({
+    expect(c.job).toMatchObject({ status: "succeeded", refunded_at: null });
+    expect(c.job.finished_at).not.toBeNull();
+    expect(c.job).not.toHaveProperty("output");
+    expect(await stored(job.id)).toMatchObject({
       status: "succeeded",
       output: "the doc",
       refunded_at: null,
       lease_expires_at: null,
     });
-    expect(c.job.finished_at).not.toBeNull();
     expect(await usedUnits(job.user)).toBe(1);
   });
 
@@ -280,11 +292,8 @@ describe("fail_job", () => {
       p_attempt: 1,
       p_now: T0,
     });
-    expect(r.job).toMatchObject({
-      status: "failed",
-      failure_reason: "model_refused",
-      last_error: "400",
-    });
+    expect(r.job).toMatchObject({ status: "failed", failure_reason: "model_refused" });
+    expect(await stored(job.id)).toMatchObject({ status: "failed", last_error: "400" });
     expect(await usedUnits(job.user)).toBe(0);
     const again = await rpc(svc, "fail_job", {
       p_job_id: job.id,
