@@ -161,11 +161,14 @@ export async function runJob(
       await deps.alerts.record({ reason: read.reason, userId: job.user_id });
     return { retry: false, outcome: r.outcome === "failed" ? "failed" : r.outcome };
   }
-  const done = await completeWithRetry(deps, job.id, attempt, storable(read.output), usage);
+  const stored = storable(read.output);
+  const done = await completeWithRetry(deps, job.id, attempt, stored, usage);
   await alertIfAboveHold(deps, job, attempt, usage);
   if (done.outcome === "completed") {
     // The ended job's view to its watchers: the page shows the answer without reading it back.
-    void pushView(deps, done.job);
+    // The ending answers the job's state, none of its text: the started row, the ending's state
+    // and the output just stored make the row get_job would read, without reading it.
+    void pushView(deps, { ...job, ...done.job, output: stored, partial_output: null });
     log.info("job_succeeded", {
       jobId,
       attempt,
