@@ -29,12 +29,19 @@ export interface ProgressPush {
   reasoning_tokens: number | null;
 }
 
-/** A job's view after a transition the worker made; `prompt` and `input` left out (the page has them). */
-export type ViewPush = { job: Omit<Job, "prompt" | "input"> };
+/**
+ * A job's view as the worker knows it after a transition it made (a claim, a success):
+ * `cancelRefunds` only where it knows it (not at a claim: on a job plan it depends on the
+ * period's refunds).
+ */
+export type WorkerView = Omit<Job, "cancelRefunds"> & { cancelRefunds?: boolean };
+
+/** A job's view, pushed; `prompt` and `input` left out (the page has them). */
+export type ViewPush = { job: Omit<WorkerView, "prompt" | "input"> };
 
 export interface Live {
   progress(userId: string, push: ProgressPush): Promise<void>;
-  view(userId: string, job: Job): Promise<void>;
+  view(userId: string, job: WorkerView): Promise<void>;
 }
 
 export const topicOf = (userId: string): string => `job:${userId}`;

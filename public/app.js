@@ -2,9 +2,10 @@
 /**
  * The page: it finds its elements and wires the parts together. Each part is a module of its
  * own: sign-in.js (the sign-in section), kind-forms.js (the kind choice and a form per kind,
- * built from the kinds' declarations), job-list.js (the job cards, polled), and the pure
- * decisions beside them (status.js: words; kinds.js: a kind's offer and form; poll.js: when to
- * look; submission.js: which Idempotency-Key).
+ * built from the kinds' declarations), job-list.js (the job cards, each followed by the
+ * client's watch with the live channel, live.js, as its push source), and the pure decisions
+ * beside them (status.js: words; kinds.js: a kind's offer and form; live-apply.js: what a push
+ * does to a card; submission.js: which Idempotency-Key).
  */
 import { ApiError, createApi } from "./api.js";
 import { AuthError, authErrorSentence, createAuth, discover } from "./auth.js";

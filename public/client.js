@@ -6,9 +6,10 @@
  * when no answer arrived (the request may or may not have been processed).
  *
  * `watch` follows one job until it is final. It polls GET /api/jobs/<id> at the page's pace
- * (public/poll.js; test/unit/public-client.test.ts holds the numbers equal) and accepts a push
- * `source` (e.g. a Realtime channel): a push wakes the poller early with the state it carries,
- * and polling stays on as the fallback, so a lost or late push only costs time.
+ * (`watchDelay`) and accepts a push `source` (e.g. a Realtime channel): a push wakes it early
+ * with the state it carries, and while the source vouches for its pushes (`quiet`) it does not
+ * poll at all, reading only when the source says a push was missed. The page follows its jobs
+ * with it (public/job-list.js).
  */
 
 /** @typedef {import("../lib/view.ts").Job} Job */
@@ -90,7 +91,18 @@ function seconds(value) {
   return Number.isNaN(at) ? null : Math.max(0, (at - Date.now()) / 1000);
 }
 
-/** The page's polling pace (public/poll.js): first wait by what the job does, then ×1.5 to 10 s. */
+/**
+ * The polling pace: the first wait by what the job does, then ×1.5 each look that finds nothing
+ * new, to 10 s.
+ * - `fast` while it is queued or starting (running with no output yet): the next change is the
+ *   one the person waits for (the worker's claim, the first token), so the first look is after
+ *   250 ms;
+ * - `streaming` while its output grows: the worker writes its progress about once a second
+ *   (PROGRESS_INTERVAL_MS), so looking faster than that would find nothing new;
+ * - `slow` otherwise (waiting for the AI provider: nothing moves before its time).
+ * A job that does not move costs a few requests a minute whatever its pace; a change starts
+ * over at its pace's first wait.
+ */
 export const WATCH_FIRST_MS = { fast: 250, streaming: 1000, slow: 1500 };
 export const WATCH_MAX_MS = 10_000;
 export const WATCH_GROWTH = 1.5;
@@ -118,8 +130,9 @@ const FINAL = ["succeeded", "failed", "canceled"];
 export const isFinal = (job) => FINAL.includes(job.status);
 
 /**
- * A job's state as `watch` compares it: a new status or phase, output that grew, the model
- * starting to think or to write, a resume time set. Counters alone (tokens) are not a new state.
+ * A job's state as `watch` paces its looks by: a new status or phase, output that grew, the
+ * model starting to think or to write, a resume time set. Counters alone (tokens) do not start
+ * the fast pace again; they are yielded all the same (any change of the job is).
  * @param {Job} job
  */
 function stateKey(job) {
@@ -134,10 +147,16 @@ function stateKey(job) {
 }
 
 /**
- * A push source for `watch`: calls `onState` with each state it hears of the job (a Realtime
- * broadcast's `{job_id, state, seq}` is `onState(state, seq)`), until the returned function is
- * called. Its states are taken as they come; a `seq` not above the last one is dropped.
- * @typedef {{ subscribe(jobId: string, onState: (job: Job, seq?: number) => void): () => void }} WatchSource
+ * A push source for `watch` (e.g. a Realtime channel). `subscribe` hears of job `jobId` until
+ * the returned function is called: `onState(job, seq?)` with a state it heard (taken as it comes;
+ * a `seq` not above the last one is dropped), `onStale()` when the job may have moved and only a
+ * read can tell (a missed message, a rejoin, a tab that woke). While `quiet()` is true the source
+ * vouches that pushes arrive, and `watch` does not poll: it reads only when told it is stale, so
+ * a source must call `onStale` whenever it stops being quiet.
+ * @typedef {{
+ *   subscribe(jobId: string, onState: (job: Job, seq?: number) => void, onStale?: () => void): () => void,
+ *   quiet?(): boolean,
+ * }} WatchSource
  */
 
 /**
@@ -152,6 +171,8 @@ function stateKey(job) {
  * @typedef {object} WatchOptions
  * @property {AbortSignal} [signal]  ends the iteration (no error) when aborted
  * @property {WatchSource} [source]  pushes that wake the poller early (polling stays the fallback)
+ * @property {Job} [from]  the job as the caller shows it already: not yielded again, and the
+ *   first look waits as a poll after it would (else the first look is at once)
  * @property {(attempt: number, job: Job | undefined) => number} [delay]  @default watchDelay
  */
 
@@ -272,7 +293,8 @@ export function createClient(options) {
       return (await request("GET", "/api/usage")).body;
     },
     /**
-     * Each new state of job `jobId` (the first look's too) until it is final, that one included.
+     * Each change of job `jobId` (the first look's too, unless `from` is what the caller shows)
+     * until it is final, that one included.
      * A refusal other than a wait (`rate_limited`, `unavailable`, `network`: waited out, the
      * Retry-After respected) ends it with the error.
      * @param {string} jobId
@@ -296,27 +318,39 @@ const WAITABLE = ["rate_limited", "unavailable", "network"];
  * @param {WatchOptions} options
  * @returns {AsyncGenerator<Job, void, undefined>}
  */
-async function* watchJob(client, jobId, { signal, source, delay = watchDelay }) {
+async function* watchJob(client, jobId, { signal, source, delay = watchDelay, from }) {
   const wake = createWake(signal);
   /** @type {Job | undefined} */
   let pushed;
+  let stale = !from;
   let lastSeq = -Infinity;
-  const unsubscribe = source?.subscribe(jobId, (job, seq) => {
-    if (seq !== undefined && seq <= lastSeq) return;
-    if (seq !== undefined) lastSeq = seq;
-    pushed = job;
-    wake.now();
-  });
+  const unsubscribe = source?.subscribe(
+    jobId,
+    (job, seq) => {
+      if (seq !== undefined && seq <= lastSeq) return;
+      if (seq !== undefined) lastSeq = seq;
+      pushed = job;
+      wake.now();
+    },
+    () => {
+      stale = true;
+      wake.now();
+    },
+  );
   /** @type {Job | undefined} */
-  let last;
+  let last = from;
+  let shown = from ? JSON.stringify(from) : "";
   let attempt = 0;
   try {
+    if (from && isFinal(from)) return;
+    if (from) await pause(0);
     while (!signal?.aborted) {
       /** @type {Job | undefined} */
       let job = pushed;
       pushed = undefined;
       let waitMs = 0;
-      if (!job) {
+      if (!job && (stale || !source?.quiet?.())) {
+        stale = false;
         try {
           job = await client.get(jobId, signal ? { signal } : {});
         } catch (e) {
@@ -325,19 +359,33 @@ async function* watchJob(client, jobId, { signal, source, delay = watchDelay }) 
           waitMs = (e.problem.retryAfterSeconds ?? 0) * 1000;
         }
       }
-      if (job && (!last || stateKey(job) !== stateKey(last))) {
+      const moved = job !== undefined && (!last || stateKey(job) !== stateKey(last));
+      attempt = moved ? 0 : attempt + 1;
+      if (job && JSON.stringify(job) !== shown) {
         last = job;
-        attempt = 0;
+        shown = JSON.stringify(job);
         yield job;
         if (isFinal(job)) return;
-      } else {
-        attempt += 1;
       }
-      await wake.after(Math.max(waitMs, delay(attempt, last)));
+      await pause(waitMs);
     }
   } finally {
     unsubscribe?.();
     wake.close();
+  }
+
+  /**
+   * Until the next look: none while a push or a read is due; until woken while the source is
+   * quiet (and nothing forces a wait); else the poll's wait.
+   * @param {number} waitMs  at least this (a Retry-After)
+   */
+  function pause(waitMs) {
+    if ((pushed || stale) && waitMs === 0) {
+      wake.settle();
+      return Promise.resolve();
+    }
+    if (source?.quiet?.() && waitMs === 0) return wake.after(Infinity);
+    return wake.after(Math.max(waitMs, delay(attempt, last)));
   }
 }
 
@@ -371,8 +419,13 @@ function createWake(signal) {
       }
       return new Promise((r) => {
         resolve = () => r(undefined);
-        timer = setTimeout(done, ms);
+        // Infinity: until woken (a timer would overflow and fire at once)
+        if (Number.isFinite(ms)) timer = setTimeout(done, ms);
       });
+    },
+    /** A wake that came while awake is spent (the look it asked for is about to happen). */
+    settle() {
+      early = false;
     },
     close() {
       clearTimeout(timer);

@@ -1,21 +1,22 @@
 // @ts-check
 /**
- * The list of the user's jobs: a card per job (cards.js), kept current while it is active by
- * the pushes of the live channel (live.js) while it is joined, else by polling (poll.js); its
- * phase changes announced, older pages on demand, and cancel, asking first when a cancel will
- * not give the unit back.
+ * The list of the user's jobs: a card per job (cards.js), each active one followed by the typed
+ * client's `watch` (client.js) with the live channel (live.js) as its push source: while the
+ * channel is joined the card changes by pushes alone, else (and after a missed push) `watch`
+ * polls at the page's pace; its phase changes announced, older pages on demand, and cancel,
+ * asking first when a cancel will not give the unit back.
  *
  * A push is applied only when it follows what the card shows: a state message (`seq` above the
- * last seen) that the card does not show yet is read once (after a short wait for the worker's
- * own view of it); an answer delta applies at its offset, and one past the text the card has (a
- * missed message) is read once instead. Every rejoin, and every return to the tab, reads each
- * active job once: what was sent while nobody listened is not sent again.
+ * last seen) that the card does not show yet is read once, after a wait for the worker's own
+ * view when the worker sends one (a claim, a success); an answer delta applies at its offset,
+ * and one past the text the card has (a missed message) is read once instead. Every rejoin, and
+ * every return to the tab, reads each active job once: what was sent while nobody listened is
+ * not sent again. No poll while the tab is hidden.
  */
 import { ApiError } from "./api.js";
 import { createCard } from "./cards.js";
 import { formatClock } from "./format.js";
 import { progressApplied, stateNews, viewApplied } from "./live-apply.js";
-import { createPoller, paceOf } from "./poll.js";
 import {
   boundCancelWarning,
   cancelWarning,
@@ -28,14 +29,36 @@ import {
 /** @typedef {import("./status.js").Job} Job */
 /** @typedef {import("./status.js").Usage} Usage */
 /** @typedef {import("./cards.js").Card} Card */
-/** @typedef {import("./poll.js").Poller} Poller */
 /** @typedef {import("./api.js").Api} Api */
 /** @typedef {import("../lib/kinds/kind.ts").KindDeclaration} KindDeclaration */
 /** @typedef {import("./live.js").LiveMessage} LiveMessage */
-/** @typedef {{ card: Card, poller: Poller | null, seq: number, reading: boolean, pending: ReturnType<typeof setTimeout> | null }} Entry */
+/** @typedef {import("./client.js").WatchSource} WatchSource */
+/**
+ * A card and what follows it: its watch (aborted when the job ends or the list stops), the
+ * newest state the database broadcast of it, the watch's push handlers, the job as the pushes
+ * left it (`latest`: pushes build on each other before the watch has shown them) and a read
+ * waiting for the worker's view.
+ * @typedef {{
+ *   card: Card,
+ *   watching: AbortController | null,
+ *   seq: number,
+ *   lastState: string | null,
+ *   push: { onState: (job: Job) => void, onStale: () => void } | null,
+ *   latest: Job,
+ *   pending: ReturnType<typeof setTimeout> | null,
+ * }} Entry
+ */
 
-/** How long a state message waits for the worker's view of it before the job is read. */
-export const VIEW_GRACE_MS = 400;
+/**
+ * How long a state message waits for the worker's view of it before the job is read: the
+ * worker sends the view of a claim and of a success (lib/live.ts, 1.5 s at most a push); any
+ * other state (a requeue, a cancel from elsewhere, a failure) is read at once.
+ */
+export const VIEW_GRACE_MS = 2000;
+/** @param {unknown} state */
+const graceFor = (state) => (state === "running" || state === "succeeded" ? VIEW_GRACE_MS : 0);
+/** How long a watch that ended on an error (not a sign-out, not a gone job) waits to start over. */
+const REWATCH_MS = 10_000;
 
 /**
  * @typedef {object} ListDeps
@@ -49,18 +72,6 @@ export const VIEW_GRACE_MS = 400;
  */
 
 const now = () => new Date();
-
-/**
- * Whether a poll saw the job move: it keeps polling at the first pace while it does.
- * @param {Job} before @param {Job} job
- */
-const changedSince = (before, job) =>
-  before.phase !== job.phase ||
-  before.attempts !== job.attempts ||
-  before.resumeAt !== job.resumeAt ||
-  before.startedAt !== job.startedAt ||
-  // The output streaming in: keep looking at the first pace while it grows.
-  before.partialOutput !== job.partialOutput;
 
 /** @param {Job} job */
 function announcement(job) {
@@ -126,26 +137,68 @@ function createCancel(deps, cards, upsert) {
 }
 
 /**
- * One read of a job that a push said moved (or that may have moved while nobody listened); a
- * read already under way for it is enough.
- * @param {ListDeps} deps
+ * The live channel as `watch`'s push source, over the cards: each push is applied to the job
+ * as the pushes left it, and handed to that card's watch; what cannot be applied makes the
+ * watch read. Quiet (no polling) while the channel is joined or the tab is hidden.
  * @param {Map<string, Entry>} cards
- * @param {(job: Job, where: { atTop: boolean }) => void} upsert
+ * @param {() => boolean} joined
  */
-function createReadOnce(deps, cards, upsert) {
-  /** @param {string} id */
-  return async (id) => {
-    const entry = cards.get(id);
-    if (!entry || entry.reading || !isActive(entry.card.job)) return;
-    entry.reading = true;
-    try {
-      upsert(await deps.api.getJob(id), { atTop: false });
-    } catch (e) {
-      // Not read: the poller takes over if the channel is lost; else the next push reads again.
-      deps.authFailed(e);
-    } finally {
-      entry.reading = false;
-    }
+function createLiveSource(cards, joined) {
+  /** @param {Entry} entry */
+  const stale = (entry) => {
+    if (entry.pending !== null) clearTimeout(entry.pending);
+    entry.pending = null;
+    entry.push?.onStale();
+  };
+  /** @param {Entry} entry @param {Job} job */
+  const show = (entry, job) => {
+    if (entry.pending !== null) clearTimeout(entry.pending);
+    entry.pending = null;
+    entry.latest = job;
+    entry.push?.onState(job);
+  };
+
+  /** @type {WatchSource} */
+  const source = {
+    quiet: () => joined() || document.hidden,
+    subscribe(id, onState, onStale = () => {}) {
+      const entry = cards.get(id);
+      const push = { onState, onStale };
+      if (entry) entry.push = push;
+      return () => {
+        const now = cards.get(id);
+        if (now?.push === push) now.push = null;
+      };
+    },
+  };
+
+  return {
+    source,
+    stale,
+    /** @param {LiveMessage} message */
+    pushed({ event, payload }) {
+      const view = /** @type {Partial<Job> | undefined} */ (payload.job);
+      const id = event === "job_view" ? view?.id : payload.job_id;
+      const entry = typeof id === "string" ? cards.get(id) : undefined;
+      if (!entry) return;
+      const current = entry.latest;
+      if (event === "job_view" && view) {
+        const next = viewApplied(current, view, entry.lastState);
+        if (next) show(entry, next);
+      } else if (event === "job_state") {
+        const news = stateNews(current, entry.seq, payload);
+        if (!news) return;
+        entry.seq = news.seq;
+        entry.lastState = typeof payload.state === "string" ? payload.state : null;
+        if (!news.read) return;
+        if (entry.pending !== null) clearTimeout(entry.pending);
+        entry.pending = setTimeout(() => stale(entry), graceFor(payload.state));
+      } else if (event === "job_progress") {
+        const next = progressApplied(current, payload);
+        if (next === "read") stale(entry);
+        else if (next) show(entry, next);
+      }
+    },
   };
 }
 
@@ -161,10 +214,19 @@ export function createJobList(deps) {
   /** @type {ReturnType<typeof setInterval> | null} */
   let clockTimer = null;
   const cancel = createCancel(deps, cards, (job, where) => upsert(job, where));
-  const readOnce = createReadOnce(deps, cards, (job, where) => upsert(job, where));
+  const channel = createLiveSource(cards, () => live);
+
+  /** @param {Entry} entry */
+  function unwatch(entry) {
+    entry.watching?.abort();
+    entry.watching = null;
+    entry.push = null;
+    if (entry.pending !== null) clearTimeout(entry.pending);
+    entry.pending = null;
+  }
 
   /**
-   * Show a job (new or updated); start or stop polling it; announce a phase change.
+   * Show a job (new or updated); follow it while it is active; announce a phase change.
    * @param {Job} job
    * @param {{ atTop: boolean }} where
    */
@@ -174,13 +236,11 @@ export function createJobList(deps) {
     if (known) {
       const before = known.card.job;
       known.card.update(job, t);
+      known.latest = job;
       if (before.phase !== job.phase) {
         deps.announce(announcement(job));
         if (!isActive(job)) {
-          known.poller?.stop();
-          known.poller = null;
-          if (known.pending !== null) clearTimeout(known.pending);
-          known.pending = null;
+          unwatch(known);
           deps.finished();
         }
       }
@@ -194,88 +254,56 @@ export function createJobList(deps) {
     });
     if (where.atTop) ui.jobs.prepend(card.el);
     else ui.jobs.append(card.el);
-    cards.set(job.id, {
+    /** @type {Entry} */
+    const entry = {
       card,
-      poller: isActive(job) ? startPolling(job.id) : null,
+      watching: null,
       seq: -1,
-      reading: false,
+      lastState: null,
+      push: null,
+      latest: job,
       pending: null,
-    });
+    };
+    cards.set(job.id, entry);
+    if (isActive(job)) watch(entry);
     ui.empty.hidden = true;
   }
 
-  /** @param {string} id */
-  function startPolling(id) {
-    const poller = createPoller({
-      tick: async () => {
-        const entry = cards.get(id);
-        if (!entry) return "stop";
-        let job;
-        try {
-          job = await api.getJob(id);
-        } catch (e) {
-          if (deps.authFailed(e)) return "stop";
-          if (e instanceof ApiError && e.problem.code === "not_found") return "stop";
-          throw e;
-        }
-        const changed = changedSince(entry.card.job, job);
-        upsert(job, { atTop: false });
-        if (!isActive(job)) return "stop";
-        return changed ? "changed" : "same";
-      },
-      pace: () => paceOf(cards.get(id)?.card.job),
-    });
-    if (document.hidden || live) poller.pause();
-    poller.start();
-    return poller;
-  }
-
-  /** @param {LiveMessage} message */
-  function pushed({ event, payload }) {
-    const view = /** @type {Partial<Job> | undefined} */ (payload.job);
-    const id = event === "job_view" ? view?.id : payload.job_id;
-    const entry = typeof id === "string" ? cards.get(id) : undefined;
-    if (!entry || typeof id !== "string") return;
-    const current = entry.card.job;
-    if (event === "job_view" && view) {
-      const next = viewApplied(current, view);
-      if (!next) return;
-      if (entry.pending !== null) clearTimeout(entry.pending);
-      entry.pending = null;
-      upsert(next, { atTop: false });
-    } else if (event === "job_state") {
-      const news = stateNews(current, entry.seq, payload);
-      if (!news) return;
-      entry.seq = news.seq;
-      if (!news.read) return;
-      // The worker pushes an ended job's view itself; anything else (a claim, a requeue, a
-      // cancel from elsewhere, a failure callback) is read once.
-      if (entry.pending !== null) clearTimeout(entry.pending);
-      entry.pending = setTimeout(() => {
-        entry.pending = null;
-        void readOnce(id);
-      }, VIEW_GRACE_MS);
-    } else if (event === "job_progress") {
-      const next = progressApplied(current, payload);
-      if (next === "read") void readOnce(id);
-      else if (next) upsert(next, { atTop: false });
-    }
+  /**
+   * Follow an active card's job with the client's `watch` until it ends: pushes while the
+   * channel is joined, polling otherwise. An error ends the watch: a sign-out or a gone job for
+   * good, anything else (a 500) starts it over after a while, from what the card shows.
+   * @param {Entry} entry
+   */
+  function watch(entry) {
+    const controller = new AbortController();
+    entry.watching = controller;
+    const id = entry.card.job.id;
+    const { signal } = controller;
+    const follow = async () => {
+      try {
+        const from = entry.card.job;
+        for await (const job of api.client.watch(id, { signal, source: channel.source, from }))
+          upsert(job, { atTop: false });
+      } catch (e) {
+        if (signal.aborted || deps.authFailed(e)) return;
+        if (e instanceof ApiError && e.problem.code === "not_found") return;
+        setTimeout(() => {
+          if (entry.watching === controller && isActive(entry.card.job)) void follow();
+        }, REWATCH_MS);
+      }
+    };
+    void follow();
   }
 
   /**
    * The channel joined or lost: polling stops while it is joined, and takes over (with one
-   * read now) when it is lost. A join after the first reads every active job once.
+   * read now) when it is lost; a join reads every active job once.
    * @param {boolean} joined
    */
   function liveChanged(joined) {
     live = joined;
-    for (const [id, entry] of cards) {
-      if (!isActive(entry.card.job)) continue;
-      if (joined) {
-        entry.poller?.pause();
-        void readOnce(id);
-      } else if (!document.hidden) entry.poller?.resume();
-    }
+    for (const entry of cards.values()) if (isActive(entry.card.job)) channel.stale(entry);
   }
 
   /** @param {string | null} from */
@@ -295,12 +323,9 @@ export function createJobList(deps) {
     if (cursor) void load(cursor);
   });
   document.addEventListener("visibilitychange", () => {
-    for (const [id, { poller, card }] of cards) {
-      if (document.hidden) poller?.pause();
-      else if (!live) poller?.resume();
-      // back while joined: what was pushed while the tab slept may be lost
-      else if (isActive(card.job)) void readOnce(id);
-    }
+    // back: what was pushed while the tab slept may be lost, and no poll ran
+    if (document.hidden) return;
+    for (const entry of cards.values()) if (isActive(entry.card.job)) channel.stale(entry);
   });
 
   return {
@@ -313,16 +338,13 @@ export function createJobList(deps) {
       await load(null);
     },
     /** A message of the live channel. */
-    pushed,
+    pushed: channel.pushed,
     /** The live channel joined (true) or lost (false). */
     liveChanged,
-    /** Every card gone, every poll stopped (signed out). */
+    /** Every card gone, every watch stopped (signed out). */
     stop() {
       live = false;
-      for (const { poller, pending } of cards.values()) {
-        poller?.stop();
-        if (pending !== null) clearTimeout(pending);
-      }
+      for (const entry of cards.values()) unwatch(entry);
       cards.clear();
       ui.jobs.replaceChildren();
       if (clockTimer !== null) clearInterval(clockTimer);

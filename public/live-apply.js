@@ -12,16 +12,23 @@ import { isActive } from "./status.js";
 const codePoints = (text) => (text ? [...text].length : 0);
 
 /**
- * A `job_view` (an ended job's view, without `prompt` and `input`): the job to show, or null
- * when it says nothing new (the card shows an ending already: nothing follows an ending).
+ * A `job_view` (the worker's view of a job it claimed or ended, without `prompt` and `input`):
+ * the job to show, or null when it does not follow what the card shows. An ending always does
+ * (nothing follows an ending) unless the card shows one already. A claim (running) does when
+ * the card shows the job before that attempt started (fewer attempts), and the last state the
+ * database broadcast of it (`lastState`) is not a later one: the view comes by another road than
+ * the states, and may arrive after them.
  * @param {Job} current
  * @param {Partial<Job>} view
+ * @param {string | null} [lastState]  the state of the newest `job_state` heard of the job
  * @returns {Job | null}
  */
-export function viewApplied(current, view) {
+export function viewApplied(current, view, lastState = null) {
   if (!isActive(current) || view.id !== current.id || view.status === undefined) return null;
   const next = /** @type {Job} */ ({ ...current, ...view });
-  return isActive(next) ? null : next;
+  if (!isActive(next)) return next;
+  const claims = view.status === "running" && Number(view.attempts) > current.attempts;
+  return claims && (lastState === null || lastState === "running") ? next : null;
 }
 
 /**

@@ -1,5 +1,10 @@
 // @ts-check
 /**
+ * The page's polling schedule as a poller of its own. The page follows its jobs with the typed
+ * client's `watch` (public/client.js), which waits by the same numbers (test/unit/
+ * public-client.test.ts holds them equal); the benches drive this poller on a virtual clock to
+ * count what the page's polling costs (bench/support/poll-cost.ts, bench/first-request.ts).
+ *
  * Polling one active job, at a pace set by what the job is doing:
  * - `fast` while it is queued or starting (running with no output yet): the next change is
  *   the one the person waits for (the worker's claim, the first token), so the first look is

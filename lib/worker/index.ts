@@ -99,6 +99,8 @@ export async function runJob(
     return afterRequeue(deps, r);
   }
 
+  // The claimed job's view to its watchers, so a page that hears the claim need not read it.
+  void pushView(deps, job);
   // The job's kind says what the model is asked (docs/DESIGN.md#job-kinds); its input was checked
   // at enqueue.
   const kind = await loadKind(job.kind ?? "document");
@@ -187,11 +189,19 @@ export async function runJob(
   return { retry: false, outcome: "late_output_dropped" };
 }
 
-/** A final job's view as GET /api/jobs/<id> shows it, pushed; never fails the delivery. */
+/**
+ * A job's view as GET /api/jobs/<id> shows it, pushed (a claim's, a success's); never fails the
+ * delivery. A claim's `cancelRefunds` is left out: on a job plan it depends on the period's
+ * refunds, which the claim does not read (the page reads the job again before a cancel).
+ */
 async function pushView(deps: WorkerDeps, row: JobRow): Promise<void> {
   if (!deps.live) return;
   try {
-    await deps.live.view(row.user_id, await toJob(row, deps.now()));
+    const view = await toJob(row, deps.now());
+    if (row.status === "running") {
+      const { cancelRefunds: _unknown, ...claim } = view;
+      await deps.live.view(row.user_id, claim);
+    } else await deps.live.view(row.user_id, view);
   } catch (error) {
     log.warn("live_push_failed", { event: "job_view", error });
   }

@@ -1,11 +1,11 @@
 /**
  * What the worker pushes to a job's watchers (lib/live.ts through runJob, with a recording
- * `live` port): only what the database stored, at the offsets it stored it, and the ended job's
- * view as GET /api/jobs/<id> shows it; nothing for an attempt whose ending
- * was refused.
+ * `live` port): only what the database stored, at the offsets it stored it, the claimed job's
+ * view before the model is called, and the ended job's view as GET /api/jobs/<id> shows it;
+ * no ended view for an attempt whose ending was refused.
  */
 import { describe, expect, test } from "vitest";
-import type { Live, ProgressPush } from "../../lib/live.ts";
+import type { Live, ProgressPush, WorkerView } from "../../lib/live.ts";
 import type { Generation, Model } from "../../lib/model.ts";
 import type { Job } from "../../lib/view.ts";
 import { runJob } from "../../lib/worker/index.ts";
@@ -15,7 +15,7 @@ const app = useApi({ env: { PROGRESS_INTERVAL_MS: "100" } });
 
 function recordingLive() {
   const progress: ProgressPush[] = [];
-  const views: Job[] = [];
+  const views: WorkerView[] = [];
   const live: Live = {
     progress: async (_user, push) => void progress.push(push),
     view: async (_user, job) => void views.push(job),
@@ -55,7 +55,7 @@ function replay(pushes: ProgressPush[]): string {
 }
 
 describe("the worker's pushes", () => {
-  test("each delta is what the database stored; the ended job's view is the API's", async () => {
+  test("each delta is what the database stored; the claim's and the ended job's views are the API's", async () => {
     const { live, progress, views } = recordingLive();
     const parts = ["Hello", ", wor", "ld 🙂", " and", " more."];
     const user = await app.newUser("pro");
@@ -72,15 +72,26 @@ describe("the worker's pushes", () => {
     expect(row.output?.startsWith(replay(progress))).toBe(true);
     expect(replay(progress).length).toBeGreaterThan(0);
     await new Promise((r) => setTimeout(r, 50));
-    expect(views).toHaveLength(1);
-    const view = views[0] as Job;
+    expect(views).toHaveLength(2);
+    const [claim, view] = views as [WorkerView, WorkerView];
     expect(view).toMatchObject({ id, status: "succeeded", output: row.output, attempts: 1 });
     const res = await app.call("job", `/api/jobs/${id}`, { headers: user.headers });
     const { job } = (await res.json()) as { job: Job };
     expect(view).toEqual(job);
+    // the claim: the job as a read while it started would show it, less what it cannot know
+    expect(claim).not.toHaveProperty("cancelRefunds");
+    expect(claim).toEqual({
+      ...job,
+      status: "running",
+      phase: "running",
+      finishedAt: null,
+      output: null,
+      captured: null,
+      cancelRefunds: undefined,
+    });
   });
 
-  test("canceled while it streams: no view is pushed, and the deltas spell what the database kept", async () => {
+  test("canceled while it streams: only the claim's view is pushed, and the deltas spell what the database kept", async () => {
     const { live, progress, views } = recordingLive();
     const user = await app.newUser("pro");
     const id = await app.enqueueOk(user);
@@ -95,7 +106,7 @@ describe("the worker's pushes", () => {
     await cancel();
     expect((await run).outcome).not.toBe("completed");
     expect((await app.jobRow(id)).status).toBe("canceled");
-    expect(views).toEqual([]);
+    expect(views.map((v) => v.status)).toEqual(["running"]);
     // a canceled job keeps its streamed text: exactly what the pushes spelled, nothing more
     const { rows } = await app.admin.query<{ text: string }>(
       `select coalesce(string_agg(text, '' order by end_char), '') as text

@@ -125,3 +125,27 @@ describe("job_view", () => {
     expect(viewApplied(running(), { id: "other", status: "succeeded" })).toBeNull();
   });
 });
+
+describe("job_view of a claim", () => {
+  const queued = () =>
+    running({
+      status: "queued",
+      phase: "queued",
+      attempts: 0,
+      startedAt: null,
+      partialOutput: null,
+    });
+  const claim = { id: "j", status: "running", phase: "running", attempts: 1 } as const;
+
+  test("a queued card shows the claim; the same attempt again, or an older one, does not", () => {
+    expect(viewApplied(queued(), claim)).toMatchObject({ status: "running", attempts: 1 });
+    expect(viewApplied(running({ attempts: 1, partialOutput: "Hel" }), claim)).toBeNull();
+    expect(viewApplied(queued(), { ...claim, attempts: 0 })).toBeNull();
+  });
+
+  test("a claim heard after a later state is not shown: the database's state came first", () => {
+    expect(viewApplied(queued(), claim, "running")).toMatchObject({ status: "running" });
+    expect(viewApplied(queued(), claim, "queued")).toBeNull();
+    expect(viewApplied(queued(), claim, "canceled")).toBeNull();
+  });
+});
