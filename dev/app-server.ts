@@ -15,7 +15,8 @@
  * origin_not_allowed; a sign-in body that is not JSON is 415 unsupported_media_type.
  *
  * Run by plain Node 24 (no tsx: nothing may resolve an import the deployment could not):
- * `node dev/app-server.ts` serves on $PORT, DEV_DATABASE_URL for sign-in.
+ * `node dev/app-server.ts` serves on $PORT, DEV_DATABASE_URL for sign-in (DEV_SESSION_SECONDS
+ * for sessions shorter than the default 8 hours).
  */
 import type { IncomingMessage } from "node:http";
 import { connect } from "node:net";
@@ -136,7 +137,10 @@ export async function startAppServer(options: {
     if (typeof input === "string")
       return json(400, { error: { code: "invalid_request", message: input } });
     try {
-      return json(200, await signInDevUser(pool, { ...input, project }));
+      // DEV_SESSION_SECONDS: a short-lived local session, for tests of what expiry does
+      const seconds = Number(process.env.DEV_SESSION_SECONDS);
+      const expires = Number.isInteger(seconds) && seconds > 0 ? { expiresInSeconds: seconds } : {};
+      return json(200, await signInDevUser(pool, { ...input, project, ...expires }));
     } catch (error) {
       if (error instanceof UnknownPlan)
         return json(400, { error: { code: "invalid_request", message: error.message } });
