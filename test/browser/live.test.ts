@@ -45,6 +45,17 @@ async function recordCard(page: Page): Promise<void> {
   });
 }
 
+/** Every frame the page's sockets received, as text (a binary frame's bytes as latin1). */
+function liveFrames(page: Page): string[] {
+  const frames: string[] = [];
+  page.on("websocket", (ws) =>
+    ws.on("framereceived", (f) =>
+      frames.push(typeof f.payload === "string" ? f.payload : f.payload.toString("latin1")),
+    ),
+  );
+  return frames;
+}
+
 const seen = (page: Page) =>
   page.evaluate(
     () => (window as unknown as { __seen: { at: number; phase: string; chars: number }[] }).__seen,
@@ -134,11 +145,13 @@ describe("live status in the browser", () => {
     const poll = await h.open();
     // the second page cannot reach Realtime: it polls, as every page did before
     await poll.page.routeWebSocket(/\/realtime\/v1\//, (ws) => ws.close());
+    const frames = liveFrames(push.page);
     await devSignIn(push.page, "pro");
     await devSignIn(poll.page, "pro");
     await joined(push.page);
     await poll.page.locator('body[data-live="polling"]').waitFor({ state: "attached" });
     await Promise.all([recordCard(push.page), recordCard(poll.page)]);
+    const reads = { push: jobReads(push.page), polling: jobReads(poll.page) };
     const prompt = "[fake:tokens:600] [fake:chunk_ms:20] Latency";
     await Promise.all([generate(push.page, prompt), generate(poll.page, prompt)]);
     const ids = await Promise.all(
@@ -192,6 +205,17 @@ describe("live status in the browser", () => {
       polling: { n: polled.length, p50: q(polled, 0.5), p99: q(polled, 0.99) },
     };
     console.log(`token to screen (ms): ${JSON.stringify(figures)}`);
+    // what following one job costs: the reads each page sent (a function invocation and a
+    // PostgREST call each), and the Realtime messages the pushed page received about its job
+    const mine = frames.filter((f) => f.includes(ids[0] ?? "?"));
+    const bytes = mine.reduce((n, f) => n + f.length, 0);
+    console.log(
+      `following one job: status reads push ${reads.push.length}, polling ${reads.polling.length};` +
+        ` Realtime messages ${mine.length} (${bytes} bytes on the socket)`,
+    );
+    expect(reads.push).toEqual([]);
+    expect(reads.polling.length).toBeGreaterThanOrEqual(2);
+    expect(mine.length).toBeGreaterThanOrEqual(3);
     expect(pushed.length).toBeGreaterThanOrEqual(3);
     expect(polled.length).toBeGreaterThanOrEqual(1);
     // side by side in one run on one machine: push shows a stored piece sooner than polling
