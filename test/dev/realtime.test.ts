@@ -14,6 +14,7 @@ import {
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import WebSocket from "ws";
 import { createAuthStandIn, makeProject, type ProjectFile } from "../../dev/auth/index.ts";
+import { applyRealtimeSchema } from "../../dev/postgres/migrate.ts";
 import { type RunningPostgrest, startPostgrest } from "../../dev/postgrest/index.ts";
 import { type RealtimeStandIn, startRealtime } from "../../dev/realtime/index.ts";
 import { maintainMessagePartitions } from "../../dev/realtime/partitions.ts";
@@ -357,6 +358,30 @@ describe("read by logical decoding, as Realtime reads it", () => {
     for (const s of found) {
       expect(s).toMatchObject({ plugin: "pgoutput", temporary: true });
       expect(s.slot_name).toMatch(/^realtime_stand_in_[0-9a-f]{12}$/);
+    }
+  });
+
+  test("a kept database loses the NOTIFY trigger the stand-in once listened to", async () => {
+    const c = await admin.connect();
+    try {
+      // As dev/postgres/realtime-compat.sql made it before the stand-in decoded the WAL.
+      await c.query(`
+        create function realtime.stand_in_notify() returns trigger language plpgsql as $$
+        begin
+          perform pg_notify('realtime_stand_in',
+            json_build_object('id', new.id, 'inserted_at', new.inserted_at)::text);
+          return null;
+        end $$;
+        create trigger stand_in_notify after insert on realtime.messages
+          for each row when (new.extension = 'broadcast') execute function realtime.stand_in_notify()`);
+      expect(await applyRealtimeSchema(c)).toBe("kept");
+      const { rows } = await c.query(
+        `select (select count(*)::int from pg_trigger where tgname = 'stand_in_notify') as triggers,
+                to_regprocedure('realtime.stand_in_notify()')::text as fn`,
+      );
+      expect(rows).toEqual([{ triggers: 0, fn: null }]);
+    } finally {
+      c.release();
     }
   });
 
