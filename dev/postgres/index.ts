@@ -43,6 +43,14 @@ export async function startPostgres(options: PostgresOptions): Promise<RunningPo
       "fsync=off",
       "-c",
       "listen_addresses=127.0.0.1",
+      // The Realtime stand-in reads realtime.messages by logical decoding, as Realtime does: a
+      // temporary slot and a WAL sender each (the test suite starts many stand-ins at once).
+      "-c",
+      "wal_level=logical",
+      "-c",
+      "max_replication_slots=64",
+      "-c",
+      "max_wal_senders=64",
       ...Object.entries(options.settings ?? {}).flatMap(([k, v]) => ["-c", `${k}=${v}`]),
     ],
     onLog: () => {},

@@ -61,12 +61,20 @@ export async function applyCompat(client: pg.ClientBase): Promise<"applied" | "k
  * project has before its first migration, so a migration may write a policy on
  * `realtime.messages` or call `realtime.send`. Its own step, decided by whether the table
  * exists: a kept database bootstrapped before the schema was added gets it at its next start.
+ *
+ * A kept database also loses the NOTIFY trigger the local Realtime stand-in once heard
+ * broadcasts by: the stand-in reads the table by logical decoding now, and the trigger would
+ * cost every broadcast a `pg_notify` that a hosted project does not pay.
  */
 export async function applyRealtimeSchema(client: pg.ClientBase): Promise<"applied" | "kept"> {
   const { rows } = await client.query<{ t: string | null }>(
     "select to_regclass('realtime.messages')::text as t",
   );
-  if (rows[0]?.t) return "kept";
+  if (rows[0]?.t) {
+    await client.query(`drop trigger if exists stand_in_notify on realtime.messages;
+                        drop function if exists realtime.stand_in_notify()`);
+    return "kept";
+  }
   await client.query(await readFile(join(root, "dev", "postgres", "realtime-compat.sql"), "utf8"));
   return "applied";
 }

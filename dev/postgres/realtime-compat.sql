@@ -83,22 +83,3 @@ grant all privileges on schema realtime to supabase_realtime_admin;
 alter table realtime.messages owner to supabase_realtime_admin;
 alter function realtime.topic() owner to supabase_realtime_admin;
 alter function realtime.send(jsonb, text, text, boolean) owner to supabase_realtime_admin;
-
--- Not Supabase's: how the local Realtime stand-in (dev/realtime/) hears a committed broadcast.
--- Realtime reads realtime.messages by logical replication, so it sees an insert only once its
--- transaction commits, in commit order, and never one rolled back. NOTIFY has the same three
--- properties (a notification is queued at commit, delivered in commit order, and dropped with a
--- rolled-back transaction), so an AFTER INSERT trigger that notifies the row's key is enough.
-create or replace function realtime.stand_in_notify() returns trigger
-language plpgsql as $$
-begin
-  perform pg_notify(
-    'realtime_stand_in',
-    json_build_object('id', new.id, 'inserted_at', new.inserted_at)::text
-  );
-  return null;
-end
-$$;
-revoke execute on function realtime.stand_in_notify() from public;
-create trigger stand_in_notify after insert on realtime.messages
-  for each row when (new.extension = 'broadcast') execute function realtime.stand_in_notify();

@@ -8,9 +8,9 @@
  *   of the project's JWT keys) and then as Realtime does (`role` and `exp`); a refusal is the
  *   handshake's HTTP answer, before any upgrade.
  * - `POST /realtime/v1/api/broadcast`: a batch of messages (rest.ts).
- * - Broadcast from the database: `realtime.send` inserts into `realtime.messages`; a trigger
- *   of the local schema (dev/postgres/realtime-compat.sql) notifies the row's key at commit, and
- *   the row goes to the joined channels of its topic, in commit order.
+ * - Broadcast from the database: `realtime.send` inserts into `realtime.messages`, which the
+ *   stand-in reads as Realtime does, by logical decoding (replication.ts): each committed row
+ *   goes to the joined channels of its topic, in commit order; a rolled-back one never.
  */
 import { type IncomingMessage, STATUS_CODES } from "node:http";
 import type { Duplex } from "node:stream";
@@ -21,6 +21,7 @@ import { type AuthConfig, gatewayKey, legacyGatewayKey } from "../postgrest/auth
 import { PgrstError } from "../postgrest/errors.ts";
 import { type Channel, Connection, type Delivery, type Hub, hubKey } from "./channels.ts";
 import { maintainMessagePartitions } from "./partitions.ts";
+import { ensurePublication, streamMessages } from "./replication.ts";
 import { handleRest } from "./rest.ts";
 import { type Claims, TokenError, verifyRealtimeToken } from "./tokens.ts";
 import { VSNS, type Vsn } from "./wire.ts";
@@ -103,7 +104,14 @@ export async function startRealtime(options: RealtimeOptions): Promise<RealtimeS
     },
   };
 
-  const fromDatabase = await listen(options.databaseUrl, pool, hub, log);
+  // Streaming from the slot before the stand-in is ready: what commits after this is heard.
+  const fromDatabase = await fromTheDatabase(options.databaseUrl, pool, hub, log).catch(
+    async (e: unknown) => {
+      clearInterval(janitor);
+      await pool.end();
+      throw e;
+    },
+  );
 
   const wss = new WebSocketServer({ noServer: true });
   const connections = new Set<Connection>();
@@ -222,60 +230,34 @@ function headersOf(request: IncomingMessage): Record<string, string> {
 }
 
 /**
- * Broadcast from the database: LISTEN on the stand-in's channel; each notification (one per
- * committed `realtime.messages` row of extension broadcast) is fetched and delivered in the order
- * the notifications came, which is commit order.
+ * Broadcast from the database: the committed broadcast rows of `realtime.messages`, decoded from
+ * the WAL (replication.ts), go to the joined channels of their topic in commit order.
  */
-async function listen(
+async function fromTheDatabase(
   databaseUrl: string,
   pool: pg.Pool,
   hub: Hub,
   log: (line: string) => void,
 ): Promise<{ count(): number; stop(): Promise<void> }> {
-  const client = new pg.Client({ connectionString: databaseUrl });
-  client.on("error", (e) => log(`realtime stand-in: listener: ${e.message}`));
-  await client.connect();
-  let queue = Promise.resolve();
+  await ensurePublication(pool);
   let delivered = 0;
-  client.on("notification", (n) => {
-    if (n.channel !== "realtime_stand_in" || !n.payload) return;
-    const key = JSON.parse(n.payload) as { id: string; inserted_at: string };
-    queue = queue
-      .then(async () => {
-        const { rows } = await pool.query<{
-          topic: string;
-          event: string | null;
-          private: boolean | null;
-          payload: string | null;
-          binary_payload: Buffer | null;
-        }>(
-          `select topic, event, private, payload::text as payload, binary_payload
-             from realtime.messages where id = $1 and inserted_at = $2::timestamp`,
-          [key.id, key.inserted_at],
-        );
-        const row = rows[0];
-        // Realtime skips a row without an event or a payload (UnableToBroadcastChanges).
-        if (!row || row.event === null || (row.payload === null && row.binary_payload === null))
-          return;
-        delivered++;
-        hub.deliver(hubKey(row.private === true, row.topic), {
-          kind: "user",
-          broadcast: {
-            event: row.event,
-            encoding: row.binary_payload ? "binary" : "json",
-            body: row.binary_payload ?? Buffer.from(row.payload ?? "null"),
-          },
-          meta: { id: key.id },
-        });
-      })
-      .catch((e: Error) => log(`realtime stand-in: from the database: ${e.message}`));
-  });
-  await client.query("listen realtime_stand_in");
-  return {
-    count: () => delivered,
-    async stop() {
-      await queue;
-      await client.end();
+  const stream = await streamMessages({
+    databaseUrl,
+    log,
+    deliver(row) {
+      // Realtime skips a row without an event or a payload (UnableToBroadcastChanges).
+      if (row.event === null || (row.payload === null && row.binaryPayload === null)) return;
+      delivered++;
+      hub.deliver(hubKey(row.private, row.topic), {
+        kind: "user",
+        broadcast: {
+          event: row.event,
+          encoding: row.binaryPayload ? "binary" : "json",
+          body: row.binaryPayload ?? Buffer.from(row.payload ?? "null"),
+        },
+        meta: { id: row.id },
+      });
     },
-  };
+  });
+  return { count: () => delivered, stop: () => stream.stop() };
 }

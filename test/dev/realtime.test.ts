@@ -14,6 +14,7 @@ import {
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import WebSocket from "ws";
 import { createAuthStandIn, makeProject, type ProjectFile } from "../../dev/auth/index.ts";
+import { applyRealtimeSchema } from "../../dev/postgres/migrate.ts";
 import { type RunningPostgrest, startPostgrest } from "../../dev/postgrest/index.ts";
 import { type RealtimeStandIn, startRealtime } from "../../dev/realtime/index.ts";
 import { maintainMessagePartitions } from "../../dev/realtime/partitions.ts";
@@ -289,6 +290,112 @@ describe("broadcast from the database (realtime.send)", () => {
     await sendFromDatabase(topic, "job", { state: "done" });
     await until("the broadcast", () => joined.heard.length === 1);
     expect(joined.heard[0]?.payload.state).toBe("done");
+  });
+});
+
+describe("read by logical decoding, as Realtime reads it", () => {
+  interface Slot {
+    slot_name: string;
+    plugin: string;
+    temporary: boolean;
+    /** Confirmed (acknowledged) at or past the LSN asked about: WAL before it is not held. */
+    acked: boolean;
+  }
+  const slots = async (lsn = "0/0") =>
+    (
+      await admin.query<Slot>(
+        `select slot_name, plugin, temporary, confirmed_flush_lsn >= $1::pg_lsn as acked
+           from pg_replication_slots where database = current_database() order by slot_name`,
+        [lsn],
+      )
+    ).rows;
+
+  /** `probe` until it holds, every 50 ms. */
+  async function eventually(what: string, probe: () => Promise<boolean>, ms = 10_000) {
+    const end = Date.now() + ms;
+    while (!(await probe())) {
+      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  test("the publication holds the inserts of realtime.messages only", async () => {
+    const { rows } = await admin.query(
+      `select pubinsert, pubupdate, pubdelete, pubtruncate,
+              (select count(*)::int from pg_publication_tables t
+                where t.pubname = p.pubname and t.schemaname = 'realtime'
+                  and t.tablename like 'messages\\_%') as partitions,
+              (select count(*)::int from pg_publication_tables t
+                where t.pubname = p.pubname and t.tablename not like 'messages\\_%') as others
+         from pg_publication p where pubname = 'supabase_realtime_messages_publication'`,
+    );
+    expect(rows).toEqual([
+      {
+        pubinsert: true,
+        pubupdate: false,
+        pubdelete: false,
+        pubtruncate: false,
+        partitions: expect.any(Number),
+        others: 0,
+      },
+    ]);
+    expect(rows[0].partitions).toBeGreaterThan(0);
+  });
+
+  test("each stand-in streams a temporary pgoutput slot, acknowledged past each commit", async () => {
+    const me = randomUUID();
+    const topic = `rt-test:${me}`;
+    const joined = await join(client({ current: await mint(me) }), topic);
+    await sendFromDatabase(topic, "seq", { n: 1 });
+    await until("the broadcast", () => joined.heard.length === 1);
+    const { rows } = await admin.query("select pg_current_wal_lsn()::text as lsn");
+    await eventually("each slot confirmed past the commit", async () =>
+      (await slots(rows[0].lsn)).every((s) => s.acked),
+    );
+    // One a stand-in running on this database (the legacy project's starts with its tests).
+    const found = await slots();
+    expect(found).toHaveLength(1);
+    for (const s of found) {
+      expect(s).toMatchObject({ plugin: "pgoutput", temporary: true });
+      expect(s.slot_name).toMatch(/^realtime_stand_in_[0-9a-f]{12}$/);
+    }
+  });
+
+  test("a kept database loses the NOTIFY trigger the stand-in once listened to", async () => {
+    const c = await admin.connect();
+    try {
+      // As dev/postgres/realtime-compat.sql made it before the stand-in decoded the WAL.
+      await c.query(`
+        create function realtime.stand_in_notify() returns trigger language plpgsql as $$
+        begin
+          perform pg_notify('realtime_stand_in',
+            json_build_object('id', new.id, 'inserted_at', new.inserted_at)::text);
+          return null;
+        end $$;
+        create trigger stand_in_notify after insert on realtime.messages
+          for each row when (new.extension = 'broadcast') execute function realtime.stand_in_notify()`);
+      expect(await applyRealtimeSchema(c)).toBe("kept");
+      const { rows } = await c.query(
+        `select (select count(*)::int from pg_trigger where tgname = 'stand_in_notify') as triggers,
+                to_regprocedure('realtime.stand_in_notify()')::text as fn`,
+      );
+      expect(rows).toEqual([{ triggers: 0, fn: null }]);
+    } finally {
+      c.release();
+    }
+  });
+
+  test("a stand-in closed leaves no slot behind", async () => {
+    const before = (await slots()).map((s) => s.slot_name);
+    const extra = await startRealtime({
+      databaseUrl: databaseUrl(),
+      jwtSecret: project.jwtSecret,
+      serviceRoleKey: project.secretKey,
+    });
+    expect(await slots()).toHaveLength(before.length + 1);
+    await extra.close();
+    await eventually("the slot dropped", async () => (await slots()).length === before.length);
+    expect((await slots()).map((s) => s.slot_name)).toEqual(before);
   });
 });
 
