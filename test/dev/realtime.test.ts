@@ -492,7 +492,7 @@ describe("the socket", () => {
     expect(refused).toBe(
       "Postgres Changes is not served by the local Realtime stand-in (dev/realtime)",
     );
-    const single = await fetch(`${rest.url}/realtime/v1/api/broadcast/t/events/e`, {
+    const single = await fetch(`${rest.url}/realtime/v1/api/broadcast/t/events`, {
       method: "POST",
       headers: { apikey: project.publishableKey, "content-type": "application/json" },
       body: "{}",
