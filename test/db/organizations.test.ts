@@ -1,0 +1,170 @@
+import { describe, expect, test } from "vitest";
+import { addSeconds, at, expectNoDrift, rpc } from "../support/db.ts";
+import { dbFixture } from "../support/db-fixture.ts";
+import {
+  enqueueIn,
+  join,
+  members,
+  memberUsage,
+  newOrganization,
+  orgPlan,
+  pool,
+} from "../support/organizations.ts";
+
+// Organizations (docs/DESIGN.md#organizations): one pool per organization and period, a cap per
+// member, raced by real concurrent connections on the real database. The assertion is the limit,
+// read from the database after every round, and no drift (pools and members included).
+const ROUNDS = 30;
+const db = dbFixture({ fresh: true, service: 50, noDrift: "file" });
+const { svc, admin } = db;
+
+function tally(results: { outcome: string }[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const { outcome } of results) counts[outcome] = (counts[outcome] ?? 0) + 1;
+  return counts;
+}
+
+const T = at("2031-03-01T00:00:00Z");
+
+describe("organizations: one pool, a cap per member, raced", () => {
+  test(`24 members enqueuing at once (2 requests each, cap 1) on a pool with room for 7: exactly 7 held (${ROUNDS} rounds)`, async () => {
+    const plan = await orgPlan(admin, "org_seven", { units: 7, maxActive: 5 });
+    for (let round = 0; round < ROUNDS; round++) {
+      const org = await newOrganization(admin, plan);
+      const users = await members(admin, org, 24, 1);
+      const results = await Promise.all(
+        users.flatMap((u) => [enqueueIn(svc, u, org), enqueueIn(svc, u, org)]),
+      );
+      const counts = tally(results);
+      expect(counts.enqueued ?? 0).toBe(7);
+      for (const o of Object.keys(counts))
+        expect(["enqueued", "pool_exhausted", "member_cap_reached"]).toContain(o);
+      expect((await pool(admin, org)).units_used).toBe(7);
+      const perMember = await memberUsage(admin, org);
+      expect(Object.values(perMember).every((n) => n <= 1)).toBe(true);
+      expect(Object.values(perMember).reduce((a, b) => a + b, 0)).toBe(7);
+      const { rows } = await admin.query(
+        `select count(*)::int as jobs, count(distinct user_id)::int as members,
+           (select count(*)::int from public.quota_usage where user_id = any($2)) as personal
+         from public.generation_jobs where organization_id = $1`,
+        [org, users],
+      );
+      // 7 jobs of 7 members, and no member's own quota touched.
+      expect(rows[0]).toEqual({ jobs: 7, members: 7, personal: 0 });
+    }
+    await expectNoDrift(admin);
+  });
+
+  test(`a member of two organizations racing in both: each pool exact (${ROUNDS} rounds)`, async () => {
+    const planA = await orgPlan(admin, "org_four", { units: 4, maxActive: 5 });
+    const planB = await orgPlan(admin, "org_six", { units: 6, maxActive: 5 });
+    for (let round = 0; round < ROUNDS; round++) {
+      const [a, b] = [await newOrganization(admin, planA), await newOrganization(admin, planB)];
+      const users = await members(admin, a, 8);
+      for (const u of users) await join(admin, b, u);
+      const results = await Promise.all(
+        users.flatMap((u) =>
+          [a, a, a, b, b, b].map((org) => enqueueIn(svc, u, org).then((r) => ({ org, ...r }))),
+        ),
+      );
+      const held = (org: string) =>
+        results.filter((r) => r.org === org && r.outcome === "enqueued").length;
+      expect([held(a), held(b)]).toEqual([4, 6]);
+      expect([(await pool(admin, a)).units_used, (await pool(admin, b)).units_used]).toEqual([
+        4, 6,
+      ]);
+      expect(results.every((r) => r.outcome === "enqueued" || r.outcome === "pool_exhausted")).toBe(
+        true,
+      );
+    }
+    await expectNoDrift(admin);
+  });
+
+  test(`running jobs of 5 members canceled at once: the organization's bound of refunds after spend, counted on the pool (${ROUNDS} rounds)`, async () => {
+    const plan = await orgPlan(admin, "org_bound_two", {
+      units: 100,
+      maxActive: 5,
+      maxPaidRefunds: 2,
+    });
+    for (let round = 0; round < ROUNDS; round++) {
+      const org = await newOrganization(admin, plan);
+      const users = await members(admin, org, 5);
+      const jobs: { id: string; user: string }[] = [];
+      for (const u of users) {
+        const r = await enqueueIn(svc, u, org);
+        await rpc(svc, "start_job", { p_job_id: r.job.id, p_lease_seconds: 90 });
+        jobs.push({ id: r.job.id, user: u });
+      }
+      const results = await Promise.all(
+        jobs.map((j) => rpc(svc, "cancel_job", { p_job_id: j.id, p_user_id: j.user })),
+      );
+      expect(results.every((r) => r.outcome === "canceled")).toBe(true);
+      expect(results.filter((r) => r.refunded)).toHaveLength(2);
+      expect(await pool(admin, org)).toMatchObject({ units_used: 3, paid_refunds: 2 });
+      const perMember = await memberUsage(admin, org);
+      expect(Object.values(perMember).sort()).toEqual([0, 0, 1, 1, 1]);
+    }
+    await expectNoDrift(admin);
+  });
+
+  test(`complete, cancel, fail, the failure callback, the sweeper, new enqueues and an erasure racing across two pools: no deadlock, no drift (${ROUNDS} rounds)`, async () => {
+    const plan = await orgPlan(admin, "org_wide", { units: 10000, maxActive: 10 });
+    const tokens = await orgPlan(admin, "org_tokens", {
+      units: 1000000,
+      maxActive: 10,
+      meter: "tokens",
+    });
+    for (let round = 0; round < ROUNDS; round++) {
+      const now = addSeconds(T, round * 100000);
+      const [a, b] = [await newOrganization(admin, plan), await newOrganization(admin, tokens)];
+      const users = await members(admin, a, 6, 50);
+      for (const u of users) await join(admin, b, u, "member", 20000);
+      const leaving = users[5] as string;
+      const jobs: { id: string; user: string; running: boolean }[] = [];
+      for (const u of users)
+        for (const org of [a, b, a, b]) {
+          const r = await enqueueIn(svc, u, org, { p_now: now, p_prompt_tokens: 100 });
+          expect(r.outcome).toBe("enqueued");
+          const running = jobs.length % 2 === 0;
+          if (running)
+            await rpc(svc, "start_job", { p_job_id: r.job.id, p_lease_seconds: 90, p_now: now });
+          jobs.push({ id: r.job.id, user: u, running });
+        }
+      const later = addSeconds(now, 90 + 301);
+      const usage = { prompt_tokens: 100, completion_tokens: 40, source: "counted" };
+      const calls = jobs.flatMap((j, i) => {
+        const complete = rpc(svc, "complete_job", {
+          p_job_id: j.id,
+          p_attempt: 1,
+          p_output: "done",
+          p_now: later,
+          p_usage: usage,
+        });
+        const cancel = rpc(svc, "cancel_job", { p_job_id: j.id, p_user_id: j.user, p_now: later });
+        const fail = rpc(svc, "fail_job", {
+          p_job_id: j.id,
+          p_reason: "delivery_failed",
+          p_now: later,
+        });
+        return i % 3 === 0 ? [complete, cancel] : i % 3 === 1 ? [cancel, fail] : [fail, complete];
+      });
+      const settled = await Promise.allSettled([
+        ...calls,
+        rpc(svc, "sweep_jobs", { p_now: later }),
+        ...users.flatMap((u) => [
+          enqueueIn(svc, u, a, { p_now: later }),
+          enqueueIn(svc, u, b, { p_now: later, p_prompt_tokens: 100 }),
+        ]),
+        admin.query("select private.erase_user_data($1, $2)", [leaving, later]),
+      ]);
+      const errors = settled.filter((s) => s.status === "rejected");
+      expect(errors.map((e) => String((e as PromiseRejectedResult).reason))).toEqual([]);
+      const { rows } = await admin.query(
+        "select count(*)::int as n from public.generation_jobs where user_id = $1",
+        [leaving],
+      );
+      expect(rows[0].n).toBe(0);
+      await expectNoDrift(admin);
+    }
+  });
+});
