@@ -167,4 +167,70 @@ describe("organizations: one pool, a cap per member, raced", () => {
       await expectNoDrift(admin);
     }
   });
+
+  test("a member's erasure erases their prompts and outputs, keeps the pool's accounting but for the refunds its cancels make; their export had their organization jobs", async () => {
+    const plan = await orgPlan(admin, "org_privacy", {
+      units: 100,
+      maxActive: 5,
+      maxPaidRefunds: 10,
+    });
+    const org = await newOrganization(admin, plan);
+    const [a, b] = await members(admin, org, 2, 10);
+    const [leaving, staying] = [a as string, b as string];
+    const secret = "the leaving member's secret prompt";
+    const done = await enqueueIn(svc, leaving, org, { p_prompt: `${secret} 1` });
+    await rpc(svc, "start_job", { p_job_id: done.job.id, p_lease_seconds: 90 });
+    expect(
+      (
+        await rpc(svc, "complete_job", {
+          p_job_id: done.job.id,
+          p_attempt: 1,
+          p_output: "the secret answer",
+        })
+      ).outcome,
+    ).toBe("completed");
+    const queued = await enqueueIn(svc, leaving, org, { p_prompt: `${secret} 2` });
+    const running = await enqueueIn(svc, leaving, org, { p_prompt: `${secret} 3` });
+    await rpc(svc, "start_job", { p_job_id: running.job.id, p_lease_seconds: 90 });
+    const kept = await enqueueIn(svc, staying, org);
+    expect(await pool(admin, org)).toEqual({ units_used: 4, paid_refunds: 0, erased_units: 0 });
+
+    const exported = await rpc(svc, "export_user", { p_user_id: leaving });
+    expect(exported.jobs.map((j: { id: string }) => j.id).sort()).toEqual(
+      [done.job.id, queued.job.id, running.job.id].sort(),
+    );
+    expect(exported.jobs.every((j: { organization_id: string }) => j.organization_id === org)).toBe(
+      true,
+    );
+    expect(exported.organizations).toEqual([
+      expect.objectContaining({ organization_id: org, role: "member", cap: 10 }),
+    ]);
+    expect(exported.organizations[0].usage).toEqual([
+      expect.objectContaining({ units_used: 3, meter: "jobs" }),
+    ]);
+
+    const erased = (await admin.query("select private.erase_user_data($1, now()) as r", [leaving]))
+      .rows[0].r;
+    expect(erased).toMatchObject({ outcome: "erased", jobs: 3, canceled: 2 });
+    // The queued job refunded, the running one refunded after spend (counted, under the bound 10);
+    // the completed job's unit stays spent, in the pool, without its member.
+    expect(await pool(admin, org)).toEqual({ units_used: 2, paid_refunds: 1, erased_units: 1 });
+    expect(await memberUsage(admin, org)).toEqual({ [staying]: 1 });
+    const { rows } = await admin.query(
+      `select (select count(*)::int from public.generation_jobs
+                where user_id = $1 or prompt like $2 or output like '%secret answer%') as jobs,
+              (select count(*)::int from public.job_events where user_id = $1) as events,
+              (select count(*)::int from public.organization_members where user_id = $1) as memberships,
+              (select status from public.generation_jobs where id = $3) as kept`,
+      [leaving, `${secret}%`, kept.job.id],
+    );
+    expect(rows[0]).toEqual({ jobs: 0, events: 0, memberships: 0, kept: "queued" });
+    await expectNoDrift(admin);
+    // The pool goes on: the staying member's job still settles on it.
+    expect(
+      (await rpc(svc, "cancel_job", { p_job_id: kept.job.id, p_user_id: staying })).refunded,
+    ).toBe(true);
+    expect(await pool(admin, org)).toEqual({ units_used: 1, paid_refunds: 1, erased_units: 1 });
+    await expectNoDrift(admin);
+  });
 });
