@@ -2578,6 +2578,71 @@ end
 $function$;
 comment on function public.release_job(p_job_id uuid, p_attempt integer, p_error text, p_now timestamp with time zone, p_usage jsonb) is 'running under this claim → queued after a transient error, the attempt''s tokens added to consumed; on a token plan, when no further attempt fits under 2 × hold, → failed (attempt_budget_exhausted) capturing least(hold, consumed + this attempt): budget_exhausted.';
 
+CREATE OR REPLACE FUNCTION public.remove_member(p_organization_id uuid, p_user_id uuid, p_by uuid, p_now timestamp with time zone DEFAULT now())
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_by_role text;
+  v_role text;
+  v_old public.generation_jobs;
+  v_canceled integer := 0;
+  v_refunded integer := 0;
+  v_job public.generation_jobs;
+begin
+  -- The removed member's enqueues wait: none starts a job in this organization meanwhile.
+  perform pg_advisory_xact_lock(hashtextextended('quota_jobs.enqueue:' || p_user_id::text, 0));
+  select m.role into v_by_role from public.organization_members m
+  where m.organization_id = p_organization_id and m.user_id = p_by;
+  select m.role into v_role from public.organization_members m
+  where m.organization_id = p_organization_id and m.user_id = p_user_id
+  for update;
+  if v_role is null then
+    return jsonb_build_object('outcome', 'not_a_member');
+  end if;
+  -- A member may leave; only an owner or admin removes someone else, and only an owner an owner.
+  if p_by is distinct from p_user_id and (v_by_role is null or v_by_role = 'member'
+     or (v_role = 'owner' and v_by_role <> 'owner')) then
+    return jsonb_build_object('outcome', 'forbidden');
+  end if;
+  if v_role = 'owner' and not exists (select from public.organization_members m
+      where m.organization_id = p_organization_id and m.role = 'owner'
+        and m.user_id <> p_user_id) then
+    return jsonb_build_object('outcome', 'last_owner');
+  end if;
+
+  perform from public.generation_jobs j
+  where j.user_id = p_user_id and j.organization_id = p_organization_id
+    and j.status in ('queued', 'running')
+  order by j.id for update;
+  perform from public.organization_usage q
+  where q.organization_id = p_organization_id and (q.period_start, q.meter) in (
+    select j.period_start, j.meter from public.generation_jobs j
+    where j.user_id = p_user_id and j.organization_id = p_organization_id
+      and j.status in ('queued', 'running'))
+  order by q.period_start, q.meter
+  for update;
+  for v_old in
+    select * from public.generation_jobs j
+    where j.user_id = p_user_id and j.organization_id = p_organization_id
+      and j.status in ('queued', 'running')
+    order by j.id
+  loop
+    v_job := private.end_with_refund(v_old, 'canceled', null, null, 'canceled', p_now,
+      jsonb_build_object('by', 'member_removal'), null, v_old.status = 'running');
+    v_canceled := v_canceled + 1;
+    v_refunded := v_refunded + case when v_job.refunded_at is not null then 1 else 0 end;
+  end loop;
+
+  delete from public.organization_members m
+  where m.organization_id = p_organization_id and m.user_id = p_user_id;
+  return jsonb_build_object('outcome', 'removed', 'canceled', v_canceled,
+    'refunded', v_refunded);
+end
+$function$;
+comment on function public.remove_member(p_organization_id uuid, p_user_id uuid, p_by uuid, p_now timestamp with time zone) is 'Removes p_user_id from an organization, by p_by: the member themselves, an owner or admin (an owner only by an owner; never the last owner: last_owner). Their active jobs there are canceled by a cancel''s refund rule (private.end_with_refund) and the membership deleted; their finished jobs and usage row stay. not_a_member, forbidden, last_owner, or removed (with canceled and refunded counts).';
+
 CREATE OR REPLACE FUNCTION public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text DEFAULT NULL::text, p_max_hits integer DEFAULT 3, p_max_age_seconds integer DEFAULT 10800, p_now timestamp with time zone DEFAULT now(), p_count_hit boolean DEFAULT true, p_usage jsonb DEFAULT NULL::jsonb, p_capacity boolean DEFAULT false)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -3025,6 +3090,7 @@ grant execute on function public.record_attempt_usage(p_job_id uuid, p_attempt i
 grant execute on function public.record_model_catalogue(p_model text, p_shutdown_date date, p_now timestamp with time zone) to service_role;
 grant execute on function public.record_progress(p_job_id uuid, p_attempt integer, p_offset integer, p_text text, p_completion_tokens integer, p_now timestamp with time zone, p_prompt_tokens integer, p_thinking boolean, p_reasoning_tokens integer) to service_role;
 grant execute on function public.release_job(p_job_id uuid, p_attempt integer, p_error text, p_now timestamp with time zone, p_usage jsonb) to service_role;
+grant execute on function public.remove_member(p_organization_id uuid, p_user_id uuid, p_by uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text, p_max_hits integer, p_max_age_seconds integer, p_now timestamp with time zone, p_count_hit boolean, p_usage jsonb, p_capacity boolean) to service_role;
 grant execute on function public.retention_batch(p_before timestamp with time zone, p_limit integer) to service_role;
 grant execute on function public.retention_run(p_before timestamp with time zone, p_limit integer) to service_role;

@@ -233,4 +233,73 @@ describe("organizations: one pool, a cap per member, raced", () => {
     expect(await pool(admin, org)).toEqual({ units_used: 1, paid_refunds: 1, erased_units: 1 });
     await expectNoDrift(admin);
   });
+
+  test("removing a member cancels their organization jobs there by the refund rules; only an owner or admin removes someone, never the last owner", async () => {
+    const plan = await orgPlan(admin, "org_removal", { units: 100, maxPaidRefunds: 10 });
+    const org = await newOrganization(admin, plan);
+    const [owner, admin1, leaving, other] = await members(admin, org, 4, 10);
+    await admin.query(
+      `update public.organization_members set role = case user_id when $2 then 'owner' else 'admin' end
+       where organization_id = $1 and user_id in ($2, $3)`,
+      [org, owner, admin1],
+    );
+    const done = await enqueueIn(svc, leaving as string, org);
+    await rpc(svc, "start_job", { p_job_id: done.job.id, p_lease_seconds: 90 });
+    await rpc(svc, "complete_job", { p_job_id: done.job.id, p_attempt: 1, p_output: "ok" });
+    await enqueueIn(svc, leaving as string, org);
+    const running = await enqueueIn(svc, leaving as string, org);
+    await rpc(svc, "start_job", { p_job_id: running.job.id, p_lease_seconds: 90 });
+    expect((await pool(admin, org)).units_used).toBe(3);
+    const remove = (who: unknown, by: unknown) =>
+      rpc(svc, "remove_member", { p_organization_id: org, p_user_id: who, p_by: by });
+
+    expect((await remove(leaving, other)).outcome).toBe("forbidden");
+    expect((await remove(owner, admin1)).outcome).toBe("forbidden");
+    expect((await remove(owner, owner)).outcome).toBe("last_owner");
+    expect(await remove(leaving, admin1)).toEqual({ outcome: "removed", canceled: 2, refunded: 2 });
+    expect((await remove(leaving, admin1)).outcome).toBe("not_a_member");
+    // The finished job's unit stays spent; the queued and the running one came back.
+    expect(await pool(admin, org)).toMatchObject({ units_used: 1, paid_refunds: 1 });
+    expect((await memberUsage(admin, org))[leaving as string]).toBe(1);
+    expect((await enqueueIn(svc, leaving as string, org)).outcome).toBe("not_a_member");
+    expect((await remove(other, other)).outcome).toBe("removed");
+    await expectNoDrift(admin);
+  });
+
+  test(`a removal racing the member's own enqueues and their jobs' endings: no deadlock, no drift (${ROUNDS} rounds)`, async () => {
+    const plan = await orgPlan(admin, "org_removal_race", { units: 10000, maxActive: 10 });
+    for (let round = 0; round < ROUNDS; round++) {
+      const org = await newOrganization(admin, plan);
+      const [owner, leaving] = (await members(admin, org, 2)) as [string, string];
+      await admin.query(
+        "update public.organization_members set role = 'owner' where organization_id = $1 and user_id = $2",
+        [org, owner],
+      );
+      const ids: string[] = [];
+      for (let i = 0; i < 4; i++) {
+        const r = await enqueueIn(svc, leaving, org);
+        if (i % 2 === 0) await rpc(svc, "start_job", { p_job_id: r.job.id, p_lease_seconds: 90 });
+        ids.push(r.job.id);
+      }
+      const settled = await Promise.allSettled([
+        rpc(svc, "remove_member", { p_organization_id: org, p_user_id: leaving, p_by: owner }),
+        ...ids.flatMap((id, i) => [
+          i % 2 === 0
+            ? rpc(svc, "complete_job", { p_job_id: id, p_attempt: 1, p_output: "ok" })
+            : rpc(svc, "cancel_job", { p_job_id: id, p_user_id: leaving }),
+          rpc(svc, "fail_job", { p_job_id: id, p_reason: "delivery_failed" }),
+        ]),
+        enqueueIn(svc, leaving, org),
+        enqueueIn(svc, owner, org),
+      ]);
+      expect(settled.filter((s) => s.status === "rejected")).toEqual([]);
+      const { rows } = await admin.query(
+        `select count(*)::int as active from public.generation_jobs
+         where organization_id = $1 and user_id = $2 and status in ('queued', 'running')`,
+        [org, leaving],
+      );
+      expect(rows[0].active).toBe(0);
+      await expectNoDrift(admin);
+    }
+  });
 });

@@ -202,6 +202,7 @@ describe("row level security", () => {
       "record_model_catalogue",
       "record_progress",
       "release_job",
+      "remove_member",
       "requeue_job",
       "retention_batch",
       "retention_run",
