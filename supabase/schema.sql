@@ -228,6 +228,30 @@ alter table public.models enable row level security;
 comment on table public.models is 'The price book''s models: whether each reasons by default (reasoning tokens are billed as output and never streamed) and which reasoning efforts it takes, its largest output and context, and when and where its prices were read. shutdown_date is the provider''s (GET /v1/models/{id}), written by the catalogue watch; from that day enqueue refuses jobs on it (model_retired).';
 comment on column public.models.catalogue_checked_at is 'When the catalogue watch last read the model from the provider (null: never).';
 
+create table public.organization_invitations (
+  id uuid not null default gen_random_uuid(),
+  organization_id uuid not null,
+  token_hash text not null,
+  role text not null,
+  cap integer,
+  invited_by uuid,
+  created_at timestamp with time zone not null,
+  expires_at timestamp with time zone not null,
+  accepted_at timestamp with time zone,
+  accepted_by uuid,
+  constraint organization_invitations_accepted_by_fkey FOREIGN KEY (accepted_by) REFERENCES auth.users(id) ON DELETE SET NULL,
+  constraint organization_invitations_accepted_by_when_accepted CHECK (accepted_by IS NULL OR accepted_at IS NOT NULL),
+  constraint organization_invitations_cap_check CHECK (cap >= 0),
+  constraint organization_invitations_expires_after_created CHECK (expires_at > created_at),
+  constraint organization_invitations_invited_by_fkey FOREIGN KEY (invited_by) REFERENCES auth.users(id) ON DELETE SET NULL,
+  constraint organization_invitations_organization_id_fkey FOREIGN KEY (organization_id) REFERENCES public.organizations(id) ON DELETE CASCADE,
+  constraint organization_invitations_pkey PRIMARY KEY (id),
+  constraint organization_invitations_role_check CHECK (role = ANY (ARRAY['admin'::text, 'member'::text])),
+  constraint organization_invitations_token_hash_key UNIQUE (token_hash)
+);
+alter table public.organization_invitations enable row level security;
+comment on table public.organization_invitations is 'An invitation to join an organization as admin or member (with a cap), accepted at most once and only before expires_at. token_hash is the SHA-256 of the token create_invitation answered once. No policy: the service role reads it.';
+
 create table public.organization_member_usage (
   organization_id uuid not null,
   user_id uuid not null,
@@ -404,6 +428,7 @@ CREATE INDEX generation_jobs_user_created ON public.generation_jobs USING btree 
 CREATE INDEX job_events_at ON ONLY public.job_events USING btree (at);
 CREATE INDEX job_events_job ON ONLY public.job_events USING btree (job_id, id);
 CREATE INDEX job_events_user ON ONLY public.job_events USING btree (user_id, id);
+CREATE INDEX organization_invitations_organization ON public.organization_invitations USING btree (organization_id);
 CREATE INDEX organization_member_usage_user ON public.organization_member_usage USING btree (user_id);
 CREATE INDEX organization_members_user ON public.organization_members USING btree (user_id);
 CREATE UNIQUE INDEX plans_one_for_anonymous_users ON public.plans USING btree (for_anonymous_users) WHERE for_anonymous_users;
@@ -1567,6 +1592,45 @@ end
 $function$;
 comment on function private.with_usage(p_detail jsonb, p_usage jsonb) is 'An event detail with the attempt''s usage added under `usage` (unchanged without one).';
 
+CREATE OR REPLACE FUNCTION public.accept_invitation(p_token text, p_user_id uuid, p_now timestamp with time zone DEFAULT now())
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_inv public.organization_invitations;
+begin
+  if not private.user_exists(p_user_id) then
+    return jsonb_build_object('outcome', 'user_not_found');
+  end if;
+  select * into v_inv from public.organization_invitations i
+  where i.token_hash = encode(sha256(convert_to(coalesce(p_token, ''), 'UTF8')), 'hex')
+  for update;
+  if not found then
+    return jsonb_build_object('outcome', 'not_found');
+  end if;
+  if v_inv.accepted_at is not null then
+    return jsonb_build_object('outcome', 'already_accepted');
+  end if;
+  if v_inv.expires_at <= p_now then
+    return jsonb_build_object('outcome', 'expired');
+  end if;
+  if exists (select from public.organization_members m
+      where m.organization_id = v_inv.organization_id and m.user_id = p_user_id) then
+    return jsonb_build_object('outcome', 'already_member',
+      'organization_id', v_inv.organization_id);
+  end if;
+  insert into public.organization_members (organization_id, user_id, role, cap, created_at)
+  values (v_inv.organization_id, p_user_id, v_inv.role, v_inv.cap, p_now);
+  update public.organization_invitations i
+  set accepted_at = p_now, accepted_by = p_user_id
+  where i.id = v_inv.id;
+  return jsonb_build_object('outcome', 'accepted', 'organization_id', v_inv.organization_id,
+    'role', v_inv.role, 'cap', v_inv.cap);
+end
+$function$;
+comment on function public.accept_invitation(p_token text, p_user_id uuid, p_now timestamp with time zone) is 'Joins the user (else user_not_found) to the invitation''s organization with its role and cap: once (already_accepted after), before it expires (expired), not twice (already_member, the invitation kept). The invitation row is locked: concurrent accepts of one token make one member. not_found for a token no invitation has.';
+
 CREATE OR REPLACE FUNCTION public.cancel_job(p_job_id uuid, p_user_id uuid, p_now timestamp with time zone DEFAULT now())
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -1672,6 +1736,35 @@ begin
 end
 $function$;
 comment on function public.complete_job(p_job_id uuid, p_attempt integer, p_output text, p_now timestamp with time zone, p_usage jsonb) is 'running under this claim → succeeded with the output; captures the whole hold (job plan: the kind''s units) or least(hold, consumed + the usage''s tokens) (token plan) and releases the rest (an organization job: on its pool, then on the member''s row); the usage goes in the event. Answers completed with the job''s state (private.ending_json).';
+
+CREATE OR REPLACE FUNCTION public.create_invitation(p_organization_id uuid, p_by uuid, p_role text, p_cap integer DEFAULT NULL::integer, p_expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_now timestamp with time zone DEFAULT now())
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_token text := replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', '');
+  v_id uuid;
+begin
+  if p_role is null or p_role not in ('admin', 'member') or p_cap < 0
+     or p_expires_at <= p_now then
+    return jsonb_build_object('outcome', 'invalid_invitation');
+  end if;
+  if not exists (select from public.organization_members m
+      where m.organization_id = p_organization_id and m.user_id = p_by
+        and m.role in ('owner', 'admin')) then
+    return jsonb_build_object('outcome', 'forbidden');
+  end if;
+  insert into public.organization_invitations (organization_id, token_hash, role, cap,
+    invited_by, created_at, expires_at)
+  values (p_organization_id, encode(sha256(convert_to(v_token, 'UTF8')), 'hex'), p_role, p_cap,
+    p_by, p_now, coalesce(p_expires_at, p_now + interval '7 days'))
+  returning id into v_id;
+  return jsonb_build_object('outcome', 'created', 'invitation_id', v_id, 'token', v_token,
+    'expires_at', coalesce(p_expires_at, p_now + interval '7 days'));
+end
+$function$;
+comment on function public.create_invitation(p_organization_id uuid, p_by uuid, p_role text, p_cap integer, p_expires_at timestamp with time zone, p_now timestamp with time zone) is 'An owner or admin of the organization (else forbidden) invites as admin or member with an optional cap, valid until p_expires_at (default 7 days; invalid_invitation for a bad role, cap or expiry). Answers created with the token, once: only its SHA-256 is stored.';
 
 CREATE OR REPLACE FUNCTION public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT now(), p_prompt_tokens integer DEFAULT NULL::integer, p_kind text DEFAULT 'document'::text, p_input jsonb DEFAULT NULL::jsonb, p_model text DEFAULT NULL::text, p_organization_id uuid DEFAULT NULL::uuid)
  RETURNS jsonb
@@ -3012,6 +3105,7 @@ grant delete, insert, maintain, references, select, trigger, truncate, update on
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.job_output_chunks to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.model_tiers to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.models to service_role;
+grant delete, insert, maintain, references, select, trigger, truncate, update on table public.organization_invitations to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.organization_member_usage to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.organization_members to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.organization_usage to service_role;
@@ -3068,8 +3162,10 @@ grant execute on function private.usage_object(p_plan public.plans, p_period_sta
 grant execute on function private.usage_tokens(p_usage jsonb) to service_role;
 grant execute on function private.user_exists(p_user_id uuid) to service_role;
 grant execute on function private.with_usage(p_detail jsonb, p_usage jsonb) to service_role;
+grant execute on function public.accept_invitation(p_token text, p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.cancel_job(p_job_id uuid, p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.complete_job(p_job_id uuid, p_attempt integer, p_output text, p_now timestamp with time zone, p_usage jsonb) to service_role;
+grant execute on function public.create_invitation(p_organization_id uuid, p_by uuid, p_role text, p_cap integer, p_expires_at timestamp with time zone, p_now timestamp with time zone) to service_role;
 grant execute on function public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text, p_now timestamp with time zone, p_prompt_tokens integer, p_kind text, p_input jsonb, p_model text, p_organization_id uuid) to service_role;
 grant execute on function public.erase_user(p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.export_user(p_user_id uuid, p_after_created_at timestamp with time zone, p_after_id uuid, p_limit integer) to service_role;

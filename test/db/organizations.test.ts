@@ -302,4 +302,60 @@ describe("organizations: one pool, a cap per member, raced", () => {
       await expectNoDrift(admin);
     }
   });
+
+  test("an invitation: made by an owner or admin, accepted once (10 racing accepts: one member), never after it expires", async () => {
+    const plan = await orgPlan(admin, "org_invites", { units: 10 });
+    const org = await newOrganization(admin, plan);
+    const [owner, plain] = (await members(admin, org, 2)) as [string, string];
+    await admin.query(
+      "update public.organization_members set role = 'owner' where organization_id = $1 and user_id = $2",
+      [org, owner],
+    );
+    const invite = (by: string, extra: Record<string, unknown> = {}) =>
+      rpc(svc, "create_invitation", {
+        p_organization_id: org,
+        p_by: by,
+        p_role: "member",
+        p_cap: 2,
+        ...extra,
+      });
+    expect((await invite(plain)).outcome).toBe("forbidden");
+    expect((await invite(owner, { p_role: "owner" })).outcome).toBe("invalid_invitation");
+    const made = await invite(owner);
+    expect(made.outcome).toBe("created");
+    const stored = await admin.query(
+      "select token_hash from public.organization_invitations where id = $1",
+      [made.invitation_id],
+    );
+    expect(stored.rows[0].token_hash).not.toContain(made.token);
+
+    const joiners = await Promise.all(Array.from({ length: 10 }, () => db.user()));
+    const answers = await Promise.all(
+      joiners.map((u) => rpc(svc, "accept_invitation", { p_token: made.token, p_user_id: u })),
+    );
+    expect(tally(answers)).toEqual({ accepted: 1, already_accepted: 9 });
+    const joined = joiners[answers.findIndex((a) => a.outcome === "accepted")] as string;
+    const { rows } = await admin.query(
+      "select user_id, role, cap from public.organization_members where organization_id = $1 and user_id = any($2)",
+      [org, joiners],
+    );
+    expect(rows).toEqual([{ user_id: joined, role: "member", cap: 2 }]);
+    expect((await enqueueIn(svc, joined, org)).outcome).toBe("enqueued");
+
+    const soon = await invite(owner, { p_expires_at: addSeconds(T, 60), p_now: T });
+    const late = await rpc(svc, "accept_invitation", {
+      p_token: soon.token,
+      p_user_id: joiners[0],
+      p_now: addSeconds(T, 61),
+    });
+    expect(late.outcome).toBe("expired");
+    const again = await invite(owner);
+    expect(
+      (await rpc(svc, "accept_invitation", { p_token: again.token, p_user_id: joined })).outcome,
+    ).toBe("already_member");
+    expect(
+      (await rpc(svc, "accept_invitation", { p_token: "no such token", p_user_id: joined }))
+        .outcome,
+    ).toBe("not_found");
+  });
 });

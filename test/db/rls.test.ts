@@ -180,8 +180,10 @@ describe("row level security", () => {
       from pg_proc p join pg_namespace n on n.oid = p.pronamespace
       where n.nspname = 'public' order by p.proname`);
     expect(fns.rows.map((r) => r.proname)).toEqual([
+      "accept_invitation",
       "cancel_job",
       "complete_job",
+      "create_invitation",
       "enqueue_job",
       "erase_user",
       "export_user",
@@ -331,6 +333,7 @@ describe("row level security", () => {
       "job_output_chunks",
       "model_tiers",
       "models",
+      "organization_invitations",
       "organization_member_usage",
       "organization_members",
       "organization_usage",
