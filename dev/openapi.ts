@@ -125,8 +125,11 @@ const usage = closed(
         ["examples"],
       ),
     },
+    organizationId: { type: "string", format: "uuid" },
+    memberUsed: { type: "integer", minimum: 0 },
+    memberCap: nullable({ type: "integer", minimum: 0 }),
   },
-  ["held", "runningCancelRefunds", "catalog"],
+  ["held", "runningCancelRefunds", "catalog", "organizationId", "memberUsed", "memberCap"],
 );
 
 /** `{error: {code, message}}` and what a refusal sends beside it. */
@@ -148,6 +151,13 @@ const problem = closed(
 );
 
 /** A kind's `input` as its declared fields say (the kind's `parse` is the whole check). */
+/** The optional organization whose pool holds the job (docs/DESIGN.md#organizations). */
+const organizationId: Schema = {
+  ...nullable({ type: "string", format: "uuid" }),
+  description:
+    "An organization the caller belongs to: the job holds on its pool, under the member's cap. Absent or null: the caller's own plan.",
+};
+
 function kindInput(kind: KindDeclaration): Schema {
   const property = (f: KindField): Schema => {
     const described = f.help ? { description: `${f.label}. ${f.help}` } : { description: f.label };
@@ -162,6 +172,7 @@ function kindInput(kind: KindDeclaration): Schema {
     title: kind.label,
     properties: {
       kind: { const: kind.id },
+      organization_id: organizationId,
       input: {
         type: "object",
         properties: Object.fromEntries(kind.fields.map((f) => [f.name, property(f)])),
@@ -190,7 +201,14 @@ function paths(kinds: KindDeclaration[]): Schema {
   const enqueueBody = {
     required: true,
     ...jsonBody({
-      oneOf: [...kinds.map(kindInput), { ...legacy, title: "A document (legacy body)" }],
+      oneOf: [
+        ...kinds.map(kindInput),
+        {
+          ...legacy,
+          properties: { ...(legacy.properties as Schema), organization_id: organizationId },
+          title: "A document (legacy body)",
+        },
+      ],
     }),
   };
   const jobReply = closed({ job: ref("Job"), usage: ref("Usage") });
@@ -237,12 +255,16 @@ function paths(kinds: KindDeclaration[]): Schema {
           "200": reply("The job this Idempotency-Key already made (nothing held again).", jobReply),
           "400": refused("A body, input or key refused: see `error.code` and `details`."),
           "401": unauthorized,
-          "403": refused("No plan, a kind the plan does not offer, or no such account."),
+          "403": refused(
+            "No plan, a kind the plan does not offer, no such account, or not a member of the organization (`not_a_member`).",
+          ),
           "409": refused("Too many active jobs (`too_many_active_jobs`)."),
           "413": refused(`A body over ${MAX_BODY_BYTES} bytes (\`payload_too_large\`).`),
           "415": refused("Not `application/json` (`unsupported_media_type`)."),
           "422": refused("The Idempotency-Key was used with another body."),
-          "429": refused("Quota used up or too many requests; Retry-After says when."),
+          "429": refused(
+            "Quota used up, the organization's pool used up (`pool_exhausted`), the member's cap reached (`member_cap_reached`), or too many requests; Retry-After says when.",
+          ),
           "503": refused("A dependency is unavailable, or the plan's model retired; nothing held."),
         },
       },

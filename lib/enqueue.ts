@@ -18,6 +18,15 @@ export type EnqueueOutcome =
   /** `hold`: what this job would have held (1, or its prompt's tokens + the output bound). */
   | { outcome: "quota_exceeded"; resetsAt: Date; usage: UsageRow; hold: number }
   | { outcome: "too_many_active_jobs"; usage: UsageRow }
+  /** The organization is not the caller's (or does not exist): nothing held. */
+  | { outcome: "not_a_member" }
+  /** The organization's pool, or the member's cap, cannot hold it until `resetsAt`. */
+  | {
+      outcome: "pool_exhausted" | "member_cap_reached";
+      resetsAt: Date;
+      usage: UsageRow;
+      hold: number;
+    }
   | { outcome: "idempotency_key_reused" }
   | { outcome: "invalid_prompt" }
   | { outcome: "invalid_input" }
@@ -34,7 +43,12 @@ export type EnqueueOutcome =
 export async function enqueueJob(
   deps: Pick<Deps, "jobs" | "queue" | "rateLimiter">,
   /** The job's kind, input, text and hold bound as the edge checked them (lib/validate.ts). */
-  input: JobRequest & { userId: string; idempotencyKey: string | null },
+  input: JobRequest & {
+    userId: string;
+    idempotencyKey: string | null;
+    /** The organization whose pool holds the job (docs/DESIGN.md#organizations); null: personal. */
+    organizationId?: string | null;
+  },
 ): Promise<EnqueueOutcome> {
   const limit = await traced("rate_limit", {}, () => deps.rateLimiter.check(input.userId));
   if (!limit.ok) return { outcome: "rate_limited", retryAfterSeconds: limit.retryAfterSeconds };
@@ -50,6 +64,7 @@ export async function enqueueJob(
       // tokenizer loaded, lib/tokens.ts); passed for every plan (the plan is known inside the SQL
       // call): a job plan ignores it.
       promptTokens: input.holdTokens,
+      organizationId: input.organizationId ?? null,
     }),
   );
   // From here on the request is the first span of the job's trace (lib/trace.ts).
@@ -65,6 +80,16 @@ export async function enqueueJob(
         usage: r.usage,
         hold: r.hold ?? 1,
       };
+    case "pool_exhausted":
+    case "member_cap_reached":
+      return {
+        outcome: r.outcome,
+        resetsAt: new Date(r.resets_at),
+        usage: r.usage,
+        hold: r.hold,
+      };
+    case "not_a_member":
+      return { outcome: r.outcome };
     case "kind_not_in_plan":
       return { outcome: r.outcome, kinds: r.kinds };
     case "model_retired":

@@ -173,6 +173,13 @@ export interface UsageRow {
   max_refunded_running_cancels?: number | null;
   /** The kinds the plan offers and what each holds on a job plan; absent from older databases. */
   kinds?: PlanKind[];
+  /**
+   * An organization's usage (docs/DESIGN.md#organizations): `used` and `limit` are its pool's;
+   * these are the member's own row and cap (null: none).
+   */
+  organization_id?: string;
+  member_used?: number;
+  member_cap?: number | null;
 }
 
 /** A kind a plan offers (public.plan_kinds): its units on a job plan. */
@@ -187,6 +194,13 @@ export type EnqueueResult =
   | { outcome: "idempotency_key_reused"; job_id: string }
   | { outcome: "quota_exceeded"; resets_at: string; usage: UsageRow; hold?: number }
   | { outcome: "too_many_active_jobs"; usage: UsageRow }
+  | { outcome: "not_a_member" }
+  | {
+      outcome: "pool_exhausted" | "member_cap_reached";
+      resets_at: string;
+      usage: UsageRow;
+      hold: number;
+    }
   | { outcome: "invalid_prompt" }
   /** The input is not a JSON object (the edge checks it in full first). */
   | { outcome: "invalid_input" }
@@ -333,6 +347,8 @@ function lifecycleCalls(call: Call, options: JobsOptions) {
        * bound. Required for every kind but a document (the database bounds a prompt itself).
        */
       promptTokens?: number;
+      /** The organization whose pool holds it; null or absent: the user's own plan. */
+      organizationId?: string | null;
       now?: Date;
     }) =>
       call<EnqueueResult>("enqueue_job", {
@@ -343,6 +359,8 @@ function lifecycleCalls(call: Call, options: JobsOptions) {
         ...(i.kind === undefined ? {} : { p_kind: i.kind }),
         ...(i.input === undefined ? {} : { p_input: i.input }),
         ...(options.defaultModel === undefined ? {} : { p_model: options.defaultModel }),
+        // Sent only for an organization's job: a personal call is the call it always was.
+        ...(i.organizationId == null ? {} : { p_organization_id: i.organizationId }),
         ...at(i.now),
       }),
     fail: (

@@ -81,6 +81,25 @@ export async function parseJobRequest(body: unknown): Promise<JobRequest> {
   };
 }
 
+/**
+ * A `POST /api/jobs` body's optional `organization_id`: absent or null is a personal job; else a
+ * UUID (any case, stored lower). 400 `invalid_organization_id` for anything else, before the
+ * database is asked (docs/DESIGN.md#organizations).
+ */
+export function parseOrganizationId(body: unknown): string | null {
+  if (!isObject(body) || !Object.hasOwn(body, "organization_id")) return null;
+  const id = body.organization_id;
+  if (id === null) return null;
+  if (typeof id !== "string" || !isUuid(id)) {
+    throw new HttpError(
+      400,
+      "invalid_organization_id",
+      '"organization_id" must be the UUID of an organization you belong to, or null.',
+    );
+  }
+  return id.toLowerCase();
+}
+
 /** The optional `Idempotency-Key` header: 1 to 255 visible ASCII characters. */
 export function parseIdempotencyKey(req: Request): string | null {
   const key = req.headers.get("idempotency-key");

@@ -117,6 +117,13 @@ export interface Usage {
   /** The kinds the plan offers and what each costs on a job plan: `[{kind, units}]`. */
   kinds: PlanKind[];
   /**
+   * An organization's job (docs/DESIGN.md#organizations): `used` and `limit` are the pool's;
+   * `memberUsed` and `memberCap` the caller's own row there and the cap an admin set (null: none).
+   */
+  organizationId?: string;
+  memberUsed?: number;
+  memberCap?: number | null;
+  /**
    * Every kind's declaration: its names, its form's fields and its output (GET /api/usage only:
    * the page builds its choices and forms from it, and lists a kind the plan does not offer).
    */
@@ -198,6 +205,13 @@ export function toUsage(row: UsageRow): Usage {
     maxActive: row.max_active,
     ...cancels,
     kinds: row.kinds ?? [{ kind: "document", units: 1 }],
+    ...(row.organization_id === undefined
+      ? {}
+      : {
+          organizationId: row.organization_id,
+          memberUsed: row.member_used ?? 0,
+          memberCap: row.member_cap ?? null,
+        }),
   };
 }
 

@@ -5,8 +5,8 @@
  *   npm run reconcile -- --db-url postgres://... --fix      also end what the sweeper would end
  *
  * The report (in one READ ONLY transaction, one snapshot):
- * - drift: users, periods and meters whose counter differs from their open holds plus captures
- *   (public.quota_drift);
+ * - drift: users, organization pools and members, periods and meters whose counter differs from
+ *   their open holds plus captures (public.quota_drift);
  * - active jobs older than the max age (the sweeper should have ended them);
  * - running jobs whose lease expired more than the grace ago (a dead worker's job);
  * - queued jobs never delivered (the outbox: the sweeper republishes or ends them);
@@ -152,7 +152,9 @@ export const CHECKS: Check[] = [
   {
     check: "drift",
     fixable: false,
-    sql: "select user_id, period_start, units_used, units_expected from public.quota_drift",
+    // A user's counter (organization_id null), an organization's pool (user_id null) or a
+    // member's row in one (both): docs/DESIGN.md#organizations.
+    sql: "select user_id, organization_id, period_start, meter, units_used, units_expected from public.quota_drift",
   },
   // The stale conditions are the sweeper's own (private.stale_*, the functions sweep_jobs walks
   // with), so this reports exactly the jobs `--fix` ends. $2 is the time they are judged at.
@@ -192,19 +194,35 @@ export const CHECKS: Check[] = [
   {
     check: "running_cancel_count_mismatch",
     fixable: false,
+    // A personal job's counted refund is on the user's counter, an organization job's on its
+    // pool (docs/DESIGN.md#organizations).
     sql: `with counted as (
-            select j.user_id, j.period_start, j.meter, count(*)::int as n
+            select j.user_id, j.organization_id, j.period_start, j.meter, count(*)::int as n
             from public.job_events e join public.generation_jobs j on j.id = e.job_id
               cross join ${LEGACY}
             where ${COUNTED}
-            group by j.user_id, j.period_start, j.meter
+            group by j.user_id, j.organization_id, j.period_start, j.meter
+          ), pooled as (
+            select c.organization_id, c.period_start, c.meter, sum(c.n)::int as n
+            from counted c where c.organization_id is not null
+            group by c.organization_id, c.period_start, c.meter
           )
-          select q.user_id, q.period_start, q.meter, q.paid_refunds, coalesce(c.n, 0) as events
+          select q.user_id, null::uuid as organization_id, q.period_start, q.meter,
+            q.paid_refunds, coalesce(c.n, 0) as events
           from public.quota_usage q
           left join counted c
-            on c.user_id = q.user_id and c.period_start = q.period_start and c.meter = q.meter
+            on c.user_id = q.user_id and c.organization_id is null
+            and c.period_start = q.period_start and c.meter = q.meter
           where q.paid_refunds <> coalesce(c.n, 0)
-            and q.period_start >= ${SINCE}`,
+            and q.period_start >= ${SINCE}
+          union all
+          select null::uuid, o.organization_id, o.period_start, o.meter, o.paid_refunds,
+            coalesce(c.n, 0)
+          from public.organization_usage o
+          left join pooled c on c.organization_id = o.organization_id
+            and c.period_start = o.period_start and c.meter = o.meter
+          where o.paid_refunds <> coalesce(c.n, 0)
+            and o.period_start >= ${SINCE}`,
   },
   {
     check: "refund_after_spend_past_bound",
@@ -215,7 +233,8 @@ export const CHECKS: Check[] = [
     // the bound before it, a withheld one at least the bound. A plan whose bound was edited
     // inside a period shows here too (its earlier endings were judged by the old value).
     sql: `with endings as (
-            select e.id, j.id as job_id, j.user_id, j.period_start, j.meter, j.status,
+            select e.id, j.id as job_id, j.user_id, j.organization_id, j.period_start, j.meter,
+              j.status,
               private.refund_bound(p) as bound,
               ${COUNTED} as counted,
               (j.refund_withheld is not null and e.detail ->> 'refunded' = 'false') as withheld
@@ -228,7 +247,10 @@ export const CHECKS: Check[] = [
               and j.period_start >= ${SINCE}
           ), ordered as (
             select x.*, count(*) filter (where x.counted) over (
-              partition by x.user_id, x.period_start, x.meter order by x.id
+              -- The counter the ending took: the user's, or (an organization job) its pool's.
+              partition by x.organization_id,
+                case when x.organization_id is null then x.user_id end, x.period_start, x.meter
+              order by x.id
               rows between unbounded preceding and 1 preceding) as before
             from endings x
           )

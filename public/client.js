@@ -28,14 +28,18 @@ export const API_ERROR_CODES = /** @type {const} */ ([
   "invalid_idempotency_key",
   "invalid_input",
   "invalid_json",
+  "invalid_organization_id",
   "invalid_prompt",
   "invalid_query",
   "kind_not_in_plan",
+  "member_cap_reached",
   "method_not_allowed",
   "model_retired",
   "no_plan",
+  "not_a_member",
   "not_found",
   "payload_too_large",
+  "pool_exhausted",
   "quota_exceeded",
   "rate_limited",
   "too_many_active_jobs",
@@ -246,14 +250,16 @@ export function createClient(options) {
     /**
      * Start a job of `kind` with its input (a document's is `{prompt}`). The same
      * `idempotencyKey` again returns the job it made (`replayed`, nothing reserved again).
+     * `organizationId`: the job holds on that organization's pool (its plan, the member's cap);
+     * absent or null, on the caller's own plan.
      * @param {string} kind
      * @param {Record<string, unknown>} input
-     * @param {{ idempotencyKey: string }} options
+     * @param {{ idempotencyKey: string, organizationId?: string | null }} options
      * @returns {Promise<{ job: Job, usage: Usage, replayed: boolean }>}
      */
-    async enqueue(kind, input, { idempotencyKey }) {
+    async enqueue(kind, input, { idempotencyKey, organizationId }) {
       const r = await request("POST", "/api/jobs", {
-        body: { kind, input },
+        body: organizationId ? { kind, input, organization_id: organizationId } : { kind, input },
         headers: { "idempotency-key": idempotencyKey },
       });
       return { job: r.body.job, usage: r.body.usage, replayed: r.status === 200 };

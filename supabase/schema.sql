@@ -91,6 +91,7 @@ create table public.generation_jobs (
   model text,
   service_tier text,
   reasons boolean not null default false,
+  organization_id uuid,
   constraint generation_jobs_attempts_check CHECK (attempts >= 0),
   constraint generation_jobs_captured_check CHECK (captured >= 0),
   constraint generation_jobs_captured_iff_final CHECK ((status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) = (captured IS NOT NULL)),
@@ -105,6 +106,7 @@ create table public.generation_jobs (
   constraint generation_jobs_kind_fkey FOREIGN KEY (kind) REFERENCES public.job_kinds(id),
   constraint generation_jobs_lease_iff_running CHECK ((status = 'running'::text) = (lease_expires_at IS NOT NULL)),
   constraint generation_jobs_meter_check CHECK (meter = ANY (ARRAY['jobs'::text, 'tokens'::text, 'money'::text])),
+  constraint generation_jobs_organization_id_fkey FOREIGN KEY (organization_id) REFERENCES public.organizations(id),
   constraint generation_jobs_output_only_when_succeeded CHECK (output IS NULL OR status = 'succeeded'::text),
   constraint generation_jobs_partial_output_in_chunks CHECK (partial_output IS NULL),
   constraint generation_jobs_partial_tokens_check CHECK (partial_tokens >= 0),
@@ -150,6 +152,7 @@ comment on column public.generation_jobs.erased_at is 'When retention erased the
 comment on column public.generation_jobs.model is 'The model the job runs on: its plan''s, else the deployment''s OPENAI_MODEL as enqueue was told it (null: neither).';
 comment on column public.generation_jobs.service_tier is 'The plan''s service tier when the job was enqueued: a money plan''s hold is priced at it (or at the standard tier, when dearer).';
 comment on column public.generation_jobs.reasons is 'The job''s model reasons at the plan''s effort (or is not in the price book): an attempt the provider reported no usage for costs its bound (private.attempt_cost).';
+comment on column public.generation_jobs.organization_id is 'The organization whose pool the job holds on (its plan is the organization''s); null: the user''s own plan and quota_usage.';
 
 create table public.job_events (
   id bigint not null generated always as identity,
@@ -224,6 +227,93 @@ create table public.models (
 alter table public.models enable row level security;
 comment on table public.models is 'The price book''s models: whether each reasons by default (reasoning tokens are billed as output and never streamed) and which reasoning efforts it takes, its largest output and context, and when and where its prices were read. shutdown_date is the provider''s (GET /v1/models/{id}), written by the catalogue watch; from that day enqueue refuses jobs on it (model_retired).';
 comment on column public.models.catalogue_checked_at is 'When the catalogue watch last read the model from the provider (null: never).';
+
+create table public.organization_invitations (
+  id uuid not null default gen_random_uuid(),
+  organization_id uuid not null,
+  token_hash text not null,
+  role text not null,
+  cap integer,
+  invited_by uuid,
+  created_at timestamp with time zone not null,
+  expires_at timestamp with time zone not null,
+  accepted_at timestamp with time zone,
+  accepted_by uuid,
+  constraint organization_invitations_accepted_by_fkey FOREIGN KEY (accepted_by) REFERENCES auth.users(id) ON DELETE SET NULL,
+  constraint organization_invitations_accepted_by_when_accepted CHECK (accepted_by IS NULL OR accepted_at IS NOT NULL),
+  constraint organization_invitations_cap_check CHECK (cap >= 0),
+  constraint organization_invitations_expires_after_created CHECK (expires_at > created_at),
+  constraint organization_invitations_invited_by_fkey FOREIGN KEY (invited_by) REFERENCES auth.users(id) ON DELETE SET NULL,
+  constraint organization_invitations_organization_id_fkey FOREIGN KEY (organization_id) REFERENCES public.organizations(id) ON DELETE CASCADE,
+  constraint organization_invitations_pkey PRIMARY KEY (id),
+  constraint organization_invitations_role_check CHECK (role = ANY (ARRAY['admin'::text, 'member'::text])),
+  constraint organization_invitations_token_hash_key UNIQUE (token_hash)
+);
+alter table public.organization_invitations enable row level security;
+comment on table public.organization_invitations is 'An invitation to join an organization as admin or member (with a cap), accepted at most once and only before expires_at. token_hash is the SHA-256 of the token create_invitation answered once. No policy: the service role reads it.';
+
+create table public.organization_member_usage (
+  organization_id uuid not null,
+  user_id uuid not null,
+  period_start timestamp with time zone not null,
+  meter text not null,
+  units_used integer not null default 0,
+  updated_at timestamp with time zone not null,
+  constraint organization_member_usage_meter_check CHECK (meter = ANY (ARRAY['jobs'::text, 'tokens'::text, 'money'::text])),
+  constraint organization_member_usage_organization_id_fkey FOREIGN KEY (organization_id) REFERENCES public.organizations(id) ON DELETE CASCADE,
+  constraint organization_member_usage_pkey PRIMARY KEY (organization_id, user_id, period_start, meter),
+  constraint organization_member_usage_units_used_check CHECK (units_used >= 0)
+);
+alter table public.organization_member_usage enable row level security;
+comment on table public.organization_member_usage is 'What one member''s organization jobs hold and captured per period and meter, under their cap. Changed only by the transition functions, with the pool row, after it.';
+
+create table public.organization_members (
+  organization_id uuid not null,
+  user_id uuid not null,
+  role text not null,
+  cap integer,
+  created_at timestamp with time zone not null default now(),
+  constraint organization_members_cap_check CHECK (cap >= 0),
+  constraint organization_members_organization_id_fkey FOREIGN KEY (organization_id) REFERENCES public.organizations(id) ON DELETE CASCADE,
+  constraint organization_members_pkey PRIMARY KEY (organization_id, user_id),
+  constraint organization_members_role_check CHECK (role = ANY (ARRAY['owner'::text, 'admin'::text, 'member'::text])),
+  constraint organization_members_user_id_fkey FOREIGN KEY (user_id) REFERENCES auth.users(id) ON DELETE CASCADE
+);
+alter table public.organization_members enable row level security;
+comment on table public.organization_members is 'Who belongs to an organization, as owner, admin or member.';
+comment on column public.organization_members.cap is 'The most this member may hold in one period, in the organization''s plan''s meter (jobs, tokens or micro-dollars), set by an owner or admin. Null: no cap beyond the pool.';
+
+create table public.organization_usage (
+  organization_id uuid not null,
+  period_start timestamp with time zone not null,
+  meter text not null,
+  units_used integer not null default 0,
+  paid_refunds integer not null default 0,
+  erased_units bigint not null default 0,
+  updated_at timestamp with time zone not null,
+  constraint organization_usage_erased_units_check CHECK (erased_units >= 0),
+  constraint organization_usage_meter_check CHECK (meter = ANY (ARRAY['jobs'::text, 'tokens'::text, 'money'::text])),
+  constraint organization_usage_organization_id_fkey FOREIGN KEY (organization_id) REFERENCES public.organizations(id) ON DELETE CASCADE,
+  constraint organization_usage_paid_refunds_check CHECK (paid_refunds >= 0),
+  constraint organization_usage_pkey PRIMARY KEY (organization_id, period_start, meter),
+  constraint organization_usage_units_used_check CHECK (units_used >= 0)
+);
+alter table public.organization_usage enable row level security;
+comment on table public.organization_usage is 'An organization''s pool per period and meter: what its jobs hold and captured, net of refunds. Changed only by the transition functions, locked after the job row and before the member''s row.';
+comment on column public.organization_usage.paid_refunds is 'Refunds after provider spend of the organization''s jobs in this period, under its plan''s bound (private.refund_bound).';
+comment on column public.organization_usage.erased_units is 'What the jobs of erased members captured (part of units_used): their jobs are gone, the pool''s accounting stays (quota_drift counts it).';
+
+create table public.organizations (
+  id uuid not null default gen_random_uuid(),
+  name text not null,
+  plan text not null,
+  created_at timestamp with time zone not null default now(),
+  constraint organizations_name_check CHECK (char_length(name) >= 1 AND char_length(name) <= 200),
+  constraint organizations_pkey PRIMARY KEY (id),
+  constraint organizations_plan_fkey FOREIGN KEY (plan) REFERENCES public.plans(id)
+);
+alter table public.organizations enable row level security;
+comment on table public.organizations is 'A team on one plan (plan): its members'' organization jobs hold on its pool (public.organization_usage) under that plan''s limit.';
 
 create table public.plan_kinds (
   plan_id text not null,
@@ -329,6 +419,7 @@ CREATE INDEX generation_jobs_created ON public.generation_jobs USING btree (crea
 CREATE INDEX generation_jobs_finished ON public.generation_jobs USING btree (finished_at) WHERE (finished_at IS NOT NULL);
 CREATE INDEX generation_jobs_finished_unerased ON public.generation_jobs USING btree (finished_at) WHERE ((erased_at IS NULL) AND (finished_at IS NOT NULL));
 CREATE UNIQUE INDEX generation_jobs_idempotency_key_per_user ON public.generation_jobs USING btree (user_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
+CREATE INDEX generation_jobs_organization_period ON public.generation_jobs USING btree (organization_id, period_start, meter, user_id) INCLUDE (hold, captured) WHERE (organization_id IS NOT NULL);
 CREATE INDEX generation_jobs_period ON public.generation_jobs USING btree (period_start, user_id, meter) INCLUDE (hold, captured);
 CREATE INDEX generation_jobs_queued_since ON public.generation_jobs USING btree (COALESCE(resume_at, queued_at)) WHERE (status = 'queued'::text);
 CREATE INDEX generation_jobs_running_lease ON public.generation_jobs USING btree (lease_expires_at) WHERE (status = 'running'::text);
@@ -337,6 +428,9 @@ CREATE INDEX generation_jobs_user_created ON public.generation_jobs USING btree 
 CREATE INDEX job_events_at ON ONLY public.job_events USING btree (at);
 CREATE INDEX job_events_job ON ONLY public.job_events USING btree (job_id, id);
 CREATE INDEX job_events_user ON ONLY public.job_events USING btree (user_id, id);
+CREATE INDEX organization_invitations_organization ON public.organization_invitations USING btree (organization_id);
+CREATE INDEX organization_member_usage_user ON public.organization_member_usage USING btree (user_id);
+CREATE INDEX organization_members_user ON public.organization_members USING btree (user_id);
 CREATE UNIQUE INDEX plans_one_for_anonymous_users ON public.plans USING btree (for_anonymous_users) WHERE for_anonymous_users;
 CREATE INDEX quota_usage_period ON public.quota_usage USING btree (period_start);
 CREATE INDEX superseded_callbacks_at ON public.superseded_callbacks USING btree (at);
@@ -348,9 +442,10 @@ create view public.quota_drift with (security_invoker=true) as
     period_start,
     units_used,
     units_expected,
-    meter
-   FROM private.quota_drift_since('-infinity'::timestamp with time zone) d(user_id, period_start, units_used, units_expected, meter);
-comment on view public.quota_drift is 'Users, periods and meters whose counter differs from their open holds plus their captures (an active job counts its hold, a final one what it captured). Always empty.';
+    meter,
+    organization_id
+   FROM private.quota_drift_since('-infinity'::timestamp with time zone) d(user_id, period_start, units_used, units_expected, meter, organization_id);
+comment on view public.quota_drift is 'Counters that differ from their open holds plus their captures (an active job counts its hold, a final one what it captured): a user''s (organization_id null), an organization''s pool (user_id null) or a member''s row in an organization (both set). Always empty.';
 
 -- functions ---------------------------------------------------------------------------------------
 
@@ -434,6 +529,12 @@ begin
     when p_job.meter in ('tokens', 'money') then true
     -- A job plan's queued job whose attempts consumed nothing: always.
     when p_job.status = 'queued' and p_job.consumed = 0 then true
+    when p_job.organization_id is not null then coalesce((
+      select q.paid_refunds < private.refund_bound(p)
+      from public.organization_usage q, public.plans p
+      where q.organization_id = p_job.organization_id and q.period_start = p_job.period_start
+        and q.meter = p_job.meter and p.id = p_job.plan_id
+    ), false)
     else coalesce((
       select q.paid_refunds < private.refund_bound(p)
       from public.quota_usage q, public.plans p
@@ -444,7 +545,7 @@ begin
   );
 end
 $function$;
-comment on function private.cancel_refunds(p_job public.generation_jobs) is 'Whether canceling this job now would give back what it holds: on a token plan, the rest beyond what it consumed; on a job plan, always for a queued job whose attempts consumed nothing, else while the refunds after spend of its period are under its plan''s bound.';
+comment on function private.cancel_refunds(p_job public.generation_jobs) is 'Whether canceling this job now would give back what it holds: on a token plan, the rest beyond what it consumed; on a job plan, always for a queued job whose attempts consumed nothing, else while the refunds after spend of its period (an organization job: its pool''s) are under its plan''s bound.';
 
 CREATE OR REPLACE FUNCTION private.check_kind_models(p_plan_id text, p_kind text DEFAULT NULL::text)
  RETURNS void
@@ -577,24 +678,61 @@ declare
   v_refunded boolean;
   v_job public.generation_jobs;
 begin
-  update public.quota_usage q
-  set units_used = q.units_used - (p_job.hold - v_capture),
-      paid_refunds = q.paid_refunds + case when v_bounded then 1 else 0 end,
-      updated_at = p_now
-  where q.user_id = p_job.user_id and q.period_start = p_job.period_start and q.meter = p_job.meter
-    and q.units_used >= p_job.hold - v_capture
-    -- The row being updated is the one compared: two endings of one user take turns on it.
-    and (not v_bounded or q.paid_refunds < (
-      select private.refund_bound(p) from public.plans p where p.id = p_job.plan_id));
-  v_refunded := found;
-  if not v_refunded and not (v_bounded and exists (
-    select from public.quota_usage q
-    where q.user_id = p_job.user_id and q.period_start = p_job.period_start and q.meter = p_job.meter
-  )) then
-    -- A hold with no counter to release it to is drift: refuse the whole transition (the caller
-    -- sees an error and retries) rather than end the job without its release.
-    raise exception 'no hold to release for job % (user %, period %)',
-      p_job.id, p_job.user_id, p_job.period_start using errcode = 'P0001';
+  if p_job.organization_id is null then
+    update public.quota_usage q
+    set units_used = q.units_used - (p_job.hold - v_capture),
+        paid_refunds = q.paid_refunds + case when v_bounded then 1 else 0 end,
+        updated_at = p_now
+    where q.user_id = p_job.user_id and q.period_start = p_job.period_start
+      and q.meter = p_job.meter
+      and q.units_used >= p_job.hold - v_capture
+      -- The row being updated is the one compared: two endings of one user take turns on it.
+      and (not v_bounded or q.paid_refunds < (
+        select private.refund_bound(p) from public.plans p where p.id = p_job.plan_id));
+    v_refunded := found;
+    if not v_refunded and not (v_bounded and exists (
+      select from public.quota_usage q
+      where q.user_id = p_job.user_id and q.period_start = p_job.period_start
+        and q.meter = p_job.meter
+    )) then
+      -- A hold with no counter to release it to is drift: refuse the whole transition (the
+      -- caller sees an error and retries) rather than end the job without its release.
+      raise exception 'no hold to release for job % (user %, period %)',
+        p_job.id, p_job.user_id, p_job.period_start using errcode = 'P0001';
+    end if;
+  else
+    -- The pool (after the job row, before the member row): the refund after spend is counted
+    -- here, under the organization's plan's bound (the job's plan_id is the organization's).
+    update public.organization_usage q
+    set units_used = q.units_used - (p_job.hold - v_capture),
+        paid_refunds = q.paid_refunds + case when v_bounded then 1 else 0 end,
+        updated_at = p_now
+    where q.organization_id = p_job.organization_id and q.period_start = p_job.period_start
+      and q.meter = p_job.meter
+      and q.units_used >= p_job.hold - v_capture
+      and (not v_bounded or q.paid_refunds < (
+        select private.refund_bound(p) from public.plans p where p.id = p_job.plan_id));
+    v_refunded := found;
+    if not v_refunded and not (v_bounded and exists (
+      select from public.organization_usage q
+      where q.organization_id = p_job.organization_id and q.period_start = p_job.period_start
+        and q.meter = p_job.meter
+    )) then
+      raise exception 'no hold to release for job % (organization %, period %)',
+        p_job.id, p_job.organization_id, p_job.period_start using errcode = 'P0001';
+    end if;
+    -- The member's row gives back what the pool gave back, no more, no less.
+    if v_refunded and p_job.hold > v_capture then
+      update public.organization_member_usage u
+      set units_used = u.units_used - (p_job.hold - v_capture), updated_at = p_now
+      where u.organization_id = p_job.organization_id and u.user_id = p_job.user_id
+        and u.period_start = p_job.period_start and u.meter = p_job.meter
+        and u.units_used >= p_job.hold - v_capture;
+      if not found then
+        raise exception 'no member hold to release for job % (organization %, period %)',
+          p_job.id, p_job.organization_id, p_job.period_start using errcode = 'P0001';
+      end if;
+    end if;
   end if;
 
   update public.generation_jobs j
@@ -630,7 +768,7 @@ begin
   return v_job;
 end
 $function$;
-comment on function private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb, p_own integer, p_running_cancel boolean) is 'Ends a locked active job failed or canceled. Token plan: captures least(hold, consumed + the ending attempt''s tokens) and releases the rest. Job plan: refunds the unit; after provider spend (consumed, the ending attempt''s tokens, or a running cancel) only under the plan''s bound of refunds after spend, counted, else keeps it (refund_withheld). provider_misconfigured: captures 0, never bounded. Raises if the job is no longer active or has no counter.';
+comment on function private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb, p_own integer, p_running_cancel boolean) is 'Ends a locked active job failed or canceled. Token plan: captures least(hold, consumed + the ending attempt''s tokens) and releases the rest. Job plan: refunds the unit; after provider spend (consumed, the ending attempt''s tokens, or a running cancel) only under the plan''s bound of refunds after spend, counted, else keeps it (refund_withheld). provider_misconfigured: captures 0, never bounded. An organization job releases on its pool (where the refund after spend is counted, under the organization''s plan''s bound), then the same amount on the member''s row. Raises if the job is no longer active or has no counter.';
 
 CREATE OR REPLACE FUNCTION private.ending_json(j public.generation_jobs)
  RETURNS jsonb
@@ -648,6 +786,77 @@ begin
 end
 $function$;
 comment on function private.ending_json(j public.generation_jobs) is 'A job as complete_job and fail_job answer an ending: its state (id, user, status, kind, plan, meter, attempts, message seq, failure reason, hold, consumed, captured, refund, times), none of its text.';
+
+CREATE OR REPLACE FUNCTION private.enqueue_in_organization(p_organization_id uuid, p_user_id uuid, p_plan public.plans, p_period_start timestamp with time zone, p_cap integer, p_active integer, p_hold bigint, p_job jsonb, p_now timestamp with time zone)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_result jsonb;
+begin
+  -- The pool row, then the member row (the lock order); each guarded by its limit, so a race
+  -- the reads above did not see is refused by the row that was changed, never overshot.
+  with pool as (
+    insert into public.organization_usage as q (organization_id, period_start, meter,
+      units_used, updated_at)
+    values (p_organization_id, p_period_start, p_plan.meter, p_hold, p_now)
+    on conflict (organization_id, period_start, meter) do update
+      set units_used = q.units_used + p_hold, updated_at = p_now
+      where q.units_used + p_hold <= p_plan.units_per_period
+    returning q.units_used
+  ), member as (
+    insert into public.organization_member_usage as u (organization_id, user_id, period_start,
+      meter, units_used, updated_at)
+    select p_organization_id, p_user_id, p_period_start, p_plan.meter, p_hold, p_now from pool
+    on conflict (organization_id, user_id, period_start, meter) do update
+      set units_used = u.units_used + p_hold, updated_at = p_now
+      where p_cap is null or u.units_used + p_hold <= p_cap
+    returning u.units_used
+  ), inserted as (
+    insert into public.generation_jobs (
+      user_id, organization_id, status, kind, prompt, input, request_hash, idempotency_key,
+      plan_id, period_start, meter, prompt_tokens, hold, model, service_tier, reasons,
+      created_at, queued_at, updated_at
+    )
+    select p_user_id, p_organization_id, 'queued', p_job ->> 'kind', p_job ->> 'prompt',
+      p_job -> 'input', p_job ->> 'hash', p_job ->> 'idempotency_key', p_plan.id,
+      p_period_start, p_plan.meter, (p_job ->> 'prompt_tokens')::integer, p_hold,
+      p_job ->> 'model', p_plan.service_tier, (p_job ->> 'reasons')::boolean, p_now, p_now, p_now
+    from member
+    returning *
+  ), logged as (
+    insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
+    select i.id, i.user_id, p_now, 'enqueued', null, i.status,
+      jsonb_build_object('plan', p_plan.id, 'kind', i.kind, 'hold', p_hold,
+        'organization_id', p_organization_id)
+    from inserted i
+  )
+  select case when i.id is null then null else jsonb_build_object(
+    'outcome', 'enqueued',
+    'job', to_jsonb(i) - 'request_hash',
+    'usage', private.usage_object(p_plan, p_period_start, r.units_used, p_active + 1)
+      || jsonb_build_object('meter', p_plan.meter, 'kinds', private.plan_kinds_json(p_plan.id),
+        'organization_id', p_organization_id, 'member_used', mu.units_used, 'member_cap', p_cap)
+  ) end into v_result
+  from pool r left join member mu on true left join inserted i on true;
+  if not found then
+    -- The pool's guard refused: another member's enqueue took the room since the read above.
+    return jsonb_build_object('outcome', 'pool_exhausted', 'hold', p_hold,
+      'resets_at', private.period_end(p_plan.period, p_period_start),
+      'usage', private.organization_usage_json(p_organization_id, p_user_id, p_plan, p_now));
+  end if;
+  if v_result is null then
+    -- The member's guard refused after the pool was reserved: unreachable under the user's lock
+    -- (only this user's enqueues raise their row); refuse the whole call rather than keep a pool
+    -- hold with no job.
+    raise exception 'enqueue_job: member cap guard refused after the pool reservation'
+      using errcode = 'P0001';
+  end if;
+  return v_result;
+end
+$function$;
+comment on function private.enqueue_in_organization(p_organization_id uuid, p_user_id uuid, p_plan public.plans, p_period_start timestamp with time zone, p_cap integer, p_active integer, p_hold bigint, p_job jsonb, p_now timestamp with time zone) is 'enqueue_job''s organization reservation, under the user''s lock and after its checks: the pool row, then the member row, each guarded by its limit, then the job and its event. The pool''s guard refusing (another member took the room) is pool_exhausted, nothing held.';
 
 CREATE OR REPLACE FUNCTION private.erase_deleted_user()
  RETURNS trigger
@@ -680,6 +889,14 @@ begin
   -- Every job of the user, locked before any counter is touched: a worker's transition waits,
   -- then finds its job gone (not_found), and no lock order can cycle with it.
   perform from public.generation_jobs j where j.user_id = p_user_id order by j.id for update;
+  -- Then the pools of their organization jobs, in (organization, period, meter) order: the only
+  -- transaction that holds more than one pool takes them sorted (the lock order).
+  perform from public.organization_usage q
+  where (q.organization_id, q.period_start, q.meter) in (
+    select j.organization_id, j.period_start, j.meter from public.generation_jobs j
+    where j.user_id = p_user_id and j.organization_id is not null)
+  order by q.organization_id, q.period_start, q.meter
+  for update;
 
   -- Active jobs end as the user's own cancel ends them (refund rules included); the worker of a
   -- running one learns it at its next progress write and stops the model.
@@ -731,6 +948,19 @@ begin
         completion_tokens = u.completion_tokens + excluded.completion_tokens,
         updated_at = p_now;
 
+  -- Their organization jobs are all final now: what they captured stays in the pool (the team
+  -- paid for it), held there without them.
+  update public.organization_usage q
+  set erased_units = q.erased_units + s.captured, updated_at = p_now
+  from (
+    select j.organization_id, j.period_start, j.meter, sum(j.captured) as captured
+    from public.generation_jobs j
+    where j.user_id = p_user_id and j.organization_id is not null
+    group by j.organization_id, j.period_start, j.meter
+  ) s
+  where q.organization_id = s.organization_id and q.period_start = s.period_start
+    and q.meter = s.meter and s.captured > 0;
+
   perform pg_catalog.set_config('quota_jobs.erasing', 'on', true);
   delete from public.job_events e where e.user_id = p_user_id;
   get diagnostics v_events = row_count;
@@ -740,6 +970,8 @@ begin
   perform pg_catalog.set_config('quota_jobs.erasing', 'off', true);
   -- Every job went with its hold or capture, so the counters go too (quota_drift stays empty).
   delete from public.quota_usage q where q.user_id = p_user_id;
+  delete from public.organization_member_usage m where m.user_id = p_user_id;
+  delete from public.organization_members m where m.user_id = p_user_id;
   delete from public.user_plans p where p.user_id = p_user_id;
   -- A pseudonym in a kept log line now names no one.
   delete from private.user_pseudonyms s where s.user_id = p_user_id;
@@ -748,7 +980,7 @@ begin
     'events', v_events);
 end
 $function$;
-comment on function private.erase_user_data(p_user_id uuid, p_now timestamp with time zone) is 'A user''s erasure: cancels their active jobs (cancel_job''s refund rule), adds their jobs'' cost to public.erased_usage (no user), deletes their job_events, generation_jobs (their superseded_callbacks rows keep no job id), quota_usage, user_plans and user_pseudonyms rows. Serialized per user with enqueue (its advisory lock); a second call finds nothing and erases 0. Security definer: deleting events is allowed only to the owner (private.erasing).';
+comment on function private.erase_user_data(p_user_id uuid, p_now timestamp with time zone) is 'A user''s erasure: cancels their active jobs (cancel_job''s refund rule), adds their jobs'' cost to public.erased_usage (no user) and their organization jobs'' captures to their pools'' erased_units, deletes their job_events, generation_jobs (their superseded_callbacks rows keep no job id), quota_usage, organization_member_usage, organization_members, user_plans and user_pseudonyms rows. Serialized per user with enqueue (its advisory lock); locks their jobs, then their pools in order. A second call finds nothing and erases 0. Security definer: deleting events is allowed only to the owner (private.erasing).';
 
 CREATE OR REPLACE FUNCTION private.erasing(p_table regclass)
  RETURNS boolean
@@ -897,6 +1129,17 @@ end
 $function$;
 comment on function private.log_event(p_job public.generation_jobs, p_event text, p_from_status text, p_now timestamp with time zone, p_detail jsonb) is 'Appends one transition to job_events.';
 
+CREATE OR REPLACE FUNCTION private.managed_organizations()
+ RETURNS SETOF uuid
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+  select m.organization_id from public.organization_members m
+  where m.user_id = (select auth.uid()) and m.role in ('owner', 'admin')
+$function$;
+comment on function private.managed_organizations() is 'The organizations the signed-in user is an owner or admin of, for the row level security policies (security definer: a policy on organization_members cannot read that table itself).';
+
 CREATE OR REPLACE FUNCTION private.offer_documents()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -939,6 +1182,39 @@ begin
 end
 $function$;
 comment on function private.ops_buckets(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) is 'The buckets of an operator-page window: p_from, p_from + p_bucket, … before p_to (at most 1000; else 22023). Every series has a row per bucket, zeros included.';
+
+CREATE OR REPLACE FUNCTION private.organization_usage_json(p_organization_id uuid, p_user_id uuid, p_plan public.plans, p_now timestamp with time zone)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO ''
+AS $function$
+declare
+  v_start timestamptz := private.period_start(p_plan.period, p_now);
+begin
+  return (
+  select private.usage_object(p_plan, v_start, coalesce(q.units_used, 0), a.n)
+    || jsonb_build_object(
+      'meter', p_plan.meter,
+      'held', a.held,
+      'paid_refunds', case when p_plan.meter = 'jobs' then coalesce(q.paid_refunds, 0) end,
+      'max_paid_refunds', private.refund_bound(p_plan),
+      'kinds', private.plan_kinds_json(p_plan.id),
+      'organization_id', p_organization_id,
+      'member_used', coalesce((select u.units_used from public.organization_member_usage u
+        where u.organization_id = p_organization_id and u.user_id = p_user_id
+          and u.period_start = v_start and u.meter = p_plan.meter), 0),
+      'member_cap', (select m.cap from public.organization_members m
+        where m.organization_id = p_organization_id and m.user_id = p_user_id))
+  from (select count(*) as n, coalesce(sum(j.hold), 0) as held from public.generation_jobs j
+        where j.user_id = p_user_id and j.organization_id = p_organization_id
+          and j.status in ('queued', 'running')) a
+  left join public.organization_usage q on q.organization_id = p_organization_id
+    and q.period_start = v_start and q.meter = p_plan.meter
+  );
+end
+$function$;
+comment on function private.organization_usage_json(p_organization_id uuid, p_user_id uuid, p_plan public.plans, p_now timestamp with time zone) is 'A member''s usage in an organization in the period that contains p_now, in usage_json''s shape: used and limit are the pool''s; held and active the member''s jobs there; member_used and member_cap their row and cap.';
 
 CREATE OR REPLACE FUNCTION private.partial_output(j public.generation_jobs)
  RETURNS text
@@ -1031,7 +1307,7 @@ $function$;
 comment on function private.queued_due_since(j public.generation_jobs) is 'Since when a queued job should have been delivered: its resume time after a provider 429, else when it was (re)queued. The generation_jobs_queued_since index is on this expression. Inlined by the planner, hence no search_path setting (see its migration).';
 
 CREATE OR REPLACE FUNCTION private.quota_drift_since(p_since timestamp with time zone)
- RETURNS TABLE(user_id uuid, period_start timestamp with time zone, units_used integer, units_expected bigint, meter text)
+ RETURNS TABLE(user_id uuid, period_start timestamp with time zone, units_used integer, units_expected bigint, meter text, organization_id uuid)
  LANGUAGE sql
  STABLE
  SET search_path TO ''
@@ -1039,25 +1315,59 @@ AS $function$
   with reserved as (
     select j.user_id, j.period_start, j.meter, sum(coalesce(j.captured, j.hold)) as units_expected
     from public.generation_jobs j
-    where j.period_start >= p_since
+    where j.period_start >= p_since and j.organization_id is null
     group by j.user_id, j.period_start, j.meter
   ), used as (
     select u.user_id, u.period_start, u.meter, u.units_used
     from public.quota_usage u
     where u.period_start >= p_since
+  ), org_jobs as (
+    select j.organization_id, j.user_id, j.period_start, j.meter,
+      sum(coalesce(j.captured, j.hold)) as units_expected
+    from public.generation_jobs j
+    where j.organization_id is not null and j.period_start >= p_since
+    group by j.organization_id, j.user_id, j.period_start, j.meter
+  ), pool_reserved as (
+    select o.organization_id, o.period_start, o.meter, sum(o.units_expected) as units_expected
+    from org_jobs o group by o.organization_id, o.period_start, o.meter
+  ), pools as (
+    select q.organization_id, q.period_start, q.meter, q.units_used, q.erased_units
+    from public.organization_usage q where q.period_start >= p_since
+  ), members as (
+    select m.organization_id, m.user_id, m.period_start, m.meter, m.units_used
+    from public.organization_member_usage m where m.period_start >= p_since
   )
   select
     coalesce(u.user_id, r.user_id),
     coalesce(u.period_start, r.period_start),
     coalesce(u.units_used, 0),
     coalesce(r.units_expected, 0)::bigint,
-    coalesce(u.meter, r.meter)
+    coalesce(u.meter, r.meter),
+    null::uuid
   from used u
   full join reserved r
     on r.user_id = u.user_id and r.period_start = u.period_start and r.meter = u.meter
   where coalesce(u.units_used, 0) <> coalesce(r.units_expected, 0)
+  union all
+  -- A pool: its jobs' holds and captures, plus what erased members' jobs captured.
+  select null::uuid, coalesce(p.period_start, r.period_start), coalesce(p.units_used, 0),
+    (coalesce(r.units_expected, 0) + coalesce(p.erased_units, 0))::bigint,
+    coalesce(p.meter, r.meter), coalesce(p.organization_id, r.organization_id)
+  from pools p
+  full join pool_reserved r on r.organization_id = p.organization_id
+    and r.period_start = p.period_start and r.meter = p.meter
+  where coalesce(p.units_used, 0) <> coalesce(r.units_expected, 0) + coalesce(p.erased_units, 0)
+  union all
+  -- A member in an organization: their jobs there.
+  select coalesce(m.user_id, o.user_id), coalesce(m.period_start, o.period_start),
+    coalesce(m.units_used, 0), coalesce(o.units_expected, 0)::bigint, coalesce(m.meter, o.meter),
+    coalesce(m.organization_id, o.organization_id)
+  from members m
+  full join org_jobs o on o.organization_id = m.organization_id and o.user_id = m.user_id
+    and o.period_start = m.period_start and o.meter = m.meter
+  where coalesce(m.units_used, 0) <> coalesce(o.units_expected, 0)
 $function$;
-comment on function private.quota_drift_since(p_since timestamp with time zone) is 'quota_drift''s rows for the periods that start at or after p_since (-infinity: all of them, the view), read through generation_jobs_period and quota_usage_period.';
+comment on function private.quota_drift_since(p_since timestamp with time zone) is 'quota_drift''s rows for the periods that start at or after p_since (-infinity: all of them, the view): users (organization_id null), organization pools (user_id null; erased members'' captures count) and members in an organization (both set).';
 
 CREATE OR REPLACE FUNCTION private.refund(p_job public.generation_jobs, p_now timestamp with time zone)
  RETURNS void
@@ -1200,6 +1510,7 @@ begin
   ), active as (
     select count(*) as n, coalesce(sum(j.hold), 0) as held from public.generation_jobs j
     where j.user_id = p_user_id and j.status in ('queued', 'running')
+      and j.organization_id is null
   )
   select private.usage_object(
     p_plan,
@@ -1281,6 +1592,45 @@ end
 $function$;
 comment on function private.with_usage(p_detail jsonb, p_usage jsonb) is 'An event detail with the attempt''s usage added under `usage` (unchanged without one).';
 
+CREATE OR REPLACE FUNCTION public.accept_invitation(p_token text, p_user_id uuid, p_now timestamp with time zone DEFAULT now())
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_inv public.organization_invitations;
+begin
+  if not private.user_exists(p_user_id) then
+    return jsonb_build_object('outcome', 'user_not_found');
+  end if;
+  select * into v_inv from public.organization_invitations i
+  where i.token_hash = encode(sha256(convert_to(coalesce(p_token, ''), 'UTF8')), 'hex')
+  for update;
+  if not found then
+    return jsonb_build_object('outcome', 'not_found');
+  end if;
+  if v_inv.accepted_at is not null then
+    return jsonb_build_object('outcome', 'already_accepted');
+  end if;
+  if v_inv.expires_at <= p_now then
+    return jsonb_build_object('outcome', 'expired');
+  end if;
+  if exists (select from public.organization_members m
+      where m.organization_id = v_inv.organization_id and m.user_id = p_user_id) then
+    return jsonb_build_object('outcome', 'already_member',
+      'organization_id', v_inv.organization_id);
+  end if;
+  insert into public.organization_members (organization_id, user_id, role, cap, created_at)
+  values (v_inv.organization_id, p_user_id, v_inv.role, v_inv.cap, p_now);
+  update public.organization_invitations i
+  set accepted_at = p_now, accepted_by = p_user_id
+  where i.id = v_inv.id;
+  return jsonb_build_object('outcome', 'accepted', 'organization_id', v_inv.organization_id,
+    'role', v_inv.role, 'cap', v_inv.cap);
+end
+$function$;
+comment on function public.accept_invitation(p_token text, p_user_id uuid, p_now timestamp with time zone) is 'Joins the user (else user_not_found) to the invitation''s organization with its role and cap: once (already_accepted after), before it expires (expired), not twice (already_member, the invitation kept). The invitation row is locked: concurrent accepts of one token make one member. not_found for a token no invitation has.';
+
 CREATE OR REPLACE FUNCTION public.cancel_job(p_job_id uuid, p_user_id uuid, p_now timestamp with time zone DEFAULT now())
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -1337,9 +1687,28 @@ begin
     update public.quota_usage q
     set units_used = q.units_used - (c.hold - c.captured), updated_at = p_now
     from completed c
-    where c.hold > c.captured
+    where c.hold > c.captured and c.organization_id is null
       and q.user_id = c.user_id and q.period_start = c.period_start and q.meter = c.meter
       and q.units_used >= c.hold - c.captured
+    returning 1
+  ), pool_released as (
+    -- An organization job: the pool, then the member's row (the lock order).
+    update public.organization_usage q
+    set units_used = q.units_used - (c.hold - c.captured), updated_at = p_now
+    from completed c
+    where c.hold > c.captured and c.organization_id is not null
+      and q.organization_id = c.organization_id and q.period_start = c.period_start
+      and q.meter = c.meter and q.units_used >= c.hold - c.captured
+    returning 1
+  ), member_released as (
+    update public.organization_member_usage u
+    set units_used = u.units_used - (c.hold - c.captured), updated_at = p_now
+    from completed c
+    where c.hold > c.captured and c.organization_id is not null
+      and exists (select from pool_released)
+      and u.organization_id = c.organization_id and u.user_id = c.user_id
+      and u.period_start = c.period_start and u.meter = c.meter
+      and u.units_used >= c.hold - c.captured
     returning 1
   ), logged as (
     insert into public.job_events (job_id, user_id, at, event, from_status, to_status, detail)
@@ -1349,7 +1718,9 @@ begin
     from completed c
   )
   select jsonb_build_object('outcome', 'completed', 'job', private.ending_json(c::public.generation_jobs),
-    'released', c.hold = c.captured or exists (select from released)) into v_result
+    'released', c.hold = c.captured or exists (select from released)
+      or (exists (select from pool_released) and exists (select from member_released)))
+  into v_result
   from completed c;
   if v_result is not null then
     if not (v_result ->> 'released')::boolean then
@@ -1364,9 +1735,38 @@ begin
   return jsonb_build_object('outcome', 'not_running', 'job', private.job_json(v_job));
 end
 $function$;
-comment on function public.complete_job(p_job_id uuid, p_attempt integer, p_output text, p_now timestamp with time zone, p_usage jsonb) is 'running under this claim → succeeded with the output; captures the whole hold (job plan: the kind''s units) or least(hold, consumed + the usage''s tokens) (token plan) and releases the rest; the usage goes in the event. Answers completed with the job''s state (private.ending_json).';
+comment on function public.complete_job(p_job_id uuid, p_attempt integer, p_output text, p_now timestamp with time zone, p_usage jsonb) is 'running under this claim → succeeded with the output; captures the whole hold (job plan: the kind''s units) or least(hold, consumed + the usage''s tokens) (token plan) and releases the rest (an organization job: on its pool, then on the member''s row); the usage goes in the event. Answers completed with the job''s state (private.ending_json).';
 
-CREATE OR REPLACE FUNCTION public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT now(), p_prompt_tokens integer DEFAULT NULL::integer, p_kind text DEFAULT 'document'::text, p_input jsonb DEFAULT NULL::jsonb, p_model text DEFAULT NULL::text)
+CREATE OR REPLACE FUNCTION public.create_invitation(p_organization_id uuid, p_by uuid, p_role text, p_cap integer DEFAULT NULL::integer, p_expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_now timestamp with time zone DEFAULT now())
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_token text := replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', '');
+  v_id uuid;
+begin
+  if p_role is null or p_role not in ('admin', 'member') or p_cap < 0
+     or p_expires_at <= p_now then
+    return jsonb_build_object('outcome', 'invalid_invitation');
+  end if;
+  if not exists (select from public.organization_members m
+      where m.organization_id = p_organization_id and m.user_id = p_by
+        and m.role in ('owner', 'admin')) then
+    return jsonb_build_object('outcome', 'forbidden');
+  end if;
+  insert into public.organization_invitations (organization_id, token_hash, role, cap,
+    invited_by, created_at, expires_at)
+  values (p_organization_id, encode(sha256(convert_to(v_token, 'UTF8')), 'hex'), p_role, p_cap,
+    p_by, p_now, coalesce(p_expires_at, p_now + interval '7 days'))
+  returning id into v_id;
+  return jsonb_build_object('outcome', 'created', 'invitation_id', v_id, 'token', v_token,
+    'expires_at', coalesce(p_expires_at, p_now + interval '7 days'));
+end
+$function$;
+comment on function public.create_invitation(p_organization_id uuid, p_by uuid, p_role text, p_cap integer, p_expires_at timestamp with time zone, p_now timestamp with time zone) is 'An owner or admin of the organization (else forbidden) invites as admin or member with an optional cap, valid until p_expires_at (default 7 days; invalid_invitation for a bad role, cap or expiry). Answers created with the token, once: only its SHA-256 is stored.';
+
+CREATE OR REPLACE FUNCTION public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT now(), p_prompt_tokens integer DEFAULT NULL::integer, p_kind text DEFAULT 'document'::text, p_input jsonb DEFAULT NULL::jsonb, p_model text DEFAULT NULL::text, p_organization_id uuid DEFAULT NULL::uuid)
  RETURNS jsonb
  LANGUAGE plpgsql
  SET search_path TO ''
@@ -1377,6 +1777,8 @@ declare
   v_hash text;
   v_job public.generation_jobs;
   v_used integer;
+  v_member_used integer;
+  v_cap integer;
   v_active integer;
   v_prompt_tokens integer;
   v_hold bigint;
@@ -1419,38 +1821,77 @@ begin
     else p_kind || ':' || v_input::text end, 'UTF8')), 'hex');
   v_prompt_tokens := coalesce(p_prompt_tokens, octet_length(convert_to(p_prompt, 'UTF8')) + 8);
 
+  -- First of the lock order (user lock → job row → pool row → member row): one user's enqueues,
+  -- personal or in any of their organizations, take turns.
   perform pg_advisory_xact_lock(hashtextextended('quota_jobs.enqueue:' || p_user_id::text, 0));
 
-  select p.id, p.name, p.period, p.units_per_period, p.max_active_jobs, p.max_output_tokens,
-    p.max_paid_refunds, p.meter, p.model, p.service_tier, p.reasoning_effort,
-    b.period_start,
-    (select q.units_used from public.quota_usage q
-     where q.user_id = p_user_id and q.period_start = b.period_start and q.meter = p.meter),
-    (select count(*) from public.generation_jobs j
-     where j.user_id = p_user_id and j.status in ('queued', 'running')),
-    k.units, k.model
-  into v_plan.id, v_plan.name, v_plan.period, v_plan.units_per_period, v_plan.max_active_jobs,
-    v_plan.max_output_tokens, v_plan.max_paid_refunds, v_plan.meter, v_plan.model,
-    v_plan.service_tier, v_plan.reasoning_effort, v_period_start, v_used, v_active, v_units,
-    v_kind_model
-  from public.plans p
-  cross join lateral (
-    select date_trunc(p.period, p_now at time zone 'UTC') at time zone 'UTC' as period_start
-  ) b
-  left join public.plan_kinds k on k.plan_id = p.id and k.kind = p_kind
-  where p.id = (select (private.plan_for(p_user_id)).id);
+  if p_organization_id is null then
+    select p.id, p.name, p.period, p.units_per_period, p.max_active_jobs, p.max_output_tokens,
+      p.max_paid_refunds, p.meter, p.model, p.service_tier, p.reasoning_effort,
+      b.period_start,
+      (select q.units_used from public.quota_usage q
+       where q.user_id = p_user_id and q.period_start = b.period_start and q.meter = p.meter),
+      (select count(*) from public.generation_jobs j
+       where j.user_id = p_user_id and j.status in ('queued', 'running')
+         and j.organization_id is null),
+      k.units, k.model
+    into v_plan.id, v_plan.name, v_plan.period, v_plan.units_per_period, v_plan.max_active_jobs,
+      v_plan.max_output_tokens, v_plan.max_paid_refunds, v_plan.meter, v_plan.model,
+      v_plan.service_tier, v_plan.reasoning_effort, v_period_start, v_used, v_active, v_units,
+      v_kind_model
+    from public.plans p
+    cross join lateral (
+      select date_trunc(p.period, p_now at time zone 'UTC') at time zone 'UTC' as period_start
+    ) b
+    left join public.plan_kinds k on k.plan_id = p.id and k.kind = p_kind
+    where p.id = (select (private.plan_for(p_user_id)).id);
+  else
+    -- The organization's plan, its pool and the member's row and cap, in one read.
+    select p.id, p.name, p.period, p.units_per_period, p.max_active_jobs, p.max_output_tokens,
+      p.max_paid_refunds, p.meter, p.model, p.service_tier, p.reasoning_effort,
+      b.period_start,
+      (select q.units_used from public.organization_usage q
+       where q.organization_id = m.organization_id and q.period_start = b.period_start
+         and q.meter = p.meter),
+      (select u.units_used from public.organization_member_usage u
+       where u.organization_id = m.organization_id and u.user_id = p_user_id
+         and u.period_start = b.period_start and u.meter = p.meter),
+      (select count(*) from public.generation_jobs j
+       where j.user_id = p_user_id and j.status in ('queued', 'running')
+         and j.organization_id = m.organization_id),
+      k.units, k.model, m.cap
+    into v_plan.id, v_plan.name, v_plan.period, v_plan.units_per_period, v_plan.max_active_jobs,
+      v_plan.max_output_tokens, v_plan.max_paid_refunds, v_plan.meter, v_plan.model,
+      v_plan.service_tier, v_plan.reasoning_effort, v_period_start, v_used, v_member_used,
+      v_active, v_units, v_kind_model, v_cap
+    from public.organization_members m
+    join public.organizations o on o.id = m.organization_id
+    join public.plans p on p.id = o.plan
+    cross join lateral (
+      select date_trunc(p.period, p_now at time zone 'UTC') at time zone 'UTC' as period_start
+    ) b
+    left join public.plan_kinds k on k.plan_id = p.id and k.kind = p_kind
+    where m.organization_id = p_organization_id and m.user_id = p_user_id;
+    if not found then
+      -- No such organization, or not theirs: the same answer, so it tells nothing of others.
+      return jsonb_build_object('outcome', 'not_a_member');
+    end if;
+  end if;
 
   if p_idempotency_key is not null then
     select * into v_job from public.generation_jobs j
     where j.user_id = p_user_id and j.idempotency_key = p_idempotency_key;
     if found then
-      if v_job.request_hash <> v_hash then
+      if v_job.request_hash <> v_hash
+         or v_job.organization_id is distinct from p_organization_id then
         return jsonb_build_object('outcome', 'idempotency_key_reused', 'job_id', v_job.id);
       end if;
       return jsonb_build_object(
         'outcome', 'replayed',
         'job', private.job_json(v_job),
-        'usage', private.usage_json(p_user_id, v_plan, p_now)
+        'usage', case when p_organization_id is null
+          then private.usage_json(p_user_id, v_plan, p_now)
+          else private.organization_usage_json(p_organization_id, p_user_id, v_plan, p_now) end
       );
     end if;
   end if;
@@ -1487,6 +1928,31 @@ begin
     v_hold := v_prompt_tokens + v_plan.max_output_tokens;
   else
     v_hold := v_units;
+  end if;
+
+  if p_organization_id is not null then
+    -- The pool's limit, the member's cap, the member's active jobs there: refused before anything
+    -- is held (the reservation's guards refuse what a race makes of these reads).
+    if coalesce(v_used, 0) + v_hold > v_plan.units_per_period then
+      return jsonb_build_object('outcome', 'pool_exhausted', 'hold', v_hold,
+        'resets_at', private.period_end(v_plan.period, v_period_start),
+        'usage', private.organization_usage_json(p_organization_id, p_user_id, v_plan, p_now));
+    end if;
+    if v_cap is not null and coalesce(v_member_used, 0) + v_hold > v_cap then
+      return jsonb_build_object('outcome', 'member_cap_reached', 'hold', v_hold,
+        'resets_at', private.period_end(v_plan.period, v_period_start),
+        'usage', private.organization_usage_json(p_organization_id, p_user_id, v_plan, p_now));
+    end if;
+    if v_active >= v_plan.max_active_jobs then
+      return jsonb_build_object('outcome', 'too_many_active_jobs',
+        'usage', private.organization_usage_json(p_organization_id, p_user_id, v_plan, p_now));
+    end if;
+    return private.enqueue_in_organization(p_organization_id, p_user_id, v_plan, v_period_start,
+      v_cap, v_active, v_hold,
+      jsonb_build_object('kind', p_kind, 'prompt', p_prompt, 'input', v_input, 'hash', v_hash,
+        'idempotency_key', p_idempotency_key, 'prompt_tokens', v_prompt_tokens,
+        'model', v_model_id, 'reasons', v_reasons),
+      p_now);
   end if;
 
   if coalesce(v_used, 0) + v_hold > v_plan.units_per_period then
@@ -1555,7 +2021,7 @@ begin
   return v_result;
 end
 $function$;
-comment on function public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text, p_now timestamp with time zone, p_prompt_tokens integer, p_kind text, p_input jsonb, p_model text) is 'Starts a job of a kind (default document) for a user that exists (else user_not_found): a kind the plan does not offer is kind_not_in_plan; a model (the kind''s on the plan, else the plan''s, else p_model) past its shutdown date is model_retired; holds the kind''s units (job plan), p_prompt_tokens + max_output_tokens (token plan) or that call''s worst case in micro-dollars (money plan) on the counter of the plan''s meter under the limit, checks the active-job limit and the idempotency key, inserts, in one transaction. A refusal holds nothing.';
+comment on function public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text, p_now timestamp with time zone, p_prompt_tokens integer, p_kind text, p_input jsonb, p_model text, p_organization_id uuid) is 'Starts a job of a kind (default document) for a user that exists (else user_not_found): a kind the plan does not offer is kind_not_in_plan; a model (the kind''s on the plan, else the plan''s, else p_model) past its shutdown date is model_retired; holds the kind''s units (job plan), p_prompt_tokens + max_output_tokens (token plan) or that call''s worst case in micro-dollars (money plan) on the counter of the plan''s meter under the limit, checks the active-job limit and the idempotency key, inserts, in one transaction. With p_organization_id: the caller must be a member (not_a_member), the plan is the organization''s, and the hold goes on its pool and the member''s row, under the plan''s limit (pool_exhausted) and the member''s cap (member_cap_reached) (private.enqueue_in_organization). A refusal holds nothing.';
 
 CREATE OR REPLACE FUNCTION public.erase_user(p_user_id uuid, p_now timestamp with time zone DEFAULT now())
  RETURNS jsonb
@@ -1610,10 +2076,22 @@ AS $function$
     'usage', coalesce((
       select jsonb_agg(to_jsonb(q) - 'user_id' order by q.period_start, q.meter)
       from public.quota_usage q where q.user_id = p_user_id
+    ), '[]'::jsonb),
+    -- Their memberships and what they held in each organization (not the pool: the team's).
+    'organizations', coalesce((
+      select jsonb_agg(jsonb_build_object('organization_id', m.organization_id, 'name', o.name,
+        'role', m.role, 'cap', m.cap, 'joined_at', m.created_at, 'usage', coalesce((
+          select jsonb_agg(to_jsonb(u) - 'user_id' - 'organization_id'
+            order by u.period_start, u.meter)
+          from public.organization_member_usage u
+          where u.user_id = p_user_id and u.organization_id = m.organization_id
+        ), '[]'::jsonb)) order by m.created_at, m.organization_id)
+      from public.organization_members m join public.organizations o on o.id = m.organization_id
+      where m.user_id = p_user_id
     ), '[]'::jsonb)
   ) end
 $function$;
-comment on function public.export_user(p_user_id uuid, p_after_created_at timestamp with time zone, p_after_id uuid, p_limit integer) is 'GET /api/me/export, one page: the user''s jobs oldest first (every column but the prompt hash, each with its events), keyset-paginated on (created_at, id), at most 500 a page; the first page (no cursor) also carries their user_plans row, quota_usage rows and log pseudonym (null when no log line named them yet).';
+comment on function public.export_user(p_user_id uuid, p_after_created_at timestamp with time zone, p_after_id uuid, p_limit integer) is 'GET /api/me/export, one page: the user''s jobs oldest first, their organization jobs included (every column but the prompt hash, each with its events), keyset-paginated on (created_at, id), at most 500 a page; the first page (no cursor) also carries their user_plans row, quota_usage rows, log pseudonym (null when no log line named them yet) and their organizations (membership, cap and their own usage rows there).';
 
 CREATE OR REPLACE FUNCTION public.fail_job(p_job_id uuid, p_reason text, p_error text DEFAULT NULL::text, p_attempt integer DEFAULT NULL::integer, p_now timestamp with time zone DEFAULT now(), p_usage jsonb DEFAULT NULL::jsonb, p_seq integer DEFAULT NULL::integer)
  RETURNS jsonb
@@ -2193,6 +2671,71 @@ end
 $function$;
 comment on function public.release_job(p_job_id uuid, p_attempt integer, p_error text, p_now timestamp with time zone, p_usage jsonb) is 'running under this claim → queued after a transient error, the attempt''s tokens added to consumed; on a token plan, when no further attempt fits under 2 × hold, → failed (attempt_budget_exhausted) capturing least(hold, consumed + this attempt): budget_exhausted.';
 
+CREATE OR REPLACE FUNCTION public.remove_member(p_organization_id uuid, p_user_id uuid, p_by uuid, p_now timestamp with time zone DEFAULT now())
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_by_role text;
+  v_role text;
+  v_old public.generation_jobs;
+  v_canceled integer := 0;
+  v_refunded integer := 0;
+  v_job public.generation_jobs;
+begin
+  -- The removed member's enqueues wait: none starts a job in this organization meanwhile.
+  perform pg_advisory_xact_lock(hashtextextended('quota_jobs.enqueue:' || p_user_id::text, 0));
+  select m.role into v_by_role from public.organization_members m
+  where m.organization_id = p_organization_id and m.user_id = p_by;
+  select m.role into v_role from public.organization_members m
+  where m.organization_id = p_organization_id and m.user_id = p_user_id
+  for update;
+  if v_role is null then
+    return jsonb_build_object('outcome', 'not_a_member');
+  end if;
+  -- A member may leave; only an owner or admin removes someone else, and only an owner an owner.
+  if p_by is distinct from p_user_id and (v_by_role is null or v_by_role = 'member'
+     or (v_role = 'owner' and v_by_role <> 'owner')) then
+    return jsonb_build_object('outcome', 'forbidden');
+  end if;
+  if v_role = 'owner' and not exists (select from public.organization_members m
+      where m.organization_id = p_organization_id and m.role = 'owner'
+        and m.user_id <> p_user_id) then
+    return jsonb_build_object('outcome', 'last_owner');
+  end if;
+
+  perform from public.generation_jobs j
+  where j.user_id = p_user_id and j.organization_id = p_organization_id
+    and j.status in ('queued', 'running')
+  order by j.id for update;
+  perform from public.organization_usage q
+  where q.organization_id = p_organization_id and (q.period_start, q.meter) in (
+    select j.period_start, j.meter from public.generation_jobs j
+    where j.user_id = p_user_id and j.organization_id = p_organization_id
+      and j.status in ('queued', 'running'))
+  order by q.period_start, q.meter
+  for update;
+  for v_old in
+    select * from public.generation_jobs j
+    where j.user_id = p_user_id and j.organization_id = p_organization_id
+      and j.status in ('queued', 'running')
+    order by j.id
+  loop
+    v_job := private.end_with_refund(v_old, 'canceled', null, null, 'canceled', p_now,
+      jsonb_build_object('by', 'member_removal'), null, v_old.status = 'running');
+    v_canceled := v_canceled + 1;
+    v_refunded := v_refunded + case when v_job.refunded_at is not null then 1 else 0 end;
+  end loop;
+
+  delete from public.organization_members m
+  where m.organization_id = p_organization_id and m.user_id = p_user_id;
+  return jsonb_build_object('outcome', 'removed', 'canceled', v_canceled,
+    'refunded', v_refunded);
+end
+$function$;
+comment on function public.remove_member(p_organization_id uuid, p_user_id uuid, p_by uuid, p_now timestamp with time zone) is 'Removes p_user_id from an organization, by p_by: the member themselves, an owner or admin (an owner only by an owner; never the last owner: last_owner). Their active jobs there are canceled by a cancel''s refund rule (private.end_with_refund) and the membership deleted; their finished jobs and usage row stay. not_a_member, forbidden, last_owner, or removed (with canceled and refunded counts).';
+
 CREATE OR REPLACE FUNCTION public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text DEFAULT NULL::text, p_max_hits integer DEFAULT 3, p_max_age_seconds integer DEFAULT 10800, p_now timestamp with time zone DEFAULT now(), p_count_hit boolean DEFAULT true, p_usage jsonb DEFAULT NULL::jsonb, p_capacity boolean DEFAULT false)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -2539,6 +3082,13 @@ create policy "job kinds are readable by signed-in users" on public.job_kinds as
 create policy "users read their own jobs' output" on public.job_output_chunks as permissive for select to authenticated using ((EXISTS ( SELECT
    FROM public.generation_jobs j
   WHERE ((j.id = job_output_chunks.job_id) AND (j.user_id = ( SELECT auth.uid() AS uid))))));
+create policy "members read their own usage, owners and admins their members'" on public.organization_member_usage as permissive for select to authenticated using (((user_id = ( SELECT auth.uid() AS uid)) OR (organization_id IN ( SELECT private.managed_organizations() AS managed_organizations))));
+create policy "members read their own membership" on public.organization_members as permissive for select to authenticated using ((user_id = ( SELECT auth.uid() AS uid)));
+create policy "owners and admins read their members" on public.organization_members as permissive for select to authenticated using ((organization_id IN ( SELECT private.managed_organizations() AS managed_organizations)));
+create policy "owners and admins read their pool" on public.organization_usage as permissive for select to authenticated using ((organization_id IN ( SELECT private.managed_organizations() AS managed_organizations)));
+create policy "members read their organization" on public.organizations as permissive for select to authenticated using ((EXISTS ( SELECT
+   FROM public.organization_members m
+  WHERE ((m.organization_id = organizations.id) AND (m.user_id = ( SELECT auth.uid() AS uid))))));
 create policy "plan kinds are readable by signed-in users" on public.plan_kinds as permissive for select to authenticated using (true);
 create policy "plans are readable by signed-in users" on public.plans as permissive for select to authenticated using (true);
 create policy "users read their own usage" on public.quota_usage as permissive for select to authenticated using ((user_id = ( SELECT auth.uid() AS uid)));
@@ -2555,6 +3105,11 @@ grant delete, insert, maintain, references, select, trigger, truncate, update on
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.job_output_chunks to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.model_tiers to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.models to service_role;
+grant delete, insert, maintain, references, select, trigger, truncate, update on table public.organization_invitations to service_role;
+grant delete, insert, maintain, references, select, trigger, truncate, update on table public.organization_member_usage to service_role;
+grant delete, insert, maintain, references, select, trigger, truncate, update on table public.organization_members to service_role;
+grant delete, insert, maintain, references, select, trigger, truncate, update on table public.organization_usage to service_role;
+grant delete, insert, maintain, references, select, trigger, truncate, update on table public.organizations to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.plan_kinds to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.plans to service_role;
 grant delete, insert, maintain, references, select, trigger, truncate, update on table public.quota_drift to service_role;
@@ -2571,6 +3126,7 @@ grant execute on function private.document_input() to service_role;
 grant execute on function private.drop_output_chunks() to service_role;
 grant execute on function private.end_with_refund(p_job public.generation_jobs, p_status text, p_reason text, p_error text, p_event text, p_now timestamp with time zone, p_detail jsonb, p_own integer, p_running_cancel boolean) to service_role;
 grant execute on function private.ending_json(j public.generation_jobs) to service_role;
+grant execute on function private.enqueue_in_organization(p_organization_id uuid, p_user_id uuid, p_plan public.plans, p_period_start timestamp with time zone, p_cap integer, p_active integer, p_hold bigint, p_job jsonb, p_now timestamp with time zone) to service_role;
 grant execute on function private.erase_deleted_user() to service_role;
 grant execute on function private.erase_user_data(p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function private.erasing(p_table regclass) to service_role;
@@ -2580,9 +3136,12 @@ grant execute on function private.forbid_changing_final_jobs() to service_role;
 grant execute on function private.held_prices(p_model text, p_tier text) to service_role;
 grant execute on function private.job_json(j public.generation_jobs) to service_role;
 grant execute on function private.log_event(p_job public.generation_jobs, p_event text, p_from_status text, p_now timestamp with time zone, p_detail jsonb) to service_role;
+grant execute on function private.managed_organizations() to authenticated;
+grant execute on function private.managed_organizations() to service_role;
 grant execute on function private.offer_documents() to service_role;
 grant execute on function private.open_periods_since(p_now timestamp with time zone) to service_role;
 grant execute on function private.ops_buckets(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) to service_role;
+grant execute on function private.organization_usage_json(p_organization_id uuid, p_user_id uuid, p_plan public.plans, p_now timestamp with time zone) to service_role;
 grant execute on function private.partial_output(j public.generation_jobs) to service_role;
 grant execute on function private.period_end(p_period text, p_start timestamp with time zone) to service_role;
 grant execute on function private.period_start(p_period text, p_now timestamp with time zone) to service_role;
@@ -2603,9 +3162,11 @@ grant execute on function private.usage_object(p_plan public.plans, p_period_sta
 grant execute on function private.usage_tokens(p_usage jsonb) to service_role;
 grant execute on function private.user_exists(p_user_id uuid) to service_role;
 grant execute on function private.with_usage(p_detail jsonb, p_usage jsonb) to service_role;
+grant execute on function public.accept_invitation(p_token text, p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.cancel_job(p_job_id uuid, p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.complete_job(p_job_id uuid, p_attempt integer, p_output text, p_now timestamp with time zone, p_usage jsonb) to service_role;
-grant execute on function public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text, p_now timestamp with time zone, p_prompt_tokens integer, p_kind text, p_input jsonb, p_model text) to service_role;
+grant execute on function public.create_invitation(p_organization_id uuid, p_by uuid, p_role text, p_cap integer, p_expires_at timestamp with time zone, p_now timestamp with time zone) to service_role;
+grant execute on function public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text, p_now timestamp with time zone, p_prompt_tokens integer, p_kind text, p_input jsonb, p_model text, p_organization_id uuid) to service_role;
 grant execute on function public.erase_user(p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.export_user(p_user_id uuid, p_after_created_at timestamp with time zone, p_after_id uuid, p_limit integer) to service_role;
 grant execute on function public.fail_job(p_job_id uuid, p_reason text, p_error text, p_attempt integer, p_now timestamp with time zone, p_usage jsonb, p_seq integer) to service_role;
@@ -2625,6 +3186,7 @@ grant execute on function public.record_attempt_usage(p_job_id uuid, p_attempt i
 grant execute on function public.record_model_catalogue(p_model text, p_shutdown_date date, p_now timestamp with time zone) to service_role;
 grant execute on function public.record_progress(p_job_id uuid, p_attempt integer, p_offset integer, p_text text, p_completion_tokens integer, p_now timestamp with time zone, p_prompt_tokens integer, p_thinking boolean, p_reasoning_tokens integer) to service_role;
 grant execute on function public.release_job(p_job_id uuid, p_attempt integer, p_error text, p_now timestamp with time zone, p_usage jsonb) to service_role;
+grant execute on function public.remove_member(p_organization_id uuid, p_user_id uuid, p_by uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text, p_max_hits integer, p_max_age_seconds integer, p_now timestamp with time zone, p_count_hit boolean, p_usage jsonb, p_capacity boolean) to service_role;
 grant execute on function public.retention_batch(p_before timestamp with time zone, p_limit integer) to service_role;
 grant execute on function public.retention_run(p_before timestamp with time zone, p_limit integer) to service_role;
@@ -2637,12 +3199,17 @@ grant select on table public.generation_jobs to authenticated;
 grant select on table public.job_events to authenticated;
 grant select on table public.job_kinds to authenticated;
 grant select on table public.job_output_chunks to authenticated;
+grant select on table public.organization_member_usage to authenticated;
+grant select on table public.organization_members to authenticated;
+grant select on table public.organization_usage to authenticated;
+grant select on table public.organizations to authenticated;
 grant select on table public.plan_kinds to authenticated;
 grant select on table public.plans to authenticated;
 grant select on table public.quota_usage to authenticated;
 grant select on table public.user_plans to authenticated;
 grant select, update, usage on sequence public.job_events_id_seq to service_role;
 grant select, update, usage on sequence public.superseded_callbacks_id_seq to service_role;
+grant usage on schema private to authenticated;
 grant usage on schema private to service_role;
 grant usage on schema public to anon;
 grant usage on schema public to authenticated;

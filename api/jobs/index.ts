@@ -1,6 +1,6 @@
 /** `POST /api/jobs` starts a job; `GET /api/jobs` lists the caller's jobs, newest first. */
 import { type Deps, getDeps } from "../../lib/deps.ts";
-import { enqueueJob } from "../../lib/enqueue.ts";
+import { type EnqueueOutcome, enqueueJob } from "../../lib/enqueue.ts";
 import { HttpError } from "../../lib/errors.ts";
 import { handle, json, readJson } from "../../lib/http.ts";
 import type { PlanKind, UsageRow } from "../../lib/jobs.ts";
@@ -14,6 +14,7 @@ import {
   parseIdempotencyKey,
   parseJobRequest,
   parseListQuery,
+  parseOrganizationId,
 } from "../../lib/validate.ts";
 import { toJob, toUsage } from "../../lib/view.ts";
 
@@ -60,6 +61,45 @@ function quotaMessage(
 const usd = (micros: number) =>
   `$${(micros / 1_000_000).toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 6 })}`;
 
+/** A reset as a person reads it: "1 Jan" (UTC). */
+const day = (t: Date) =>
+  t.toLocaleDateString("en-GB", { day: "numeric", month: "short", timeZone: "UTC" });
+
+/** An amount of the plan's meter in words: "3 units", "2,048 tokens", "$0.0047". */
+const amount = (usage: UsageRow, n: number) =>
+  usage.meter === "money"
+    ? usd(n)
+    : usage.meter === "tokens"
+      ? plural(n, "token", "tokens")
+      : plural(n, "unit", "units");
+
+/** The refusals of an organization's job (docs/DESIGN.md#organizations): 403 or 429. */
+function organizationRefusal(
+  r: Extract<EnqueueOutcome, { outcome: "not_a_member" | "pool_exhausted" | "member_cap_reached" }>,
+  now: Date,
+): HttpError {
+  if (r.outcome === "not_a_member")
+    return new HttpError(403, "not_a_member", "You are not a member of this organization.");
+  const retry = { "retry-after": secondsUntil(r.resetsAt, now) };
+  const usage = { usage: toUsage(r.usage) };
+  if (r.outcome === "pool_exhausted")
+    return new HttpError(
+      429,
+      "pool_exhausted",
+      `Your team's pool is used up until ${day(r.resetsAt)}: this job needs ${amount(r.usage, r.hold)} and ${amount(r.usage, Math.max(r.usage.limit - r.usage.used, 0))} of ${amount(r.usage, r.usage.limit)} are left.`,
+      retry,
+      usage,
+    );
+  const cap = r.usage.member_cap ?? 0;
+  return new HttpError(
+    429,
+    "member_cap_reached",
+    `You have reached the cap your admin set (${amount(r.usage, cap)} a period; you have used ${amount(r.usage, r.usage.member_used ?? 0)} and this job needs ${amount(r.usage, r.hold)}) until ${day(r.resetsAt)}.`,
+    retry,
+    usage,
+  );
+}
+
 export function createHandler(deps: () => Deps) {
   return handle({
     async POST(req) {
@@ -84,8 +124,10 @@ export function createHandler(deps: () => Deps) {
 async function enqueue(d: Deps, req: Request): Promise<Response> {
   const { userId } = await traced("auth", {}, () => d.auth.userFromRequest(req));
   const idempotencyKey = parseIdempotencyKey(req);
-  const request = await parseJobRequest(await readJson(req, { maxBytes: MAX_BODY_BYTES }));
-  const r = await enqueueJob(d, { userId, ...request, idempotencyKey });
+  const body = await readJson(req, { maxBytes: MAX_BODY_BYTES });
+  const request = await parseJobRequest(body);
+  const organizationId = parseOrganizationId(body);
+  const r = await enqueueJob(d, { userId, ...request, idempotencyKey, organizationId });
   annotate({ "job.outcome": r.outcome });
   const now = d.now();
   switch (r.outcome) {
@@ -121,6 +163,10 @@ async function enqueue(d: Deps, req: Request): Promise<Response> {
         { "retry-after": secondsUntil(r.resetsAt, now) },
         { usage: toUsage(r.usage) },
       );
+    case "not_a_member":
+    case "pool_exhausted":
+    case "member_cap_reached":
+      throw organizationRefusal(r, now);
     case "too_many_active_jobs":
       throw new HttpError(
         409,

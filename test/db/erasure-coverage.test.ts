@@ -20,6 +20,11 @@ const COVERAGE: CoverageList = {
   "public.job_output_chunks.job_output_chunks_job_id_fkey": "cascade",
   "public.superseded_callbacks.superseded_callbacks_job_id_fkey": "nulled",
   "public.user_plans.user_plans_user_id_fkey": "deleted",
+  // A member's memberships go with them (their organization rows: the pool keeps its accounting).
+  "public.organization_members.organization_members_user_id_fkey": "deleted",
+  // An invitation stays, naming neither its inviter nor whoever accepted it.
+  "public.organization_invitations.organization_invitations_invited_by_fkey": "nulled",
+  "public.organization_invitations.organization_invitations_accepted_by_fkey": "nulled",
   "private.user_pseudonyms.user_pseudonyms_user_id_fkey": "deleted",
 };
 

@@ -3,6 +3,7 @@ import { describe, expect, test } from "vitest";
 import { KIND_IDS } from "../../lib/kinds/index.ts";
 import { rpc } from "../support/db.ts";
 import { dbFixture } from "../support/db-fixture.ts";
+import { enqueueIn, join, newOrganization, orgPlan } from "../support/organizations.ts";
 
 // Row level security with real role switching, the way PostgREST runs a user's request:
 // transaction-local request.jwt.claims and `set local role`. A database of its own, so the list of
@@ -179,8 +180,10 @@ describe("row level security", () => {
       from pg_proc p join pg_namespace n on n.oid = p.pronamespace
       where n.nspname = 'public' order by p.proname`);
     expect(fns.rows.map((r) => r.proname)).toEqual([
+      "accept_invitation",
       "cancel_job",
       "complete_job",
+      "create_invitation",
       "enqueue_job",
       "erase_user",
       "export_user",
@@ -201,6 +204,7 @@ describe("row level security", () => {
       "record_model_catalogue",
       "record_progress",
       "release_job",
+      "remove_member",
       "requeue_job",
       "retention_batch",
       "retention_run",
@@ -252,6 +256,71 @@ describe("row level security", () => {
     expect(write).toBe("42501");
   });
 
+  test("organizations: a member reads their organization, own membership and usage; an owner or admin also the members and the pool; nobody another member's jobs", async () => {
+    const plan = await orgPlan(admin, "rls_team", { units: 10 });
+    const [org, elsewhere] = [
+      await newOrganization(admin, plan),
+      await newOrganization(admin, plan),
+    ];
+    const [owner, admin1, member, other] = await Promise.all(
+      Array.from({ length: 4 }, () => db.user()),
+    );
+    await join(admin, org, owner as string, "owner");
+    await join(admin, org, admin1 as string, "admin");
+    await join(admin, org, member as string, "member", 3);
+    await join(admin, elsewhere, other as string, "owner");
+    const jobs: Record<string, string> = {};
+    for (const u of [owner, member, other] as string[]) {
+      const r = await enqueueIn(db.svc, u, u === other ? elsewhere : org);
+      expect(r.outcome).toBe("enqueued");
+      jobs[u] = r.job.id;
+    }
+    const read = (user: string) =>
+      as("authenticated", user, async (c) => ({
+        orgs: (await c.query("select id from public.organizations")).rows.map((r) => r.id),
+        members: (
+          await c.query("select user_id from public.organization_members order by user_id")
+        ).rows.map((r) => r.user_id),
+        pools: (await c.query("select organization_id from public.organization_usage")).rows.map(
+          (r) => r.organization_id,
+        ),
+        usage: (
+          await c.query("select user_id from public.organization_member_usage order by user_id")
+        ).rows.map((r) => r.user_id),
+        jobs: (await c.query("select id from public.generation_jobs")).rows.map((r) => r.id),
+      }));
+    const sorted = (xs: (string | undefined)[]) => (xs as string[]).slice().sort();
+    for (const manager of [owner, admin1] as string[]) {
+      const seen = await read(manager);
+      expect(seen.orgs).toEqual([org]);
+      expect(seen.members).toEqual(sorted([owner, admin1, member]));
+      expect(seen.pools).toEqual([org]);
+      expect(seen.usage).toEqual(sorted([owner, member]));
+      // Jobs stay their owner's, even to an owner of the organization.
+      expect(seen.jobs).toEqual(manager === owner ? [jobs[owner as string]] : []);
+    }
+    expect(await read(member as string)).toEqual({
+      orgs: [org],
+      members: [member],
+      pools: [],
+      usage: [member],
+      jobs: [jobs[member as string]],
+    });
+    const outsider = await read(other as string);
+    expect(outsider.orgs).toEqual([elsewhere]);
+    expect(outsider.members).toEqual([other]);
+    expect(outsider.jobs).toEqual([jobs[other as string]]);
+    // No one writes them: a member cannot raise their cap or empty the pool.
+    for (const sql of [
+      "update public.organization_members set cap = null",
+      "update public.organization_usage set units_used = 0",
+      "insert into public.organization_members (organization_id, user_id, role) values (gen_random_uuid(), (select auth.uid()), 'owner')",
+    ])
+      await expect(as("authenticated", owner as string, (c) => c.query(sql))).rejects.toMatchObject(
+        { code: "42501" },
+      );
+  });
+
   test("every table has row level security on", async () => {
     const rows = await admin.query(
       "select c.relname, c.relrowsecurity from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'public' and c.relkind in ('r', 'p') order by 1",
@@ -264,6 +333,11 @@ describe("row level security", () => {
       "job_output_chunks",
       "model_tiers",
       "models",
+      "organization_invitations",
+      "organization_member_usage",
+      "organization_members",
+      "organization_usage",
+      "organizations",
       "plan_kinds",
       "plans",
       "quota_usage",

@@ -8,6 +8,7 @@ import { describe, expect, test } from "vitest";
 import { reconcile } from "../../ops/reconcile.ts";
 import { databaseUrl, rpc } from "../support/db.ts";
 import { dbFixture } from "../support/db-fixture.ts";
+import { enqueueIn, members, newOrganization, orgPlan, pool } from "../support/organizations.ts";
 
 // Drift is seeded here on purpose: reconcile must find it.
 const db = dbFixture({ fresh: true, noDrift: "never" });
@@ -56,6 +57,38 @@ describe("npm run reconcile", () => {
     }
     const report = await reconcile({ dbUrl: databaseUrl() });
     expect(report).toMatchObject({ ok: true, findings: [] });
+  });
+
+  test("organizations: refunds after spend counted on the pool are clean, over the bound with a personal plan beside them; a pool's drift is reported by organization", async () => {
+    // Without the pool in the count, a member's running cancels read as a mismatch on their own
+    // counter and the organization's bound as passed (docs/DESIGN.md#organizations).
+    const plan = await orgPlan(admin, "reconcile_team", { units: 50, maxPaidRefunds: 2 });
+    const org = await newOrganization(admin, plan);
+    const [a, b] = await members(admin, org, 2);
+    const personal = await enqueue(a as string, new Date());
+    await rpc(service, "start_job", { p_job_id: personal, p_lease_seconds: 90 });
+    await rpc(service, "cancel_job", { p_job_id: personal, p_user_id: a });
+    for (const u of [a, b, a] as string[]) {
+      const r = await enqueueIn(service, u, org);
+      await rpc(service, "start_job", { p_job_id: r.job.id, p_lease_seconds: 90 });
+      await rpc(service, "cancel_job", { p_job_id: r.job.id, p_user_id: u });
+    }
+    expect((await pool(admin, org)).paid_refunds).toBe(2);
+    expect(await reconcile({ dbUrl: databaseUrl() })).toMatchObject({ ok: true, findings: [] });
+
+    await admin.query(
+      "update public.organization_usage set units_used = units_used + 1 where organization_id = $1",
+      [org],
+    );
+    const report = await reconcile({ dbUrl: databaseUrl() });
+    expect(checks(report.findings)).toEqual({ drift: 1 });
+    expect(report.findings[0]?.rows).toEqual([
+      expect.objectContaining({ user_id: null, organization_id: org, units_used: 2 }),
+    ]);
+    await admin.query(
+      "update public.organization_usage set units_used = units_used - 1 where organization_id = $1",
+      [org],
+    );
   });
 
   test("a canceled attempt's usage record (canceled → canceled) is not a second refund", async () => {
