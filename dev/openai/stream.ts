@@ -111,36 +111,64 @@ export interface Piece {
 /**
  * Token-sized pieces of `text`: one per token (merged where a token splits a character), and one
  * per lone surrogate, which no tokenizer encodes (UTF-8 has no bytes for it).
+ *
+ * Made as they are streamed, a segment of text at a time, never the whole answer at once: the
+ * fake runs in the process of the stand-ins and the tests, and BPE on an adversarial answer
+ * (`[fake:say:…*400]` of long unspaced words) takes seconds, during which nothing else in the
+ * process runs, while a stream bounded by `max_output_tokens` needs only its first few
+ * segments. A segment ends before a space between two non-spaces, where the tokenizer's own
+ * pre-split cuts (so the tokens are those of the whole text), or, in text with no such space for
+ * a long way, at a character boundary.
  */
-export function tokenPieces(enc: Tiktoken, text: string): Piece[] {
-  const pieces: Piece[] = [];
+export function* tokenPieces(enc: Tiktoken, text: string): Generator<Piece> {
   for (const part of text.split(/([\uD800-\uDFFF])/u)) {
     if (part === "") continue;
     if (/^[\uD800-\uDFFF]$/u.test(part)) {
-      pieces.push({ text: part, tokens: 1 });
+      yield { text: part, tokens: 1 };
       continue;
     }
-    // A token may end inside a character: its bytes wait for the next token's until they are
-    // whole UTF-8.
-    let pending: number[] = [];
-    let tokens = 0;
-    for (const token of plainTokens(enc, part)) {
-      pending.push(...enc.decode_single_token_bytes(token));
-      tokens += 1;
-      let text: string;
-      try {
-        text = utf8.decode(new Uint8Array(pending));
-      } catch {
-        continue;
-      }
-      pieces.push({ text, tokens });
-      pending = [];
-      tokens = 0;
-    }
-    if (tokens > 0)
-      pieces.push({ text: new TextDecoder().decode(new Uint8Array(pending)), tokens });
+    for (const segment of segments(part)) yield* segmentPieces(enc, segment);
   }
-  return pieces;
+}
+
+/** Segments at least `SEGMENT` characters long (the last may be shorter), cut as above. */
+const SEGMENT = 2_048;
+const SEGMENT_MAX = 8 * SEGMENT;
+
+function* segments(text: string): Generator<string> {
+  let start = 0;
+  while (text.length - start > SEGMENT_MAX) {
+    const space = /(?<=\S) (?=\S)/g;
+    space.lastIndex = start + SEGMENT;
+    const found = space.exec(text.slice(0, start + SEGMENT_MAX));
+    let cut = found ? found.index : start + SEGMENT_MAX;
+    // Never between the two halves of a surrogate pair.
+    if (!found && /[\uDC00-\uDFFF]/.test(text[cut] ?? "")) cut -= 1;
+    yield text.slice(start, cut);
+    start = cut;
+  }
+  if (start < text.length) yield text.slice(start);
+}
+
+function* segmentPieces(enc: Tiktoken, text: string): Generator<Piece> {
+  // A token may end inside a character: its bytes wait for the next token's until they are
+  // whole UTF-8.
+  let pending: number[] = [];
+  let tokens = 0;
+  for (const token of plainTokens(enc, text)) {
+    pending.push(...enc.decode_single_token_bytes(token));
+    tokens += 1;
+    let piece: string;
+    try {
+      piece = utf8.decode(new Uint8Array(pending));
+    } catch {
+      continue;
+    }
+    yield { text: piece, tokens };
+    pending = [];
+    tokens = 0;
+  }
+  if (tokens > 0) yield { text: new TextDecoder().decode(new Uint8Array(pending)), tokens };
 }
 
 /**

@@ -367,6 +367,49 @@ describe("fake OpenAI model, streaming through the openai SDK", () => {
     expect(fake.stats().streamedTokens).toBe(usage?.completion_tokens);
   });
 
+  test("a huge adversarial answer under max_tokens streams with the fake's process free: made as it is sent, its tokens those of the whole text", async () => {
+    fake.reset();
+    // 400 unspaced Tamil words of 1,500 characters: BPE on all of it takes seconds, and the
+    // fake shares its process with the stand-ins and the test.
+    const said = `${"தமிழ்".repeat(300)} and `;
+    const prompt = `repeat [fake:say:${JSON.stringify(said)}*400]`;
+    let last = performance.now();
+    let longestGapMs = 0;
+    const ticker = setInterval(() => {
+      const now = performance.now();
+      longestGapMs = Math.max(longestGapMs, now - last);
+      last = now;
+    }, 5);
+    const chunks = [];
+    try {
+      const answer = await openai().chat.completions.create({
+        model: "gpt-4o-mini",
+        messages: [{ role: "user", content: prompt }],
+        stream: true,
+        stream_options: { include_usage: true },
+        max_tokens: 2_048,
+      });
+      for await (const c of answer) chunks.push(c);
+    } finally {
+      clearInterval(ticker);
+    }
+    const text = chunks.map((c) => c.choices[0]?.delta.content ?? "").join("");
+    expect(chunks.at(-2)?.choices[0]?.finish_reason).toBe("length");
+    expect(chunks.at(-1)?.usage?.completion_tokens).toBe(2_048);
+    expect(said.repeat(400).startsWith(text)).toBe(true);
+    // Tokenizing the 602,000 characters first blocked the process 5 s on a quiet machine.
+    expect(longestGapMs).toBeLessThan(1_000);
+
+    // Cut into segments, the tokens are the whole text's where it has spaces to cut at.
+    const { tokenPieces } = await import("../../dev/openai/stream.ts");
+    const enc = get_encoding("o200k_base");
+    const spaced = Array.from({ length: 3_000 }, (_, i) => `word${i} தமிழ் 😀,  x`).join(" ");
+    const pieces = [...tokenPieces(enc, spaced)];
+    expect(pieces.map((p) => p.text).join("")).toBe(spaced);
+    expect(pieces.reduce((n, p) => n + p.tokens, 0)).toBe(enc.encode_ordinary(spaced).length);
+    enc.free();
+  });
+
   test("the wire format is SSE exactly: content type, data lines, [DONE]", async () => {
     const res = await fetch(`${fake.url}/chat/completions`, {
       method: "POST",

@@ -97,7 +97,7 @@ test(`adversarial model output (${RUNS} runs): a cancel cuts the stream within o
       );
       expect(rows[0]?.captured).toBeGreaterThan(rows[0]?.prompt_tokens);
     }),
-    { numRuns: RUNS, ...(SEED ? { seed: Number(SEED) } : {}) },
+    { numRuns: RUNS, endOnFailure: true, ...(SEED ? { seed: Number(SEED) } : {}) },
   );
   process.stdout.write(`[stream-fuzz] cancel→cut (ms): ${cuts.join(", ")}\n`);
 }, 60_000);
