@@ -11,7 +11,7 @@ import { log } from "./log.ts";
 export { json };
 
 /** The HTTP methods our routes answer. */
-export type Method = "GET" | "POST" | "DELETE";
+export type Method = "GET" | "POST" | "PATCH" | "DELETE";
 /** A Vercel Web handler. */
 export type Handler = (req: Request) => Promise<Response>;
 

@@ -239,9 +239,11 @@ create table public.organization_invitations (
   expires_at timestamp with time zone not null,
   accepted_at timestamp with time zone,
   accepted_by uuid,
+  email text,
   constraint organization_invitations_accepted_by_fkey FOREIGN KEY (accepted_by) REFERENCES auth.users(id) ON DELETE SET NULL,
   constraint organization_invitations_accepted_by_when_accepted CHECK (accepted_by IS NULL OR accepted_at IS NOT NULL),
   constraint organization_invitations_cap_check CHECK (cap >= 0),
+  constraint organization_invitations_email_check CHECK (email IS NULL OR email = lower(email) AND email ~ '^[^@[:space:]]+@[^@[:space:]]+$'::text),
   constraint organization_invitations_expires_after_created CHECK (expires_at > created_at),
   constraint organization_invitations_invited_by_fkey FOREIGN KEY (invited_by) REFERENCES auth.users(id) ON DELETE SET NULL,
   constraint organization_invitations_organization_id_fkey FOREIGN KEY (organization_id) REFERENCES public.organizations(id) ON DELETE CASCADE,
@@ -251,6 +253,7 @@ create table public.organization_invitations (
 );
 alter table public.organization_invitations enable row level security;
 comment on table public.organization_invitations is 'An invitation to join an organization as admin or member (with a cap), accepted at most once and only before expires_at. token_hash is the SHA-256 of the token create_invitation answered once. No policy: the service role reads it.';
+comment on column public.organization_invitations.email is 'The address the invitation was sent to, lower case, while it is pending: only the user whose address it is can accept it. Nulled when accepted; deleted with its user.';
 
 create table public.organization_member_usage (
   organization_id uuid not null,
@@ -428,6 +431,7 @@ CREATE INDEX generation_jobs_user_created ON public.generation_jobs USING btree 
 CREATE INDEX job_events_at ON ONLY public.job_events USING btree (at);
 CREATE INDEX job_events_job ON ONLY public.job_events USING btree (job_id, id);
 CREATE INDEX job_events_user ON ONLY public.job_events USING btree (user_id, id);
+CREATE INDEX organization_invitations_email ON public.organization_invitations USING btree (email) WHERE (email IS NOT NULL);
 CREATE INDEX organization_invitations_organization ON public.organization_invitations USING btree (organization_id);
 CREATE INDEX organization_member_usage_user ON public.organization_member_usage USING btree (user_id);
 CREATE INDEX organization_members_user ON public.organization_members USING btree (user_id);
@@ -1042,6 +1046,22 @@ end
 $function$;
 comment on function private.forbid_changing_final_jobs() is 'A final job never changes again: no second refund, no completion over a cancel, whatever the caller. The one exception is retention erasing its text, and nothing else (private.erasing).';
 
+CREATE OR REPLACE FUNCTION private.forget_invitations_to()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+begin
+  if old.email is not null then
+    delete from public.organization_invitations i
+    where i.email = lower(old.email) and i.accepted_at is null;
+  end if;
+  return old;
+end
+$function$;
+comment on function private.forget_invitations_to() is 'After a user''s deletion: the pending invitations to their address go (personal data). Security definer: Auth deletes users as its own role.';
+
 CREATE OR REPLACE FUNCTION private.held_prices(p_model text, p_tier text)
  RETURNS TABLE(input_per_mtok bigint, cached_input_per_mtok bigint, output_per_mtok bigint)
  LANGUAGE plpgsql
@@ -1139,6 +1159,26 @@ AS $function$
   where m.user_id = (select auth.uid()) and m.role in ('owner', 'admin')
 $function$;
 comment on function private.managed_organizations() is 'The organizations the signed-in user is an owner or admin of, for the row level security policies (security definer: a policy on organization_members cannot read that table itself).';
+
+CREATE OR REPLACE FUNCTION private.member_json(p_organization_id uuid, p_user_id uuid, p_start timestamp with time zone, p_meter text)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select jsonb_build_object('user_id', m.user_id, 'email', private.user_email(m.user_id),
+    'role', m.role,
+    'cap', m.cap, 'joined_at', m.created_at,
+    'used', coalesce(mu.units_used, 0),
+    'active', (select count(*) from public.generation_jobs j
+      where j.user_id = m.user_id and j.organization_id = m.organization_id
+        and j.status in ('queued', 'running')))
+  from public.organization_members m
+  left join public.organization_member_usage mu on mu.organization_id = m.organization_id
+    and mu.user_id = m.user_id and mu.period_start = p_start and mu.meter = p_meter
+  where m.organization_id = p_organization_id and m.user_id = p_user_id
+$function$;
+comment on function private.member_json(p_organization_id uuid, p_user_id uuid, p_start timestamp with time zone, p_meter text) is 'One member as an owner or admin sees them: address, role, cap, what they hold and captured in the period (used) and their active jobs'' count. No job, prompt or output.';
 
 CREATE OR REPLACE FUNCTION private.offer_documents()
  RETURNS trigger
@@ -1566,6 +1606,16 @@ end
 $function$;
 comment on function private.usage_tokens(p_usage jsonb) is 'prompt_tokens + completion_tokens of an attempt''s usage (0 without one).';
 
+CREATE OR REPLACE FUNCTION private.user_email(p_user_id uuid)
+ RETURNS text
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+  select lower(u.email) from auth.users u where u.id = p_user_id
+$function$;
+comment on function private.user_email(p_user_id uuid) is 'A user''s address as Auth has it, lower case (null: none, or no such user). Security definer: auth.users is Auth''s table, not granted to the service role.';
+
 CREATE OR REPLACE FUNCTION private.user_exists(p_user_id uuid)
  RETURNS boolean
  LANGUAGE plpgsql
@@ -1599,7 +1649,9 @@ CREATE OR REPLACE FUNCTION public.accept_invitation(p_token text, p_user_id uuid
 AS $function$
 declare
   v_inv public.organization_invitations;
+  v_email text;
 begin
+  v_email := private.user_email(p_user_id);
   if not private.user_exists(p_user_id) then
     return jsonb_build_object('outcome', 'user_not_found');
   end if;
@@ -1615,6 +1667,9 @@ begin
   if v_inv.expires_at <= p_now then
     return jsonb_build_object('outcome', 'expired');
   end if;
+  if v_inv.email is not null and v_inv.email is distinct from v_email then
+    return jsonb_build_object('outcome', 'wrong_recipient');
+  end if;
   if exists (select from public.organization_members m
       where m.organization_id = v_inv.organization_id and m.user_id = p_user_id) then
     return jsonb_build_object('outcome', 'already_member',
@@ -1623,13 +1678,13 @@ begin
   insert into public.organization_members (organization_id, user_id, role, cap, created_at)
   values (v_inv.organization_id, p_user_id, v_inv.role, v_inv.cap, p_now);
   update public.organization_invitations i
-  set accepted_at = p_now, accepted_by = p_user_id
+  set accepted_at = p_now, accepted_by = p_user_id, email = null
   where i.id = v_inv.id;
   return jsonb_build_object('outcome', 'accepted', 'organization_id', v_inv.organization_id,
     'role', v_inv.role, 'cap', v_inv.cap);
 end
 $function$;
-comment on function public.accept_invitation(p_token text, p_user_id uuid, p_now timestamp with time zone) is 'Joins the user (else user_not_found) to the invitation''s organization with its role and cap: once (already_accepted after), before it expires (expired), not twice (already_member, the invitation kept). The invitation row is locked: concurrent accepts of one token make one member. not_found for a token no invitation has.';
+comment on function public.accept_invitation(p_token text, p_user_id uuid, p_now timestamp with time zone) is 'Joins the user (else user_not_found) to the invitation''s organization with its role and cap: once (already_accepted after), before it expires (expired), only the user whose address the invitation names (wrong_recipient), not twice (already_member, the invitation kept). The invitation row is locked: concurrent accepts of one token make one member. not_found for a token no invitation has.';
 
 CREATE OR REPLACE FUNCTION public.cancel_job(p_job_id uuid, p_user_id uuid, p_now timestamp with time zone DEFAULT now())
  RETURNS jsonb
@@ -1737,17 +1792,20 @@ end
 $function$;
 comment on function public.complete_job(p_job_id uuid, p_attempt integer, p_output text, p_now timestamp with time zone, p_usage jsonb) is 'running under this claim → succeeded with the output; captures the whole hold (job plan: the kind''s units) or least(hold, consumed + the usage''s tokens) (token plan) and releases the rest (an organization job: on its pool, then on the member''s row); the usage goes in the event. Answers completed with the job''s state (private.ending_json).';
 
-CREATE OR REPLACE FUNCTION public.create_invitation(p_organization_id uuid, p_by uuid, p_role text, p_cap integer DEFAULT NULL::integer, p_expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_now timestamp with time zone DEFAULT now())
+CREATE OR REPLACE FUNCTION public.create_invitation(p_organization_id uuid, p_by uuid, p_role text, p_cap integer DEFAULT NULL::integer, p_expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_now timestamp with time zone DEFAULT now(), p_email text DEFAULT NULL::text)
  RETURNS jsonb
  LANGUAGE plpgsql
  SET search_path TO ''
 AS $function$
 declare
   v_token text := replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', '');
+  v_email text := lower(btrim(p_email));
+  v_expires timestamptz := coalesce(p_expires_at, p_now + interval '7 days');
   v_id uuid;
 begin
   if p_role is null or p_role not in ('admin', 'member') or p_cap < 0
-     or p_expires_at <= p_now then
+     or p_expires_at <= p_now
+     or (v_email is not null and v_email !~ '^[^@[:space:]]+@[^@[:space:]]+$') then
     return jsonb_build_object('outcome', 'invalid_invitation');
   end if;
   if not exists (select from public.organization_members m
@@ -1755,16 +1813,21 @@ begin
         and m.role in ('owner', 'admin')) then
     return jsonb_build_object('outcome', 'forbidden');
   end if;
+  if v_email is not null and exists (select from public.organization_members m
+      where m.organization_id = p_organization_id
+        and private.user_email(m.user_id) = v_email) then
+    return jsonb_build_object('outcome', 'already_member');
+  end if;
   insert into public.organization_invitations (organization_id, token_hash, role, cap,
-    invited_by, created_at, expires_at)
+    invited_by, created_at, expires_at, email)
   values (p_organization_id, encode(sha256(convert_to(v_token, 'UTF8')), 'hex'), p_role, p_cap,
-    p_by, p_now, coalesce(p_expires_at, p_now + interval '7 days'))
+    p_by, p_now, v_expires, v_email)
   returning id into v_id;
   return jsonb_build_object('outcome', 'created', 'invitation_id', v_id, 'token', v_token,
-    'expires_at', coalesce(p_expires_at, p_now + interval '7 days'));
+    'expires_at', v_expires, 'email', v_email, 'role', p_role, 'cap', p_cap);
 end
 $function$;
-comment on function public.create_invitation(p_organization_id uuid, p_by uuid, p_role text, p_cap integer, p_expires_at timestamp with time zone, p_now timestamp with time zone) is 'An owner or admin of the organization (else forbidden) invites as admin or member with an optional cap, valid until p_expires_at (default 7 days; invalid_invitation for a bad role, cap or expiry). Answers created with the token, once: only its SHA-256 is stored.';
+comment on function public.create_invitation(p_organization_id uuid, p_by uuid, p_role text, p_cap integer, p_expires_at timestamp with time zone, p_now timestamp with time zone, p_email text) is 'An owner or admin of the organization (else forbidden) invites p_email (else anyone holding the token) as admin or member with an optional cap, valid until p_expires_at (default 7 days; invalid_invitation for a bad role, cap, expiry or address; already_member when that address is a member). Answers created with the token, once: only its SHA-256 is stored.';
 
 CREATE OR REPLACE FUNCTION public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT now(), p_prompt_tokens integer DEFAULT NULL::integer, p_kind text DEFAULT 'document'::text, p_input jsonb DEFAULT NULL::jsonb, p_model text DEFAULT NULL::text, p_organization_id uuid DEFAULT NULL::uuid)
  RETURNS jsonb
@@ -2256,6 +2319,25 @@ end
 $function$;
 comment on function public.maintain_job_events(p_before timestamp with time zone, p_now timestamp with time zone, p_months_ahead integer, p_max_drops integer) is 'Keeps job_events'' partitions: creates this UTC month''s and the next p_months_ahead, and drops at most p_max_drops partitions wholly older than the cutoff, the earliest of p_before (now minus the retention), the start of the current month (by p_now and by the database''s clock) and the oldest active job''s creation. Cheap when there is nothing to do. Outcome maintained (created, dropped, cutoff, events_complete_since) or invalid_arguments.';
 
+CREATE OR REPLACE FUNCTION public.my_organizations(p_user_id uuid, p_now timestamp with time zone DEFAULT now())
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO ''
+AS $function$
+begin
+  return jsonb_build_object('outcome', 'organizations', 'organizations', coalesce((
+    select jsonb_agg(jsonb_build_object('id', o.id, 'name', o.name, 'role', m.role,
+        'usage', private.organization_usage_json(o.id, p_user_id, p, p_now))
+      order by o.name, o.id)
+    from public.organization_members m
+    join public.organizations o on o.id = m.organization_id
+    join public.plans p on p.id = o.plan
+    where m.user_id = p_user_id), '[]'::jsonb));
+end
+$function$;
+comment on function public.my_organizations(p_user_id uuid, p_now timestamp with time zone) is 'The user''s organizations (outcome organizations) by name: id, name, their role, and their usage there (private.organization_usage_json: the pool''s used and limit, their cap and what they hold).';
+
 CREATE OR REPLACE FUNCTION public.ops_failure_reasons(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval)
  RETURNS TABLE(bucket timestamp with time zone, reason text, jobs bigint)
  LANGUAGE sql
@@ -2468,6 +2550,44 @@ AS $function$
   order by b.bucket
 $function$;
 comment on function public.ops_provider_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) is 'Operator page: per bucket, provider tokens consumed (every attempt''s usage in job_events), provider 429s the jobs counted (requeued / gave_up with quota_hit), and seconds the shared provider gate was closed (the union of [at, resume_at] of those events, clipped to p_to). Walks job_events_at.';
+
+CREATE OR REPLACE FUNCTION public.organization_overview(p_organization_id uuid, p_by uuid, p_now timestamp with time zone DEFAULT now())
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO ''
+AS $function$
+declare
+  v_role text;
+  v_org public.organizations;
+  v_plan public.plans;
+  v_start timestamptz;
+begin
+  select m.role into v_role from public.organization_members m
+  where m.organization_id = p_organization_id and m.user_id = p_by;
+  if v_role is null then
+    return jsonb_build_object('outcome', 'not_a_member');
+  end if;
+  select * into v_org from public.organizations o where o.id = p_organization_id;
+  select * into v_plan from public.plans p where p.id = v_org.plan;
+  v_start := private.period_start(v_plan.period, p_now);
+  return jsonb_build_object('outcome', 'overview', 'id', v_org.id, 'name', v_org.name,
+    'role', v_role, 'plan', v_plan.id,
+    'usage', private.organization_usage_json(v_org.id, p_by, v_plan, p_now),
+    'members', case when v_role in ('owner', 'admin') then (
+      select jsonb_agg(private.member_json(v_org.id, m.user_id, v_start, v_plan.meter)
+        order by m.created_at, m.user_id)
+      from public.organization_members m where m.organization_id = v_org.id) end,
+    'invitations', case when v_role in ('owner', 'admin') then coalesce((
+      select jsonb_agg(jsonb_build_object('id', i.id, 'email', i.email, 'role', i.role,
+          'cap', i.cap, 'created_at', i.created_at, 'expires_at', i.expires_at)
+        order by i.created_at, i.id)
+      from public.organization_invitations i
+      where i.organization_id = v_org.id and i.accepted_at is null
+        and i.expires_at > p_now), '[]'::jsonb) end);
+end
+$function$;
+comment on function public.organization_overview(p_organization_id uuid, p_by uuid, p_now timestamp with time zone) is 'An organization as p_by sees it (not_a_member when they are not one): its name, their role and usage; for an owner or admin also every member (private.member_json) and the pending invitations. Never a job, a prompt or an output.';
 
 CREATE OR REPLACE FUNCTION public.plan_worst_case(p_default_model text DEFAULT NULL::text, p_attempts integer DEFAULT 2, p_prompt_tokens integer DEFAULT 8008)
  RETURNS TABLE(plan_id text, meter text, model text, service_tier text, units_per_period integer, billed_calls integer, worst_case_micro_usd bigint)
@@ -2853,6 +2973,66 @@ AS $function$
 $function$;
 comment on function public.retention_run(p_before timestamp with time zone, p_limit integer) is 'public.retention_batch as {"outcome": "erased", "erased": n}, for the cron (lib/retention.ts).';
 
+CREATE OR REPLACE FUNCTION public.revoke_invitation(p_invitation_id uuid, p_by uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+begin
+  delete from public.organization_invitations i
+  where i.id = p_invitation_id and i.accepted_at is null
+    and exists (select from public.organization_members m
+      where m.organization_id = i.organization_id and m.user_id = p_by
+        and m.role in ('owner', 'admin'));
+  if not found then
+    return jsonb_build_object('outcome', 'not_found');
+  end if;
+  return jsonb_build_object('outcome', 'revoked');
+end
+$function$;
+comment on function public.revoke_invitation(p_invitation_id uuid, p_by uuid) is 'An owner or admin withdraws an invitation not yet accepted (its token then joins no one); not_found for one accepted, gone, or not theirs to revoke. The invitation route revokes one whose mail could not be sent.';
+
+CREATE OR REPLACE FUNCTION public.set_member_cap(p_organization_id uuid, p_user_id uuid, p_by uuid, p_cap integer, p_now timestamp with time zone DEFAULT now())
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_by_role text;
+  v_role text;
+  v_plan public.plans;
+begin
+  if p_cap < 0 then
+    return jsonb_build_object('outcome', 'invalid_cap');
+  end if;
+  select m.role into v_by_role from public.organization_members m
+  where m.organization_id = p_organization_id and m.user_id = p_by;
+  if v_by_role is null then
+    return jsonb_build_object('outcome', 'not_a_member');
+  end if;
+  if v_by_role = 'member' then
+    return jsonb_build_object('outcome', 'forbidden');
+  end if;
+  select m.role into v_role from public.organization_members m
+  where m.organization_id = p_organization_id and m.user_id = p_user_id
+  for update;
+  if v_role is null then
+    return jsonb_build_object('outcome', 'no_such_member');
+  end if;
+  if v_role = 'owner' and v_by_role <> 'owner' then
+    return jsonb_build_object('outcome', 'forbidden');
+  end if;
+  update public.organization_members m set cap = p_cap
+  where m.organization_id = p_organization_id and m.user_id = p_user_id;
+  select p.* into v_plan from public.organizations o join public.plans p on p.id = o.plan
+  where o.id = p_organization_id;
+  return jsonb_build_object('outcome', 'updated', 'member',
+    private.member_json(p_organization_id, p_user_id,
+      private.period_start(v_plan.period, p_now), v_plan.meter));
+end
+$function$;
+comment on function public.set_member_cap(p_organization_id uuid, p_user_id uuid, p_by uuid, p_cap integer, p_now timestamp with time zone) is 'An owner or admin (else forbidden; not_a_member for someone outside) sets a member''s cap (null: none; invalid_cap below 0); an admin never an owner''s. A cap below what the member holds refuses their next enqueues, and ends nothing. Answers the member as the overview does.';
+
 CREATE OR REPLACE FUNCTION public.start_job(p_job_id uuid, p_lease_seconds integer DEFAULT 90, p_now timestamp with time zone DEFAULT now())
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -3064,6 +3244,7 @@ comment on function public.watched_models(p_default_model text) is 'Every model 
 -- triggers ----------------------------------------------------------------------------------------
 
 CREATE TRIGGER erase_user_data BEFORE DELETE ON auth.users FOR EACH ROW EXECUTE FUNCTION private.erase_deleted_user();
+CREATE TRIGGER forget_invitations_to AFTER DELETE ON auth.users FOR EACH ROW EXECUTE FUNCTION private.forget_invitations_to();
 CREATE TRIGGER generation_jobs_document_input BEFORE INSERT ON public.generation_jobs FOR EACH ROW EXECUTE FUNCTION private.document_input();
 CREATE TRIGGER generation_jobs_drop_output_chunks AFTER UPDATE OF status, attempts, erased_at ON public.generation_jobs FOR EACH ROW WHEN (old.status = 'running'::text AND ((new.status = ANY (ARRAY['queued'::text, 'succeeded'::text])) OR new.attempts <> old.attempts) OR old.erased_at IS NULL AND new.erased_at IS NOT NULL) EXECUTE FUNCTION private.drop_output_chunks();
 CREATE TRIGGER generation_jobs_final_is_final BEFORE UPDATE ON public.generation_jobs FOR EACH ROW WHEN (old.status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'canceled'::text])) EXECUTE FUNCTION private.forbid_changing_final_jobs();
@@ -3133,11 +3314,13 @@ grant execute on function private.erasing(p_table regclass) to service_role;
 grant execute on function private.events_complete_since() to service_role;
 grant execute on function private.forbid_changing_events() to service_role;
 grant execute on function private.forbid_changing_final_jobs() to service_role;
+grant execute on function private.forget_invitations_to() to service_role;
 grant execute on function private.held_prices(p_model text, p_tier text) to service_role;
 grant execute on function private.job_json(j public.generation_jobs) to service_role;
 grant execute on function private.log_event(p_job public.generation_jobs, p_event text, p_from_status text, p_now timestamp with time zone, p_detail jsonb) to service_role;
 grant execute on function private.managed_organizations() to authenticated;
 grant execute on function private.managed_organizations() to service_role;
+grant execute on function private.member_json(p_organization_id uuid, p_user_id uuid, p_start timestamp with time zone, p_meter text) to service_role;
 grant execute on function private.offer_documents() to service_role;
 grant execute on function private.open_periods_since(p_now timestamp with time zone) to service_role;
 grant execute on function private.ops_buckets(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) to service_role;
@@ -3160,12 +3343,13 @@ grant execute on function private.usage_cost(p_job public.generation_jobs, p_usa
 grant execute on function private.usage_json(p_user_id uuid, p_plan public.plans, p_now timestamp with time zone) to service_role;
 grant execute on function private.usage_object(p_plan public.plans, p_period_start timestamp with time zone, p_used integer, p_active bigint) to service_role;
 grant execute on function private.usage_tokens(p_usage jsonb) to service_role;
+grant execute on function private.user_email(p_user_id uuid) to service_role;
 grant execute on function private.user_exists(p_user_id uuid) to service_role;
 grant execute on function private.with_usage(p_detail jsonb, p_usage jsonb) to service_role;
 grant execute on function public.accept_invitation(p_token text, p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.cancel_job(p_job_id uuid, p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.complete_job(p_job_id uuid, p_attempt integer, p_output text, p_now timestamp with time zone, p_usage jsonb) to service_role;
-grant execute on function public.create_invitation(p_organization_id uuid, p_by uuid, p_role text, p_cap integer, p_expires_at timestamp with time zone, p_now timestamp with time zone) to service_role;
+grant execute on function public.create_invitation(p_organization_id uuid, p_by uuid, p_role text, p_cap integer, p_expires_at timestamp with time zone, p_now timestamp with time zone, p_email text) to service_role;
 grant execute on function public.enqueue_job(p_user_id uuid, p_prompt text, p_idempotency_key text, p_now timestamp with time zone, p_prompt_tokens integer, p_kind text, p_input jsonb, p_model text, p_organization_id uuid) to service_role;
 grant execute on function public.erase_user(p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.export_user(p_user_id uuid, p_after_created_at timestamp with time zone, p_after_id uuid, p_limit integer) to service_role;
@@ -3174,6 +3358,7 @@ grant execute on function public.get_job(p_job_id uuid, p_user_id uuid) to servi
 grant execute on function public.get_usage(p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.list_jobs(p_user_id uuid, p_limit integer, p_before_created_at timestamp with time zone, p_before_id uuid) to service_role;
 grant execute on function public.maintain_job_events(p_before timestamp with time zone, p_now timestamp with time zone, p_months_ahead integer, p_max_drops integer) to service_role;
+grant execute on function public.my_organizations(p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.ops_failure_reasons(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) to service_role;
 grant execute on function public.ops_job_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) to service_role;
 grant execute on function public.ops_latency_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) to service_role;
@@ -3181,6 +3366,7 @@ grant execute on function public.ops_metrics(p_from timestamp with time zone, p_
 grant execute on function public.ops_now(p_now timestamp with time zone, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer) to service_role;
 grant execute on function public.ops_plans(p_default_model text, p_attempts integer) to service_role;
 grant execute on function public.ops_provider_series(p_from timestamp with time zone, p_to timestamp with time zone, p_bucket interval) to service_role;
+grant execute on function public.organization_overview(p_organization_id uuid, p_by uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.plan_worst_case(p_default_model text, p_attempts integer, p_prompt_tokens integer) to service_role;
 grant execute on function public.record_attempt_usage(p_job_id uuid, p_attempt integer, p_usage jsonb, p_now timestamp with time zone) to service_role;
 grant execute on function public.record_model_catalogue(p_model text, p_shutdown_date date, p_now timestamp with time zone) to service_role;
@@ -3190,6 +3376,8 @@ grant execute on function public.remove_member(p_organization_id uuid, p_user_id
 grant execute on function public.requeue_job(p_job_id uuid, p_attempt integer, p_resume_at timestamp with time zone, p_error text, p_max_hits integer, p_max_age_seconds integer, p_now timestamp with time zone, p_count_hit boolean, p_usage jsonb, p_capacity boolean) to service_role;
 grant execute on function public.retention_batch(p_before timestamp with time zone, p_limit integer) to service_role;
 grant execute on function public.retention_run(p_before timestamp with time zone, p_limit integer) to service_role;
+grant execute on function public.revoke_invitation(p_invitation_id uuid, p_by uuid) to service_role;
+grant execute on function public.set_member_cap(p_organization_id uuid, p_user_id uuid, p_by uuid, p_cap integer, p_now timestamp with time zone) to service_role;
 grant execute on function public.start_job(p_job_id uuid, p_lease_seconds integer, p_now timestamp with time zone) to service_role;
 grant execute on function public.sweep_jobs(p_now timestamp with time zone, p_batch_size integer, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer, p_max_republish integer) to service_role;
 grant execute on function public.user_pseudonym(p_user_id uuid) to service_role;
