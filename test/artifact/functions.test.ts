@@ -159,6 +159,8 @@ describe("the built functions (.vercel/output)", () => {
       "api/me/export.func",
       "api/me/index.func",
       "api/ops/metrics.func",
+      "api/organizations/[id].func",
+      "api/organizations/index.func",
       "api/public-config.func",
       "api/usage.func",
       "api/worker.func",
@@ -181,7 +183,7 @@ describe("the built functions (.vercel/output)", () => {
         { method: "PUT", path: `/${dir.replace(/\.func$/, "")}` },
       ]);
       expect(answer?.status).toBe(405);
-      expect(answer?.allow).toMatch(/^(GET|POST|DELETE)(, (GET|POST|DELETE))*$/);
+      expect(answer?.allow).toMatch(/^(GET|POST|PATCH|DELETE)(, (GET|POST|PATCH|DELETE))*$/);
       expect(JSON.parse(answer?.body ?? "")).toMatchObject({
         error: { code: "method_not_allowed" },
       });
