@@ -18,16 +18,11 @@
 import type { AttemptUsage, JobRow, JobStatus } from "../jobs.ts";
 import type { Kind, ModelRequest } from "../kinds/kind.ts";
 import { log } from "../log.ts";
-import {
-  classifyModelError,
-  countOutputTokens,
-  type Generation,
-  usageOfFailure,
-} from "../model.ts";
+import { classifyModelError, type Generation, usageOfFailure } from "../model.ts";
 import { textCursor } from "../partial-text.ts";
 import type { WorkerDeps } from "../ports.ts";
 import { safetyIdentifier } from "../safety-identifier.ts";
-import { countBytes, tokenCounter, utf8Bytes } from "../tokens.ts";
+import { countBytes, growingTextCounter, type TokenCounter, tokenCounter } from "../tokens.ts";
 import { annotateSpan, traceEvent } from "../trace.ts";
 import { modelOf, toAttemptUsage } from "./attempt.ts";
 
@@ -49,6 +44,7 @@ export async function streamModel(
   let text = "";
   // What of `text` the database stores: each write sends only what follows it.
   const cursor = textCursor();
+  let counted: TokenCounter | undefined;
   // Reasoning streams no visible text: the progress write says "thinking" (with the provider's
   // count of reasoning tokens once it reports one) instead of an empty output that looks stuck.
   // Those tokens are billed output, so they are part of the completion tokens written.
@@ -62,18 +58,21 @@ export async function streamModel(
       // The write is how the worker learns of a cancel: it is sent whatever the count does (a
       // count that fails is the bytes, an upper bound).
       const streamed = text;
-      const visibleTokens = await countOutputTokens(streamed, modelOf(deps, job)).catch(() =>
-        utf8Bytes(streamed),
+      // Counted as it grows: each write pays for what arrived, not for the whole answer again.
+      counted ??= growingTextCounter(
+        await tokenCounter(modelOf(deps, job)).catch(() => countBytes),
       );
+      const visibleTokens = counted(streamed);
       const reasoned = reasoningTokens;
       const completionTokens = visibleTokens + (reasoned ?? 0);
       const delta = cursor.next(streamed);
       // The model input as the model's tokenizer counts it, with its framing (the kind knows
       // what it sends): what a cancel or a sweep of this attempt charges for it (enqueue held
       // the kind's bound, bytes + framing).
+      // Cut as a growing text is, so an 8,000-character unspaced prompt costs milliseconds.
       promptTokens ??= kind.countedPromptTokens(
         request,
-        await tokenCounter(modelOf(deps, job)).catch(() => countBytes),
+        growingTextCounter(await tokenCounter(modelOf(deps, job)).catch(() => countBytes)),
       );
       const r = await deps.jobs.progress(job.id, {
         attempt,
