@@ -42,22 +42,26 @@ describe("the idempotency index holds keyed jobs only", () => {
     const first = await enqueue("k-0");
     // The first claim on a fresh page writes more than the rest (page set-up): not counted.
     await claimWalRecords(first.job.id);
-    // Three pairs, the median difference: a page prune may add a record to any one claim.
+    // Seven pairs, the most frequent difference: a page prune (or an autovacuum's visit, under
+    // load) may add a record to any one claim, and did to two of three pairs in a loaded run.
     const differences: number[] = [];
     let keyed = first;
-    for (let i = 1; i <= 3; i++) {
+    for (let i = 1; i <= 7; i++) {
       keyed = await enqueue(`k-${i}`);
       const keyless = await enqueue(null);
       differences.push(
         (await claimWalRecords(keyed.job.id)) - (await claimWalRecords(keyless.job.id)),
       );
     }
-    expect(differences.sort((a, b) => a - b)[1]).toBe(1);
+    const seen = new Map<number, number>();
+    for (const d of differences) seen.set(d, (seen.get(d) ?? 0) + 1);
+    const mode = [...seen].sort((a, b) => b[1] - a[1])[0]?.[0];
+    expect({ mode, differences }).toMatchObject({ mode: 1 });
 
     const replay = await rpc(svc, "enqueue_job", {
       p_user_id: user,
       p_prompt: "same words",
-      p_idempotency_key: "k-3",
+      p_idempotency_key: "k-7",
     });
     expect(replay).toMatchObject({ outcome: "replayed", job: { id: keyed.job.id } });
   });
