@@ -13,6 +13,10 @@ export { ApiError };
 /** @typedef {import("./client.js").Job} Job */
 /** @typedef {import("./client.js").Usage} Usage */
 /** @typedef {import("./client.js").ClientOptions} ApiOptions */
+/** @typedef {import("../lib/organizations.ts").Organization} Organization */
+
+/** @param {string} id */
+const orgPath = (id) => `/api/organizations/${encodeURIComponent(id)}`;
 
 /** @param {ApiOptions} options */
 export function createApi(options) {
@@ -23,13 +27,16 @@ export function createApi(options) {
      * Start a job: a document from a prompt (the string), or any kind with its input.
      * `replayed` is true when the server recognised the key and returned the job it already
      * had (nothing reserved again).
+     * `organizationId`: drawn on that team's pool (and the caller's cap there); null: their own plan.
      * @param {string | { kind: string, input: Record<string, unknown> }} job
      * @param {string} idempotencyKey
+     * @param {string | null} [organizationId]
      * @returns {Promise<{ job: Job, usage: Usage, replayed: boolean }>}
      */
-    async submit(job, idempotencyKey) {
+    async submit(job, idempotencyKey, organizationId = null) {
+      const body = typeof job === "string" ? { prompt: job } : job;
       const r = await client.request("POST", "/api/jobs", {
-        body: typeof job === "string" ? { prompt: job } : job,
+        body: organizationId ? { ...body, organization_id: organizationId } : body,
         headers: { "idempotency-key": idempotencyKey },
       });
       return { job: r.body.job, usage: r.body.usage, replayed: r.status === 200 };
@@ -62,6 +69,56 @@ export function createApi(options) {
     },
     /** @returns {Promise<Usage>} */
     usage: () => client.usage(),
+    /** The caller's organizations (docs/flows/organizations.md), by name. */
+    async organizations() {
+      /** @type {Organization[]} */
+      const list = (await client.request("GET", "/api/organizations")).body.organizations;
+      return list;
+    },
+    /**
+     * One organization as the caller sees it (owners and admins: its members and invitations).
+     * @param {string} id
+     * @returns {Promise<Organization>}
+     */
+    async organization(id) {
+      return (await client.request("GET", orgPath(id))).body.organization;
+    },
+    /**
+     * Joins by the token of a mailed invitation; the organization joined.
+     * @param {string} token
+     * @returns {Promise<Organization>}
+     */
+    async acceptInvitation(token) {
+      const r = await client.request("POST", "/api/organizations", { body: { invitation: token } });
+      return r.body.organization;
+    },
+    /**
+     * @param {string} id
+     * @param {{ email: string, role: "admin" | "member", cap: number | null }} invitation
+     */
+    async invite(id, invitation) {
+      return (await client.request("POST", `${orgPath(id)}/invitations`, { body: invitation })).body
+        .invitation;
+    },
+    /**
+     * @param {string} id
+     * @param {string} userId
+     * @param {number | null} cap
+     */
+    async setCap(id, userId, cap) {
+      const path = `${orgPath(id)}/members/${encodeURIComponent(userId)}`;
+      return (await client.request("PATCH", path, { body: { cap } })).body.member;
+    },
+    /**
+     * A member leaves, or an owner or admin removes them: their active jobs there are canceled.
+     * @param {string} id
+     * @param {string} userId
+     * @returns {Promise<{ canceledJobs: number, refundedJobs: number }>}
+     */
+    async removeMember(id, userId) {
+      const path = `${orgPath(id)}/members/${encodeURIComponent(userId)}`;
+      return (await client.request("DELETE", path)).body;
+    },
   };
 }
 

@@ -3,7 +3,9 @@
  * The page: it finds its elements and wires the parts together. Each part is a module of its
  * own: sign-in.js (the sign-in section), kind-forms.js (the kind choice and a form per kind,
  * built from the kinds' declarations), job-list.js (the job cards, each followed by the
- * client's watch with the live channel, live.js, as its push source), and the pure decisions
+ * client's watch with the live channel, live.js, as its push source), organizations.js (the
+ * switch between the user's plan and their teams' pools, a team's panel, a mailed invitation),
+ * and the pure decisions
  * beside them (status.js: words; kinds.js: a kind's offer and form; live-apply.js: what a push
  * does to a card; submission.js: which Idempotency-Key).
  */
@@ -13,6 +15,7 @@ import { createJobList } from "./job-list.js";
 import { createKindForms } from "./kind-forms.js";
 import { catalogOf } from "./kinds.js";
 import { createLive } from "./live.js";
+import { createTeams, keepInvitation, teamsUi } from "./organizations.js";
 import { createSignIn } from "./sign-in.js";
 import { errorSentence, usageSentence } from "./status.js";
 
@@ -57,6 +60,7 @@ function landing() {
 
 async function main() {
   const arrived = landing();
+  keepInvitation(sessionStorage);
   const offer = await discover();
   const auth = createAuth({ supabase: offer.supabase, storage: sessionStorage });
   let linkNotice = "";
@@ -81,17 +85,27 @@ async function main() {
     return false;
   }
 
-  /** @param {Usage} usage */
+  /**
+   * The usage of what new jobs draw on: the user's plan or the chosen team's pool. A usage of
+   * the other (an answer that arrived after the switch) is not shown as this one's.
+   * @param {Usage} usage
+   */
   function renderUsage(usage) {
-    lastUsage = usage;
     catalog = catalogOf(usage) ?? catalog;
-    ui.usage.textContent = usageSentence(usage, new Date());
+    if ((usage.organizationId ?? null) !== teams.current()) return;
+    lastUsage = usage;
+    const now = new Date();
+    ui.usage.textContent = teams.usageLine(usage, now) ?? usageSentence(usage, now);
     forms.render(usage, catalog);
   }
 
   async function refreshUsage() {
     try {
-      renderUsage(await api.usage());
+      // The kinds' declarations come with the user's own usage: read it once at least.
+      const own = catalog.length === 0 || !teams.current() ? await api.usage() : null;
+      if (own) catalog = catalogOf(own) ?? catalog;
+      const team = await teams.refresh();
+      renderUsage(team ? team.usage : (own ?? (await api.usage())));
     } catch (e) {
       if (!authFailed(e)) ui.usage.textContent = "Your usage could not be loaded just now.";
     }
@@ -109,6 +123,16 @@ async function main() {
     },
     usageSeen: renderUsage,
     authFailed,
+    drawOn: () => teams.current(),
+  });
+  const teams = createTeams({
+    api,
+    ui: teamsUi(byId),
+    storage: sessionStorage,
+    userId: () => auth.session()?.userId ?? null,
+    announce,
+    authFailed,
+    changed: () => void refreshUsage(),
   });
   const jobs = createJobList({
     api,
@@ -166,6 +190,7 @@ async function main() {
     live?.close();
     live = null;
     jobs.stop();
+    teams.stop();
     ui.loading.hidden = true;
     ui.app.hidden = true;
     ui.account.hidden = true;
@@ -182,7 +207,9 @@ async function main() {
     ui.who.textContent = s.email
       ? `Signed in as ${s.email}`
       : `Signed in (local user ${s.userId.slice(0, 8)})`;
-    // The usage first: its kinds' declarations build the forms and name the job cards.
+    // The teams (a mailed invitation accepted first), then the usage: its kinds' declarations
+    // build the forms and name the job cards.
+    await teams.start();
     await refreshUsage();
     forms.focus();
     startLive(s.userId);
@@ -203,7 +230,11 @@ async function main() {
     signIn.askNewPassword();
   } else if (auth.session()) await showApp();
   else {
-    showSignIn();
+    showSignIn(
+      teams.pending()
+        ? "Sign in with the address the invitation was sent to, and you join the team."
+        : "",
+    );
     signIn.showError(linkNotice);
   }
 }

@@ -48,6 +48,7 @@ function el(tag, attrs = {}, text) {
  * @property {(job: Job, usage: Usage) => void} accepted  a job was made (or replayed)
  * @property {(usage: Usage) => void} usageSeen  a refusal carried the usage
  * @property {(e: unknown) => boolean} authFailed  true when the error signed the user out
+ * @property {() => string | null} drawOn  the organization whose pool a job draws on; null: the user's plan
  */
 
 /** @param {FormsDeps} deps */
@@ -198,7 +199,9 @@ function createKindForm(kind, deps) {
 
   const submission = createSubmission();
   /** The values as the Idempotency-Key sees them: the same values, the same key. */
-  const identity = () => [...fields.values()].map((f) => f.input.value).join("\u0000");
+  // What the key stands for: the fields and the pool it draws on (another pool is another job).
+  const identity = () =>
+    [deps.drawOn() ?? "", ...[...fields.values()].map((f) => f.input.value)].join("\u0000");
   const values = () => Object.fromEntries([...fields].map(([name, f]) => [name, f.input.value]));
 
   /** An example's values in the form: its text only where there is none (the user's stays). */
@@ -263,6 +266,7 @@ function createKindForm(kind, deps) {
       const { job, usage } = await deps.api.submit(
         { kind: id, input: read.input },
         submission.keyFor(identity()),
+        deps.drawOn(),
       );
       submission.succeeded();
       for (const f of fields.values()) if (f.field.type === "text") f.input.value = "";

@@ -268,9 +268,96 @@ export function errorSentence(problem, now, clock = {}) {
       return "This job no longer exists.";
     case "already_finished":
       return "This job had already finished, so there was nothing to cancel.";
+    case "pool_exhausted": {
+      const usage = problem.usage;
+      const used = usage ? `: ${ofLimit(usage)} used` : "";
+      return `Your team's pool is used up until ${until(usage, wait, now, clock)}${used}. You can still use your own plan.`;
+    }
+    case "member_cap_reached": {
+      const usage = problem.usage;
+      const cap =
+        usage?.memberCap != null
+          ? ` (${amountOf(usage, usage.memberCap)} a period; you have used ${amountOf(usage, usage.memberUsed ?? 0)})`
+          : "";
+      return `You have reached the cap your admin set${cap}. It resets ${usage ? formatWhen(usage.resetsAt, now, clock) : "when the period ends"}.`;
+    }
+    case "not_a_member":
+      return "You are not a member of this team any more. Choose your own plan or another team.";
+    case "forbidden":
+      return "Only the team's owners and admins can do that.";
+    case "invitation_used":
+      return "This invitation has already been used: an invitation joins one person, once.";
+    case "invitation_expired":
+      return "This invitation has expired. Ask the team's admin for a new one.";
+    case "invitation_not_found":
+      return "This invitation does not exist: it may have been withdrawn. Ask the team's admin for a new one.";
+    case "wrong_recipient":
+      return "This invitation was sent to another address. Sign in with the address it was sent to, then open the link again.";
+    case "already_member":
+      return "That address is already a member of this team.";
+    case "invalid_invitation":
+    case "invalid_cap":
+      return problem.message ?? "Check the address, the role and the cap, then try again.";
+    case "no_such_member":
+      return "That person is not a member of this team any more.";
+    case "last_owner":
+      return "A team keeps at least one owner: the last owner cannot leave or be removed.";
+    case "mail_rate_limited":
+      return `Too many invitation mails were sent just now, so this one was not sent and no invitation was made.${retryIn}`;
+    case "mail_failed":
+      return "The invitation mail could not be sent, so no invitation was made. Try again in a moment.";
     case "network":
       return "Could not reach the service. Check your connection and try again: retrying will not charge you twice.";
     default:
       return "Something went wrong on our side. Please try again in a moment.";
   }
+}
+
+/**
+ * An amount of a usage's meter: "3 generations", "4,400 tokens", "$0.25".
+ * @param {Pick<Usage, "meter">} usage
+ * @param {number} n
+ */
+export function amountOf(usage, n) {
+  if (usage.meter === "tokens" || usage.meter === "money") return formatAmount(n, usage.meter);
+  return n === 1 ? "1 generation" : `${formatCount(n)} generations`;
+}
+
+/**
+ * "3 of 10 generations", "2,000 of 5,000 tokens", "$0.25 of $1.00".
+ * @param {Pick<Usage, "meter" | "used" | "limit">} usage
+ */
+const ofLimit = (usage) =>
+  usage.meter === "money"
+    ? `${amountOf(usage, usage.used)} of ${amountOf(usage, usage.limit)}`
+    : `${formatCount(usage.used)} of ${amountOf(usage, usage.limit)}`;
+
+/**
+ * "tomorrow at 09:00", "1 Jan at 09:00", "09:00": when a usage's period ends, to follow "until".
+ * @param {Usage | null | undefined} usage
+ * @param {number | null | undefined} wait  the Retry-After, when no usage came
+ * @param {Date} now
+ * @param {Clock} clock
+ */
+function until(usage, wait, now, clock) {
+  const at = usage?.resetsAt ?? (wait ? new Date(now.getTime() + wait * 1000) : null);
+  if (!at) return "the period ends";
+  return formatWhen(at, now, clock).replace(/^(on|at) /, "");
+}
+
+/**
+ * An organization's usage line, as a member reads it: "Acme's pool: 3 of 10 generations used.
+ * Your cap: 2 generations (1 used). Resets tomorrow at 09:00."
+ * @param {Usage} usage  an organization's (its `used` and `limit` are the pool's)
+ * @param {string} name
+ * @param {Date} now
+ * @param {Clock} [clock]
+ */
+export function poolSentence(usage, name, now, clock = {}) {
+  const used = `${ofLimit(usage)} used`;
+  const cap =
+    usage.memberCap == null
+      ? ""
+      : ` Your cap: ${amountOf(usage, usage.memberCap)} (${amountOf(usage, usage.memberUsed ?? 0)} used).`;
+  return `${name}'s pool: ${used}.${cap} Resets ${formatWhen(usage.resetsAt, now, clock)}.`;
 }

@@ -25,10 +25,14 @@ export async function orgPlan(admin: pg.Pool, id: string, o: PlanOptions): Promi
 }
 
 /** An organization on `plan`; its id. */
-export async function newOrganization(admin: pg.Pool, plan: string): Promise<string> {
+export async function newOrganization(
+  admin: pg.Pool,
+  plan: string,
+  name = "Team",
+): Promise<string> {
   const { rows } = await admin.query(
-    "insert into public.organizations (name, plan) values ('Team', $1) returning id",
-    [plan],
+    "insert into public.organizations (name, plan) values ($2, $1) returning id",
+    [plan, name],
   );
   return rows[0].id;
 }
