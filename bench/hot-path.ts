@@ -139,7 +139,7 @@ const SUSPECTS: { name: string; take: (admin: pg.Client) => Promise<void> }[] = 
     take: async (a) => {
       await fnDef(
         a,
-        "public.enqueue_job(uuid,text,text,timestamptz,integer,text,jsonb,text)",
+        "public.enqueue_job(uuid,text,text,timestamptz,integer,text,jsonb,text,uuid)",
         (d) =>
           d.replace(
             "'job', to_jsonb(i) - 'request_hash',",
