@@ -254,6 +254,29 @@ export async function removeMember(
 }
 
 /**
+ * Deletes the organization, by an owner: its active jobs canceled, its jobs' text and events,
+ * pools, memberships and invitations deleted (docs/flows/organizations.md). 404 for a caller who
+ * is not a member; 403 for an admin or member.
+ */
+export async function deleteOrganization(
+  rpc: Rpc,
+  i: { organizationId: string; by: string },
+): Promise<{ jobs: number; canceled: number; members: number }> {
+  const r = (await rpc("delete_organization", {
+    p_organization_id: i.organizationId,
+    p_by: i.by,
+  })) as { outcome: string; jobs: number; canceled: number; members: number };
+  switch (r.outcome) {
+    case "deleted":
+      return { jobs: r.jobs, canceled: r.canceled, members: r.members };
+    case "forbidden":
+      throw new HttpError(403, "forbidden", "Only the organization's owners can delete it.");
+    default:
+      throw notFound();
+  }
+}
+
+/**
  * The route's parts after `/api/organizations/`: the organization's id, then nothing,
  * `invitations`, or `members/<user id>`. 404 for any other path.
  */

@@ -5,7 +5,8 @@
  * `{email, role, cap}`: an owner or admin invites an address (mailed by Supabase Auth).
  * `PATCH …/:id/members/:userId` `{cap}`: an owner or admin sets a cap. `DELETE
  * …/:id/members/:userId`: a member leaves, or an owner or admin removes them; their active jobs
- * there are canceled by the cancel's refund rules. An organization the caller is not in is 404.
+ * there are canceled by the cancel's refund rules. `DELETE …/:id`: an owner deletes the
+ * organization and its jobs' text for every member. An organization the caller is not in is 404.
  */
 import { type Deps, getDeps } from "../../lib/deps.ts";
 import { HttpError } from "../../lib/errors.ts";
@@ -14,6 +15,7 @@ import { mailInvitation } from "../../lib/invitation-mail.ts";
 import { log } from "../../lib/log.ts";
 import {
   createInvitation,
+  deleteOrganization,
   organizationPath,
   overview,
   removeMember,
@@ -52,6 +54,17 @@ async function invite(d: Deps, req: Request): Promise<Response> {
   return json(201, { invitation: r.invitation });
 }
 
+async function dissolve(d: Deps, id: string, userId: string): Promise<Response> {
+  const r = await deleteOrganization(d.rpc, { organizationId: id, by: userId });
+  log.info("organization_deleted", { organizationId: id, jobs: r.jobs, canceled: r.canceled });
+  return json(200, {
+    deleted: true,
+    erasedJobs: r.jobs,
+    canceledJobs: r.canceled,
+    removedMembers: r.members,
+  });
+}
+
 export function createHandler(deps: () => Deps) {
   return handle({
     async GET(req) {
@@ -77,6 +90,7 @@ export function createHandler(deps: () => Deps) {
     async DELETE(req) {
       const d = deps();
       const { userId, id, part } = await callerAndPath(d, req);
+      if (part.kind === "self") return dissolve(d, id, userId);
       if (part.kind !== "member") throw noRoute();
       const r = await removeMember(d.rpc, {
         organizationId: id,

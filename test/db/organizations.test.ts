@@ -358,4 +358,80 @@ describe("organizations: one pool, a cap per member, raced", () => {
         .outcome,
     ).toBe("not_found");
   });
+
+  test("deleting an organization: only an owner; its active jobs canceled, every member's prompts, outputs and chunks there gone, its cost kept without anyone, their own jobs untouched", async () => {
+    const plan = await orgPlan(admin, "org_deletion", { units: 100, maxPaidRefunds: 10 });
+    const org = await newOrganization(admin, plan);
+    const [owner, adminUser, member] = (await members(admin, org, 3, 10)) as [
+      string,
+      string,
+      string,
+    ];
+    await admin.query(
+      `update public.organization_members set role = case user_id when $2 then 'owner'
+         when $3 then 'admin' else role end where organization_id = $1`,
+      [org, owner, adminUser],
+    );
+    const secret = "a team member's secret prompt";
+    const done = await enqueueIn(svc, member, org, { p_prompt: `${secret} 1` });
+    await rpc(svc, "start_job", { p_job_id: done.job.id, p_lease_seconds: 90 });
+    await rpc(svc, "complete_job", {
+      p_job_id: done.job.id,
+      p_attempt: 1,
+      p_output: "the team's secret answer",
+      p_usage: { prompt_tokens: 7, completion_tokens: 11 },
+    });
+    const running = await enqueueIn(svc, owner, org, { p_prompt: `${secret} 2` });
+    await rpc(svc, "start_job", { p_job_id: running.job.id, p_lease_seconds: 90 });
+    await rpc(svc, "record_progress", {
+      p_job_id: running.job.id,
+      p_attempt: 1,
+      p_offset: 0,
+      p_text: "the team's secret partial answer",
+      p_completion_tokens: 5,
+    });
+    await enqueueIn(svc, adminUser, org, { p_prompt: `${secret} 3` });
+    const personal = await rpc(svc, "enqueue_job", { p_user_id: member, p_prompt: "my own" });
+    const cost = async () =>
+      (
+        await admin.query(
+          `select coalesce(sum(jobs), 0)::int as jobs, coalesce(sum(completion_tokens), 0)::int as tokens
+           from public.erased_usage where plan_id = $1`,
+          [plan],
+        )
+      ).rows[0];
+    const before = await cost();
+    for (const by of [adminUser, member])
+      expect(
+        (await rpc(svc, "delete_organization", { p_organization_id: org, p_by: by })).outcome,
+      ).toBe("forbidden");
+    const stranger = (await members(admin, await newOrganization(admin, plan), 1))[0];
+    expect(
+      (await rpc(svc, "delete_organization", { p_organization_id: org, p_by: stranger })).outcome,
+    ).toBe("not_a_member");
+
+    const deleted = await rpc(svc, "delete_organization", { p_organization_id: org, p_by: owner });
+    expect(deleted).toEqual({ outcome: "deleted", jobs: 3, canceled: 2, members: 3 });
+    const { rows } = await admin.query(
+      `select (select count(*)::int from public.generation_jobs
+                where organization_id = $1 or prompt like $2 or output like '%secret answer%'
+                  or partial_output like '%secret%') as jobs,
+              (select count(*)::int from public.job_events where job_id = any($3::uuid[])) as events,
+              (select count(*)::int from public.job_output_chunks where job_id = $4) as chunks,
+              (select count(*)::int from public.organization_usage where organization_id = $1)
+                + (select count(*)::int from public.organization_member_usage where organization_id = $1)
+                + (select count(*)::int from public.organization_members where organization_id = $1)
+                + (select count(*)::int from public.organizations where id = $1) as rows,
+              (select status from public.generation_jobs where id = $5) as personal`,
+      [org, `${secret}%`, [done.job.id, running.job.id], running.job.id, personal.job.id],
+    );
+    expect(rows[0]).toEqual({ jobs: 0, events: 0, chunks: 0, rows: 0, personal: "queued" });
+    // What the provider billed stays countable: the completed call's 11 tokens, the canceled
+    // one's 5 of progress, three jobs, no user.
+    expect(await cost()).toEqual({ jobs: before.jobs + 3, tokens: before.tokens + 16 });
+    expect(
+      (await rpc(svc, "delete_organization", { p_organization_id: org, p_by: owner })).outcome,
+    ).toBe("not_a_member");
+    await expectNoDrift(admin);
+  });
 });

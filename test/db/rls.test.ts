@@ -184,6 +184,7 @@ describe("row level security", () => {
       "cancel_job",
       "complete_job",
       "create_invitation",
+      "delete_organization",
       "enqueue_job",
       "erase_user",
       "export_user",

@@ -223,4 +223,44 @@ describe("members", () => {
     expect([last.status, last.body.error.code]).toEqual([409, "last_owner"]);
     await expectAllSettled(fixture.stack);
   });
+
+  test("an owner deletes the organization: a running job there is canceled, every member's jobs there are gone, their own stay", async () => {
+    const { org, owner } = await team(5);
+    const m = await member(org);
+    await join(fixture.stack.sql, org, (await signedIn()).userId, "admin");
+    const anAdmin = await signedIn();
+    await join(fixture.stack.sql, org, anAdmin.userId, "admin");
+    const marker = `team-secret-${randomUUID()}`;
+    const running = await m.api.call("POST", "/api/jobs", {
+      prompt: `[fake:chunk_ms:200] [fake:tokens:400] ${marker}`,
+      organization_id: org,
+    });
+    expect(running.status).toBe(202);
+    const personal = await m.api.call("POST", "/api/jobs", { prompt: "my own" });
+    expect(personal.status).toBe(202);
+    await m.api.waitRunning(running.body.job.id);
+
+    const byAdmin = await anAdmin.api.call("DELETE", `/api/organizations/${org}`);
+    expect([byAdmin.status, byAdmin.body.error.code]).toEqual([403, "forbidden"]);
+    const byStranger = await (await signedIn()).api.call("DELETE", `/api/organizations/${org}`);
+    expect([byStranger.status, byStranger.body.error.code]).toEqual([404, "not_found"]);
+
+    const deleted = await owner.api.call("DELETE", `/api/organizations/${org}`);
+    expect(deleted.status).toBe(200);
+    expect(deleted.body).toEqual({
+      deleted: true,
+      erasedJobs: 1,
+      canceledJobs: 1,
+      removedMembers: 4,
+    });
+    for (const who of [owner, m]) {
+      expect((await who.api.call("GET", `/api/organizations/${org}`)).status).toBe(404);
+      expect((await who.api.call("GET", "/api/organizations")).body.organizations).toEqual([]);
+    }
+    const gone = await m.api.job(running.body.job.id);
+    expect([gone.status, gone.body.error.code]).toEqual([404, "not_found"]);
+    expect(JSON.stringify((await m.api.list()).body)).not.toContain(marker);
+    expect((await m.api.waitTerminal(personal.body.job.id)).status).toBe("succeeded");
+    await expectAllSettled(fixture.stack);
+  });
 });
