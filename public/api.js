@@ -110,6 +110,14 @@ export function createApi(options) {
       return (await client.request("PATCH", path, { body: { cap } })).body.member;
     },
     /**
+     * An owner deletes the organization: its active jobs canceled, its jobs gone for every member.
+     * @param {string} id
+     * @returns {Promise<{ erasedJobs: number, canceledJobs: number, removedMembers: number }>}
+     */
+    async deleteOrganization(id) {
+      return (await client.request("DELETE", orgPath(id))).body;
+    },
+    /**
      * A member leaves, or an owner or admin removes them: their active jobs there are canceled.
      * @param {string} id
      * @param {string} userId

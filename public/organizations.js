@@ -97,6 +97,7 @@ export function teamsUi(byId) {
     inviteForm: /** @type {HTMLFormElement} */ (byId("invite-form")),
     capHelp: byId("invite-cap-label"),
     leave: /** @type {HTMLButtonElement} */ (byId("team-leave")),
+    remove: /** @type {HTMLButtonElement} */ (byId("team-delete")),
     panelNotice: byId("team-panel-notice"),
     panelError: byId("team-panel-error"),
   };
@@ -364,9 +365,34 @@ function createTeamPanel(deps, left) {
     });
   });
 
+  // Deleting takes two presses: the first says what it does, the second does it.
+  let armed = "";
+  ui.remove.addEventListener("click", () => {
+    const org = shown;
+    if (!org) return;
+    if (armed !== org.id) {
+      armed = org.id;
+      ui.remove.textContent = `Press again to delete ${org.name}`;
+      ui.panelNotice.textContent = `Deleting ${org.name} cancels its active jobs and deletes every member's jobs in it, prompts and answers included. Their own plans and jobs stay.`;
+      return;
+    }
+    armed = "";
+    void act(async () => {
+      const r = await api.deleteOrganization(org.id);
+      left(org.id);
+      const jobs = r.erasedJobs === 1 ? "1 job" : `${r.erasedJobs} jobs`;
+      return `${org.name} was deleted, with its ${jobs}. New jobs draw on your own plan.`;
+    });
+  });
+
   return {
     /** @param {Organization} org */
     render(org) {
+      if (armed !== org.id) {
+        armed = "";
+        ui.remove.textContent = "Delete this team";
+      }
+      ui.remove.hidden = org.role !== "owner";
       shown = org;
       ui.panel.hidden = false;
       ui.title.textContent = `Team: ${org.name}`;

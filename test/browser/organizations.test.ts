@@ -5,7 +5,7 @@
  * (once: the same link again is refused in words); the invitee's jobs draw on the pool under the
  * cap the admin set, and each refusal is a sentence; the owner sees what each member used, never
  * a prompt or an answer; removing the invitee cancels their running job there and the page
- * falls back to their own plan.
+ * falls back to their own plan; the owner deletes the team, its jobs with it.
  */
 import { randomUUID } from "node:crypto";
 import type { Browser, Page } from "playwright-core";
@@ -216,6 +216,29 @@ describe("a team in the browser", () => {
       [org],
     );
     expect(drift.rows[0].n).toBe(0);
+
+    // The owner deletes the team: two presses, then it is gone from the page with its jobs.
+    const remove = owner.page.locator("#team-delete");
+    await remove.click();
+    expect(await remove.textContent()).toBe("Press again to delete Acme");
+    expect(await owner.page.locator("#team-panel-notice").textContent()).toContain(
+      "deletes every member's jobs in it, prompts and answers included",
+    );
+    await remove.click();
+    await until("the deletion's notice", async () =>
+      (await owner.page.locator("#team-panel-notice").textContent())?.startsWith(
+        "Acme was deleted, with its 3 jobs.",
+      ),
+    );
+    await until("the team gone from the switch", () =>
+      owner.page.locator("#draw-on-field").isHidden(),
+    );
+    await usageSays(owner.page, "Free plan: 0 of 1 generation used.");
+    const left = await sql.query(
+      "select count(*)::int as n from public.generation_jobs where organization_id = $1",
+      [org],
+    );
+    expect(left.rows[0].n).toBe(0);
     expect([...owner.errors, ...invitee.errors]).toEqual([]);
   });
 });
