@@ -12,7 +12,8 @@
  *   does not exist in a deployment); "refresh" signs in again as the same user.
  *
  * Sessions live in sessionStorage (this tab only, gone when it closes): auth-js's own under
- * `quota-jobs.supabase`, and the page's summary under `quota-jobs.session`.
+ * `quota-jobs.supabase`, and the page's summary under `quota-jobs.session`. Another tab's
+ * sign-in as someone else, which auth-js announces to every tab, does not change this one's.
  */
 import { narrowConnectSrc } from "./csp.js";
 import {
@@ -237,7 +238,11 @@ export function createAuth(options = {}) {
       })
     : null;
   gotrue?.onAuthStateChange((event, s) => {
-    // auth-js calls back inside its lock: only record here, never call back into it
+    // auth-js calls back inside its lock: only record here, never call back into it.
+    // auth-js also tells every tab of this origin about another tab's sign-in (its
+    // BroadcastChannel); a session is this tab's only, so another user's is not taken up here
+    // (this tab's page shows its own user's jobs). A sign-out elsewhere still signs out here.
+    if (s && session && s.user.id !== session.userId) return;
     if (s) set(fromSupabase(s, session));
     else if (event === "SIGNED_OUT" && session?.kind === "supabase") set(null);
   });

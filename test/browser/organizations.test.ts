@@ -8,16 +8,15 @@
  * falls back to their own plan; the owner deletes the team, its jobs with it.
  */
 import { randomUUID } from "node:crypto";
-import type { Browser, Page } from "playwright-core";
-import { afterAll, describe, expect, test } from "vitest";
+import type { Page } from "playwright-core";
+import { describe, expect, test } from "vitest";
 import {
   cardIn,
   devSignIn,
   generate,
-  launchChromium,
-  TOKYO,
   until,
   useBrowserStack,
+  userIdOf,
 } from "../support/browser.ts";
 import { join, newOrganization, orgPlan } from "../support/organizations.ts";
 
@@ -40,26 +39,6 @@ async function mailTo(email: string): Promise<{ link: string }> {
     const res = await fetch(`${mail}/messages?to=${encodeURIComponent(email)}`);
     return ((await res.json()) as { messages: { link: string }[] }).messages[0];
   });
-}
-
-let second: Browser | undefined;
-afterAll(async () => {
-  await second?.close();
-});
-
-/**
- * The invitee's page, in a browser of its own: this Chromium runs single-process, so auth-js's
- * BroadcastChannel would carry the invitee's new session into the owner's tab of the same
- * origin (as it does between two tabs of one real browser).
- */
-async function ownBrowser(): Promise<{ page: Page; errors: string[] }> {
-  second ??= await launchChromium();
-  const context = await second.newContext({ ...TOKYO, baseURL: h.stack().urls.app });
-  const page = await context.newPage();
-  page.setDefaultTimeout(20_000);
-  const errors: string[] = [];
-  page.on("pageerror", (e) => errors.push(e.message));
-  return { page, errors };
 }
 
 describe("a team in the browser", () => {
@@ -97,7 +76,10 @@ describe("a team in the browser", () => {
     // The invitee follows the link: signed in as that address, joined, the pool chosen, and the
     // token gone from the address bar.
     const { link } = await mailTo(email);
-    const invitee = await ownBrowser();
+    // In a tab beside the owner's: auth-js announces the invitee's sign-in to every tab of the
+    // origin (its BroadcastChannel; this Chromium runs single-process, so contexts share it),
+    // and the owner's tab must stay the owner's.
+    const invitee = await h.open();
     await invitee.page.goto(link);
     const joined = await until("the joined notice", async () => {
       const text = (await invitee.page.locator("#team-notice").textContent()) ?? "";
@@ -149,8 +131,9 @@ describe("a team in the browser", () => {
     );
     await h.screenshot(invitee.page, "org-02-invitee-capped");
 
-    // The owner sees the invitee's usage, and none of their prompts.
+    // The owner sees the invitee's usage, and none of their prompts; still as the owner.
     await owner.page.reload();
+    expect(await userIdOf(owner.page)).toBe(ownerId);
     const row = owner.page.locator("#team-members li.member", { hasText: email });
     await until("the invitee's usage", async () =>
       (await row.textContent())?.includes(
