@@ -1855,6 +1855,10 @@ begin
     pg_catalog.hashtextextended('quota_jobs.enqueue:' || m.user_id::text, 0))
   from (select m.user_id from public.organization_members m
         where m.organization_id = p_organization_id order by m.user_id) m;
+  -- Its invitations before its row: an accept holds its invitation, then waits on the
+  -- organization's row (its membership's foreign key).
+  perform from public.organization_invitations i where i.organization_id = p_organization_id
+  order by i.id for update;
   perform from public.organizations o where o.id = p_organization_id for update;
   if not found then
     return jsonb_build_object('outcome', 'not_a_member');

@@ -9,8 +9,9 @@
 --
 -- Lock order as everywhere (20261212000000_organizations.sql): the members' enqueue locks (in
 -- user id order: a member's enqueue, removal or erasure holds one and takes it first, so they
--- cannot cycle with this one), then the organization's row (a new job or membership there
--- waits on its foreign key, then finds it gone), its job rows by id, its pools by (period,
+-- cannot cycle with this one), its invitations (an accept holds one, then waits on the
+-- organization's row for its membership's foreign key), the organization's row (a new job or
+-- membership there waits on its foreign key), its job rows by id, its pools by (period,
 -- meter), then member rows. Security definer, as private.erase_user_data is: only the owner of
 -- job_events may delete events (private.erasing).
 
@@ -41,6 +42,10 @@ begin
     pg_catalog.hashtextextended('quota_jobs.enqueue:' || m.user_id::text, 0))
   from (select m.user_id from public.organization_members m
         where m.organization_id = p_organization_id order by m.user_id) m;
+  -- Its invitations before its row: an accept holds its invitation, then waits on the
+  -- organization's row (its membership's foreign key).
+  perform from public.organization_invitations i where i.organization_id = p_organization_id
+  order by i.id for update;
   perform from public.organizations o where o.id = p_organization_id for update;
   if not found then
     return jsonb_build_object('outcome', 'not_a_member');

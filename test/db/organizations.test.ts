@@ -434,4 +434,50 @@ describe("organizations: one pool, a cap per member, raced", () => {
     ).toBe("not_a_member");
     await expectNoDrift(admin);
   });
+
+  test(`a deletion racing its members' enqueues, endings, a removal, an erasure and an accept: no deadlock, no error, nothing of it left, no drift (${ROUNDS} rounds)`, async () => {
+    const plan = await orgPlan(admin, "org_deletion_race", { units: 10000, maxActive: 10 });
+    for (let round = 0; round < ROUNDS; round++) {
+      const org = await newOrganization(admin, plan);
+      const [owner, a, b] = (await members(admin, org, 3)) as [string, string, string];
+      await admin.query(
+        "update public.organization_members set role = 'owner' where organization_id = $1 and user_id = $2",
+        [org, owner],
+      );
+      const running = await enqueueIn(svc, a, org);
+      await rpc(svc, "start_job", { p_job_id: running.job.id, p_lease_seconds: 90 });
+      const queued = await enqueueIn(svc, a, org);
+      const other = await enqueueIn(svc, b, org);
+      await rpc(svc, "start_job", { p_job_id: other.job.id, p_lease_seconds: 90 });
+      const invitation = await rpc(svc, "create_invitation", {
+        p_organization_id: org,
+        p_by: owner,
+        p_role: "member",
+      });
+      const joiner = await db.user();
+      const settled = await Promise.allSettled([
+        rpc(svc, "delete_organization", { p_organization_id: org, p_by: owner }),
+        enqueueIn(svc, a, org),
+        enqueueIn(svc, b, org),
+        rpc(svc, "complete_job", { p_job_id: running.job.id, p_attempt: 1, p_output: "ok" }),
+        rpc(svc, "fail_job", { p_job_id: queued.job.id, p_reason: "delivery_failed" }),
+        rpc(svc, "cancel_job", { p_job_id: other.job.id, p_user_id: b }),
+        rpc(svc, "remove_member", { p_organization_id: org, p_user_id: b, p_by: owner }),
+        admin.query("select private.erase_user_data($1, now())", [a]),
+        rpc(svc, "accept_invitation", { p_token: invitation.token, p_user_id: joiner }),
+      ]);
+      expect(settled.filter((r) => r.status === "rejected")).toEqual([]);
+      const { rows } = await admin.query(
+        `select (select count(*)::int from public.organizations where id = $1)
+              + (select count(*)::int from public.generation_jobs where organization_id = $1)
+              + (select count(*)::int from public.organization_members where organization_id = $1)
+              + (select count(*)::int from public.organization_usage where organization_id = $1)
+              + (select count(*)::int from public.organization_invitations where organization_id = $1)
+              as left`,
+        [org],
+      );
+      expect(rows[0].left).toBe(0);
+      await expectNoDrift(admin);
+    }
+  });
 });
