@@ -41,16 +41,23 @@ export function catalogOf(usage) {
  */
 export function offers(catalog, usage) {
   const plan = usage.plan.charAt(0).toUpperCase() + usage.plan.slice(1);
+  // A team's pool: its plan is the team's, not the user's own.
+  const team = usage.organizationId !== undefined;
+  const whose = team ? "your team's pool" : "your plan";
   return catalog.map((kind) => {
     const entry = usage.kinds?.find((k) => k.kind === kind.id);
-    if (!entry)
-      return { kind, offered: false, note: `Your ${plan} plan does not include ${kind.nouns}.` };
+    if (!entry) {
+      const refusal = team
+        ? `Your team's plan does not include ${kind.nouns}.`
+        : `Your ${plan} plan does not include ${kind.nouns}.`;
+      return { kind, offered: false, note: refusal };
+    }
     if (usage.meter === "tokens")
-      return { kind, offered: true, note: "Counted in tokens, like every job on your plan." };
+      return { kind, offered: true, note: `Counted in tokens, like every job on ${whose}.` };
     return {
       kind,
       offered: true,
-      note: `Each ${kind.noun} uses ${units(entry.units)} of your plan.`,
+      note: `Each ${kind.noun} uses ${units(entry.units)} of ${whose}.`,
     };
   });
 }

@@ -52,6 +52,21 @@ describe("which kinds the plan offers", () => {
     });
   });
 
+  test("on a team's pool, the notes name the team's plan, not the user's own", () => {
+    const pooled = usage({
+      plan: "acme_team",
+      kinds: [{ kind: "document", units: 1 }],
+      organizationId: "5b0f8c3e-1f7e-4c1a-9d0e-2a6b1c9e4f00",
+    });
+    const seen = offers(catalog, pooled);
+    expect(seen.find((o) => o.kind.id === "document")?.note).toBe(
+      "Each document uses 1 unit of your team's pool.",
+    );
+    expect(seen.find((o) => o.kind.id === "extract")?.note).toBe(
+      "Your team's plan does not include extractions.",
+    );
+  });
+
   test("a token plan counts every kind in tokens", () => {
     const team = usage({
       plan: "team",
