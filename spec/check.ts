@@ -1,7 +1,8 @@
 /**
- * Runs spin on the job model: generates the transitions from the table, then `spin -a`, `gcc`
- * and `./pan` in a temp dir, and reads the verdict (states, depth, memory, time, errors and, on
- * an error, the counterexample replayed). `npm run spec:check` is the full run.
+ * Runs spin on a model: the job model (spec/job.pml) or the organization pool's (spec/pool.pml).
+ * Generates the model's transitions from its table, then `spin -a`, `gcc` and `./pan` in a temp
+ * dir, and reads the verdict (states, depth, memory, time, errors and, on an error, the
+ * counterexample replayed). `npm run spec:check` is the full run.
  */
 import { execFile } from "node:child_process";
 import { createHash, randomUUID } from "node:crypto";
@@ -22,12 +23,35 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { mutants } from "./mutants.ts";
+import { mutants, poolMutants } from "./mutants.ts";
+import { type PoolTable, poolTransitions } from "./pool.ts";
+import { generatePoolPromela } from "./pool-promela.ts";
 import { generatePromela } from "./promela.ts";
 import { type Table, transitions } from "./transitions.ts";
 
 const run = promisify(execFile);
-const MODEL = fileURLToPath(new URL("./job.pml", import.meta.url));
+
+/**
+ * The models: the Promela file, the file it includes (generated from its table) and how it is
+ * checked for liveness. The job model's liveness claim holds under weak fairness (`pan -a -f`);
+ * the pool model's is checked without fairness on a variant whose every run is finite
+ * (`-DLIVENESS`, spec/pool.pml): with weak fairness over its dozen processes the search took 30
+ * times as long.
+ */
+const MODELS = {
+  job: {
+    file: "job.pml",
+    include: "transitions.pml",
+    generate: (o: CheckOptions) => generatePromela(o.table ?? transitions),
+    liveness: { defines: [] as string[], pan: ["-a", "-f"] },
+  },
+  pool: {
+    file: "pool.pml",
+    include: "pool-transitions.pml",
+    generate: (o: CheckOptions) => generatePoolPromela(o.poolTable ?? poolTransitions),
+    liveness: { defines: ["-DLIVENESS"], pan: ["-a"] },
+  },
+};
 
 export type Bounds = Record<string, number>;
 
@@ -78,12 +102,30 @@ export const PROFILES = {
   },
 } satisfies Record<string, Bounds>;
 
+/**
+ * The pool model's bounds (spec/pool.pml; 255 is no cap). `bounded` (every `npm test`): two
+ * members sending two enqueues each at once on a pool with room for two holds and a bit (5
+ * units, holds of 2), capped at 4 and 3 (the second member's second job fits only after their
+ * first captured at most 1), the plan's active bound 1 and its bound of refunds after spend 1:
+ * every enqueue refusal is reached, the race the reserving statement's guard exists for too.
+ * `three tries` (`npm run spec:check`): three enqueues each, a pool of 6, the first member
+ * without a cap, two active jobs a member and two refunds after spend.
+ */
+export const POOL_PROFILES = {
+  bounded: { TRIES: 2, LIMIT: 5, CAP0: 4, CAP1: 3, MAX_ACTIVE: 1, BOUND: 1 },
+  "three tries": { TRIES: 3, LIMIT: 6, CAP0: 255, CAP1: 3, MAX_ACTIVE: 2, BOUND: 2 },
+} satisfies Record<string, Bounds>;
+
 export interface CheckOptions {
+  /** The model to check. @default "job" */
+  model?: keyof typeof MODELS;
   /** The transition table to generate the model from (a mutant's, to prove the check can fail). */
   table?: Table;
+  /** The pool model's table (a mutant's, to prove the check can fail). */
+  poolTable?: PoolTable;
   bounds: Bounds;
-  /** `safety`: every assertion in every reachable state; `liveness`: the `ends` claim under
-   * weak fairness (acceptance cycles, `pan -a -f`). */
+  /** `safety`: every assertion in every reachable state; `liveness`: the `ends` claim
+   * (acceptance cycles: the job model's under weak fairness, `pan -a -f`; the pool's `pan -a`). */
   mode: "safety" | "liveness";
   /** Extra preprocessor flags, e.g. `NO_MAX_AGE`. */
   flags?: string[];
@@ -130,6 +172,7 @@ async function pruneCache(): Promise<void> {
 /** The pan for these sources and flags: from the cache, else built in `dir` and cached. */
 async function compiledPan(
   dir: string,
+  file: string,
   sources: string[],
   spinArgs: string[],
   gccArgs: string[],
@@ -145,7 +188,7 @@ async function compiledPan(
     await utimes(pan, now, now);
     return { pan, cached: true };
   }
-  await run("spin", [...spinArgs, "-a", "job.pml"], { cwd: dir, timeout });
+  await run("spin", [...spinArgs, "-a", file], { cwd: dir, timeout });
   await run("gcc", [...gccArgs, "-o", "pan", "pan.c"], { cwd: dir, timeout });
   await mkdir(PAN_CACHE, { recursive: true });
   await pruneCache();
@@ -199,14 +242,16 @@ export async function checkModel(o: CheckOptions): Promise<CheckResult> {
   await requireTools();
   const dir = await mkdtemp(join(tmpdir(), "quota-jobs-model-"));
   const timeout = o.timeoutMs ?? 600_000;
+  const m = MODELS[o.model ?? "job"];
   try {
-    const generated = generatePromela(o.table ?? transitions);
-    const model = await readFile(MODEL, "utf8");
-    await writeFile(join(dir, "transitions.pml"), generated);
-    await writeFile(join(dir, "job.pml"), model);
+    const generated = m.generate(o);
+    const model = await readFile(fileURLToPath(new URL(`./${m.file}`, import.meta.url)), "utf8");
+    await writeFile(join(dir, m.include), generated);
+    await writeFile(join(dir, m.file), model);
     const defines = [
       ...Object.entries(o.bounds).map(([k, v]) => `-D${k}=${v}`),
       ...(o.flags ?? []).map((f) => `-D${f}`),
+      ...(o.mode === "liveness" ? m.liveness.defines : []),
     ];
     const cflags =
       o.mode === "safety" ? ["-DSAFETY", "-DNOCLAIM"] : ["-DNFAIR=5", "-DNOBOUNDCHECK"];
@@ -216,8 +261,15 @@ export async function checkModel(o: CheckOptions): Promise<CheckResult> {
       `-DMEMLIM=${o.memLimitMb ?? 8192}`,
       ...cflags,
     ];
-    const { pan, cached } = await compiledPan(dir, [generated, model], defines, gccArgs, timeout);
-    const panArgs = o.mode === "safety" ? ["-m1000000"] : ["-m1000000", "-a", "-f"];
+    const { pan, cached } = await compiledPan(
+      dir,
+      m.file,
+      [generated, model],
+      defines,
+      gccArgs,
+      timeout,
+    );
+    const panArgs = ["-m1000000", ...(o.mode === "safety" ? [] : m.liveness.pan)];
     if (o.shortest && o.mode === "safety") panArgs.push("-i"); // iteratively shorten the trail
     const started = performance.now();
     // pan reports violations in its output; a non-zero exit without a verdict is a failure.
@@ -238,7 +290,7 @@ export async function checkModel(o: CheckOptions): Promise<CheckResult> {
     let trail: string[] = [];
     if (errors > 0) {
       // The model prints one line per step that matters (generated transitions and actors).
-      const replay = await run("spin", [...defines, "-t", "job.pml"], {
+      const replay = await run("spin", [...defines, "-t", m.file], {
         cwd: dir,
         timeout,
         maxBuffer: 64 * 1024 * 1024,
@@ -250,9 +302,9 @@ export async function checkModel(o: CheckOptions): Promise<CheckResult> {
           /^\[\d+\]|^<<<<<|^spin: (text of failed|trail ends)|assertion violated/.test(l),
         );
     }
-    const unreached = [
-      ...stdout.matchAll(/^\s+(transitions\.pml:\d+|job\.pml:\d+), state \d+, "(.*)"$/gm),
-    ].map((m) => `${m[1]} ${m[2]}`);
+    const unreached = [...stdout.matchAll(/^\s+([\w-]+\.pml:\d+), state \d+, "(.*)"$/gm)].map(
+      (m) => `${m[1]} ${m[2]}`,
+    );
     return {
       errors,
       complete: !/Search not completed|max search depth too small|reached -DMEMLIM/.test(stdout),
@@ -277,18 +329,53 @@ function summary(name: string, r: CheckResult): string {
   return `${name.padEnd(48)} ${verdict.padEnd(12)} states ${r.states.toLocaleString("en")}, depth ${r.depth}, ${r.memoryMb} MB, ${r.seconds.toFixed(1)} s${r.complete ? "" : " (INCOMPLETE)"}`;
 }
 
-/** `npm run spec:check [-- <profile>...]`: the real model on each profile, then every mutant. */
+type Report = (name: string, r: CheckResult, wantErrors: boolean) => void;
+
+/** The pool model on the profiles named, then each of its mutants on the bounded profile. */
+async function poolChecks(report: Report, profiles: (keyof typeof POOL_PROFILES)[]): Promise<void> {
+  for (const name of profiles) {
+    const bounds = POOL_PROFILES[name];
+    console.log(`\npool model, profile "${name}": ${JSON.stringify(bounds)}`);
+    report("safety", await checkModel({ model: "pool", bounds, mode: "safety" }), false);
+    report("liveness", await checkModel({ model: "pool", bounds, mode: "liveness" }), false);
+  }
+  console.log(`\npool mutants, profile "bounded" (shortest counterexample):`);
+  for (const [name, m] of Object.entries(poolMutants)) {
+    const r = await checkModel({
+      model: "pool",
+      bounds: POOL_PROFILES.bounded,
+      mode: "safety",
+      poolTable: m.table,
+      shortest: true,
+      ...(m.flags ? { flags: m.flags } : {}),
+    });
+    report(`pool mutant: ${name}`, r, true);
+  }
+}
+
+/**
+ * `npm run spec:check [-- <profile>...]`: the job model on each profile, then every mutant, then
+ * the pool model (the full run: each of its profiles; named profiles: its bounded one) and its
+ * mutants. `-- pool`: the pool model alone, every profile.
+ */
 async function main(): Promise<void> {
-  const names = (process.argv.length > 2 ? process.argv.slice(2) : ["full"]).flatMap((n) =>
-    n === "full" ? ["two workers", "duplicates", "skew and gate"] : [n],
-  ) as (keyof typeof PROFILES)[];
+  const args = process.argv.slice(2);
   let failed = false;
-  const report = (name: string, r: CheckResult, wantErrors: boolean) => {
+  const report: Report = (name, r, wantErrors) => {
     console.log(summary(name, r));
     // A mutant's search stops at its counterexample; the real model's must cover everything.
     if (wantErrors ? r.errors === 0 : r.errors > 0 || !r.complete) failed = true;
     if (r.errors > 0) console.log(r.trail.map((l) => `    ${l}`).join("\n"));
   };
+  const allPool = Object.keys(POOL_PROFILES) as (keyof typeof POOL_PROFILES)[];
+  if (args.length === 1 && args[0] === "pool") {
+    await poolChecks(report, allPool);
+    if (failed) process.exitCode = 1;
+    return;
+  }
+  const names = (args.length > 0 ? args : ["full"]).flatMap((n) =>
+    n === "full" ? ["two workers", "duplicates", "skew and gate"] : [n],
+  ) as (keyof typeof PROFILES)[];
   for (const name of names) {
     const bounds = PROFILES[name];
     if (!bounds) throw new Error(`unknown profile ${name}: ${Object.keys(PROFILES).join(", ")}`);
@@ -332,6 +419,7 @@ async function main(): Promise<void> {
     }),
     true,
   );
+  await poolChecks(report, args.length === 0 || args.includes("full") ? allPool : ["bounded"]);
   if (failed) process.exitCode = 1;
 }
 

@@ -3,6 +3,13 @@
  * The model checker must find a counterexample for every one of them (and none for the real
  * table), or the check proves nothing.
  */
+import {
+  type PoolFnName,
+  type PoolRow,
+  type PoolTable,
+  poolTransitions,
+  type Settle,
+} from "./pool.ts";
 import { type Fn, type Row, type Table, transitions } from "./transitions.ts";
 
 export interface Mutant {
@@ -148,5 +155,89 @@ export const mutants: Record<string, Mutant> = {
     mode: "safety",
     flags: ["METERED"],
     table: keepRows("start_job", (r) => r.outcome !== "budget_exhausted"),
+  },
+};
+
+export interface PoolMutant {
+  describe: string;
+  table: PoolTable;
+  /** spec/pool.pml's defines the mutant needs (a change to the model's actors, not the table). */
+  flags?: string[];
+}
+
+/** The pool table with each named function's rows put through its change. */
+function mutatePool(
+  changes: Partial<Record<PoolFnName, (rows: PoolRow[]) => PoolRow[]>>,
+): PoolTable {
+  const table = structuredClone(poolTransitions) as PoolTable;
+  for (const [fn, change] of Object.entries(changes) as [PoolFnName, (r: PoolRow[]) => PoolRow[]][])
+    table[fn] = { ...table[fn], rows: change(table[fn].rows) };
+  return table;
+}
+
+const withoutCap = (rows: PoolRow[]) =>
+  rows.filter((r) => r.when === "otherwise" || !r.when.capFits);
+/** Every refund of end_with_refund (fail, cancel, the sweeper) given back to `release` only. */
+const refundTo = (release: ("pool" | "member")[]) => (rows: PoolRow[]) =>
+  rows.map((r) =>
+    r.to.settle && (["spend", "refund", "counted"] as Settle[]).includes(r.to.settle)
+      ? { ...r, to: { ...r.to, release } }
+      : r,
+  );
+
+/**
+ * Broken versions of the pool's guards and settlements: spin must find a counterexample for
+ * each, and the pool conformance test must see each table one disagree with the SQL.
+ */
+export const poolMutants: Record<string, PoolMutant> = {
+  "the reservation without the pool's guard": {
+    describe:
+      "enqueue_in_organization adds the hold to the pool row whatever it holds by then: only " +
+      "enqueue_job's read compares it with the limit, and another member's enqueue between the " +
+      "read and the upsert takes the pool past it",
+    table: mutatePool({
+      enqueue_in_organization: (rows) => rows.filter((r) => r.outcome !== "pool_exhausted"),
+    }),
+  },
+  "an enqueue without the member's cap": {
+    describe:
+      "neither enqueue_job's read nor the member row's upsert compares the member's units with " +
+      "their cap: a member holds what the pool has room for",
+    table: mutatePool({ enqueue_job: withoutCap, enqueue_in_organization: withoutCap }),
+  },
+  "a refund to the pool but not the member": {
+    describe:
+      "end_with_refund gives the hold back to the pool and leaves the member's row as it was: " +
+      "the pool no longer adds up to its members (drift), and the member's cap fills with " +
+      "refunded jobs",
+    table: mutatePool({
+      fail_job: refundTo(["pool"]),
+      cancel_job: refundTo(["pool"]),
+      sweep_jobs: refundTo(["pool"]),
+    }),
+  },
+  "a failure callback that refunds a final job": {
+    describe:
+      "fail_job without a claim gives the hold back even when the job already ended: the " +
+      "refund is not tied to winning the transition, so a repeated callback refunds twice",
+    table: mutatePool({
+      fail_job: (rows) => [
+        {
+          when: { status: ["succeeded", "failed", "canceled"], claim: ["none"] },
+          outcome: "already_final",
+          to: { settle: "refund", release: ["pool", "member"] },
+        },
+        ...rows,
+      ],
+    }),
+  },
+  "an enqueue without the user's lock": {
+    describe:
+      "enqueue_job reads and reserves without the member's advisory lock: two enqueues of one " +
+      "member both pass the read's checks, so the member holds two active jobs under a bound " +
+      "of one (and where the cap is what the read let through, the second's member guard " +
+      "refuses after its pool reservation, the raise the SQL says cannot happen)",
+    table: poolTransitions,
+    flags: ["NO_USER_LOCK"],
   },
 };
