@@ -3243,6 +3243,9 @@ declare
   v_failed jsonb := '[]'::jsonb;
   v_republish jsonb := '[]'::jsonb;
 begin
+  -- One sweep at a time (above): a second waits here, before it holds anything.
+  perform pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('quota_jobs.sweep', 0));
+
   -- Each reason walks its own partial index in order and stops at the batch size, so a batch
   -- costs the same with a hundred stale jobs or a hundred thousand. A job that matches two
   -- reasons is ended by the first; the later walks no longer see it as active.
@@ -3297,7 +3300,7 @@ begin
   );
 end
 $function$;
-comment on function public.sweep_jobs(p_now timestamp with time zone, p_batch_size integer, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer, p_max_republish integer) is 'Ends what nobody else will, one batch (rows locked with skip locked, so two sweepers share the work): jobs older than the max age, running jobs whose lease expired more than the grace ago, and queued jobs never delivered (republished once, then failed). Every failure refunds. Returns the failed jobs, the jobs to republish (publish_seq grew) and whether more may remain.';
+comment on function public.sweep_jobs(p_now timestamp with time zone, p_batch_size integer, p_lease_grace_seconds integer, p_undelivered_after_seconds integer, p_max_age_seconds integer, p_max_republish integer) is 'Ends what nobody else will, one batch, one sweep at a time (a second waits for the first to commit; rows locked with skip locked): jobs older than the max age, running jobs whose lease expired more than the grace ago, and queued jobs never delivered (republished once, then failed). Every failure refunds. Returns the failed jobs, the jobs to republish (publish_seq grew) and whether more may remain.';
 
 CREATE OR REPLACE FUNCTION public.user_pseudonym(p_user_id uuid)
  RETURNS jsonb

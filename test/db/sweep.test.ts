@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, test } from "vitest";
 import { addSeconds, at, expectNoDrift, rpc } from "../support/db.ts";
 import { dbFixture } from "../support/db-fixture.ts";
+import { orgPlan } from "../support/organizations.ts";
 
 // The sweeper touches every job in the database: this file gets a database of its own, and each
 // test ends every job it left active, so the next test's sweeps see only their own.
@@ -150,5 +151,45 @@ describe("sweep_jobs", () => {
       [],
     );
     expect((await job(j.id)).status).toBe("succeeded");
+  });
+});
+
+describe("sweeps that overlap", () => {
+  test("two sweeps at once over two users' jobs, in opposite orders: no deadlock, each job ended once", async () => {
+    // A sweep's walk locks its rows ten at a time (plpgsql fetches a loop's rows in tens), so
+    // the second sweep takes the next ten. The first ten start with u1's job, the next ten with
+    // u2's: the sweeps reach the users' counter rows in opposite orders. A third connection holds
+    // u1's counter while both start, which makes that happen on every run.
+    const t0 = at("2032-05-01T00:00:00Z");
+    const plan = await orgPlan(admin, "sweep_overlap", { units: 1000, maxActive: 20 });
+    const [u1, u2] = [await db.user(plan), await db.user(plan)];
+    const order = [...Array(5).fill([u1, u2]).flat(), ...Array(5).fill([u2, u1]).flat()];
+    const ids: string[] = [];
+    for (const [i, u] of order.entries())
+      ids.push((await db.enqueued(u, { now: addSeconds(t0, i) })).id);
+    const late = addSeconds(t0, defaults.p_max_age_seconds + 60);
+    const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    const blocker = await admin.connect();
+    let settled: PromiseSettledResult<unknown>[];
+    try {
+      await blocker.query("begin");
+      await blocker.query("select from public.quota_usage where user_id = $1 for update", [u1]);
+      const first = rpc(svc, "sweep_jobs", { ...defaults, p_now: late });
+      await pause(150);
+      const second = rpc(svc, "sweep_jobs", { ...defaults, p_now: late });
+      await pause(300);
+      await blocker.query("commit");
+      settled = await Promise.allSettled([first, second]);
+    } finally {
+      blocker.release();
+    }
+    expect(settled.filter((r) => r.status === "rejected")).toEqual([]);
+    const { rows } = await admin.query(
+      `select count(*)::int as failed,
+              count(*) filter (where refunded_at is not null)::int as refunded
+       from public.generation_jobs where id = any($1) and failure_reason = 'max_age_exceeded'`,
+      [ids],
+    );
+    expect(rows[0]).toEqual({ failed: 20, refunded: 20 });
   });
 });
