@@ -914,43 +914,8 @@ begin
   end loop;
 
   -- What the provider billed for these jobs stays countable, without the user.
-  insert into public.erased_usage as u (period_start, plan_id, kind, meter, jobs, captured,
-    consumed, prompt_tokens, completion_tokens, updated_at)
-  select t.period_start, t.plan_id, t.kind, t.meter, count(*), sum(t.captured), sum(t.consumed),
-    sum(t.prompt_tokens), sum(t.completion_tokens), p_now
-  from (
-    select j.period_start, j.plan_id, j.kind, j.meter, j.captured, j.consumed,
-      b.prompt_tokens + case when c.canceled then coalesce(j.prompt_tokens, 0) else 0 end
-        as prompt_tokens,
-      b.completion_tokens + case when c.canceled then j.partial_tokens else 0 end
-        as completion_tokens
-    from public.generation_jobs j
-    -- Every attempt's usage as its transition (or record_attempt_usage) wrote it.
-    cross join lateral (
-      select
-        coalesce(sum(greatest(coalesce((e.detail -> 'usage' ->> 'prompt_tokens')::bigint, 0), 0)), 0)
-          as prompt_tokens,
-        coalesce(sum(greatest(coalesce((e.detail -> 'usage' ->> 'completion_tokens')::bigint, 0), 0)), 0)
-          as completion_tokens
-      from public.job_events e where e.job_id = j.id and e.detail ? 'usage'
-    ) b
-    -- A running attempt this erasure canceled reported no usage: counted as the cancel charged it
-    -- (its prompt and last recorded progress).
-    cross join lateral (
-      select exists (select from public.job_events x
-        where x.job_id = j.id and x.event = 'canceled' and x.from_status = 'running'
-          and x.detail ->> 'by' = 'erasure') as canceled
-    ) c
-    where j.user_id = p_user_id
-  ) t
-  group by t.period_start, t.plan_id, t.kind, t.meter
-  on conflict (period_start, plan_id, kind, meter) do update
-    set jobs = u.jobs + excluded.jobs,
-        captured = u.captured + excluded.captured,
-        consumed = u.consumed + excluded.consumed,
-        prompt_tokens = u.prompt_tokens + excluded.prompt_tokens,
-        completion_tokens = u.completion_tokens + excluded.completion_tokens,
-        updated_at = p_now;
+  perform private.keep_erased_cost(
+    array(select j.id from public.generation_jobs j where j.user_id = p_user_id), 'erasure', p_now);
 
   -- Their organization jobs are all final now: what they captured stays in the pool (the team
   -- paid for it), held there without them.
@@ -1136,6 +1101,52 @@ begin
 end
 $function$;
 comment on function private.job_json(j public.generation_jobs) is 'A job as the functions return it: every column but the prompt hash, partial_output read from public.job_output_chunks.';
+
+CREATE OR REPLACE FUNCTION private.keep_erased_cost(p_jobs uuid[], p_canceled_by text, p_now timestamp with time zone)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+begin
+  insert into public.erased_usage as u (period_start, plan_id, kind, meter, jobs, captured,
+    consumed, prompt_tokens, completion_tokens, updated_at)
+  select t.period_start, t.plan_id, t.kind, t.meter, count(*), sum(t.captured), sum(t.consumed),
+    sum(t.prompt_tokens), sum(t.completion_tokens), p_now
+  from (
+    select j.period_start, j.plan_id, j.kind, j.meter, j.captured, j.consumed,
+      b.prompt_tokens + case when c.canceled then coalesce(j.prompt_tokens, 0) else 0 end
+        as prompt_tokens,
+      b.completion_tokens + case when c.canceled then j.partial_tokens else 0 end
+        as completion_tokens
+    from public.generation_jobs j
+    cross join lateral (
+      select
+        coalesce(sum(greatest(coalesce((e.detail -> 'usage' ->> 'prompt_tokens')::bigint, 0), 0)), 0)
+          as prompt_tokens,
+        coalesce(sum(greatest(coalesce((e.detail -> 'usage' ->> 'completion_tokens')::bigint, 0), 0)), 0)
+          as completion_tokens
+      from public.job_events e where e.job_id = j.id and e.detail ? 'usage'
+    ) b
+    -- A running attempt this erasure canceled reported no usage: counted as the cancel charged
+    -- it (its prompt and last recorded progress).
+    cross join lateral (
+      select exists (select from public.job_events x
+        where x.job_id = j.id and x.event = 'canceled' and x.from_status = 'running'
+          and x.detail ->> 'by' = p_canceled_by) as canceled
+    ) c
+    where j.id = any(p_jobs)
+  ) t
+  group by t.period_start, t.plan_id, t.kind, t.meter
+  on conflict (period_start, plan_id, kind, meter) do update
+    set jobs = u.jobs + excluded.jobs,
+        captured = u.captured + excluded.captured,
+        consumed = u.consumed + excluded.consumed,
+        prompt_tokens = u.prompt_tokens + excluded.prompt_tokens,
+        completion_tokens = u.completion_tokens + excluded.completion_tokens,
+        updated_at = p_now;
+end
+$function$;
+comment on function private.keep_erased_cost(p_jobs uuid[], p_canceled_by text, p_now timestamp with time zone) is 'Adds the cost of jobs p_jobs (about to be deleted) to public.erased_usage: their attempts'' reported usage, and what a cancel by p_canceled_by charged a running attempt. Called by private.erase_user_data and public.delete_organization.';
 
 CREATE OR REPLACE FUNCTION private.log_event(p_job public.generation_jobs, p_event text, p_from_status text, p_now timestamp with time zone, p_detail jsonb DEFAULT '{}'::jsonb)
  RETURNS void
@@ -1879,42 +1890,9 @@ begin
   end loop;
 
   -- What the provider billed for these jobs stays countable, without anyone (as an erasure).
-  insert into public.erased_usage as u (period_start, plan_id, kind, meter, jobs, captured,
-    consumed, prompt_tokens, completion_tokens, updated_at)
-  select t.period_start, t.plan_id, t.kind, t.meter, count(*), sum(t.captured), sum(t.consumed),
-    sum(t.prompt_tokens), sum(t.completion_tokens), p_now
-  from (
-    select j.period_start, j.plan_id, j.kind, j.meter, j.captured, j.consumed,
-      b.prompt_tokens + case when c.canceled then coalesce(j.prompt_tokens, 0) else 0 end
-        as prompt_tokens,
-      b.completion_tokens + case when c.canceled then j.partial_tokens else 0 end
-        as completion_tokens
-    from public.generation_jobs j
-    cross join lateral (
-      select
-        coalesce(sum(greatest(coalesce((e.detail -> 'usage' ->> 'prompt_tokens')::bigint, 0), 0)), 0)
-          as prompt_tokens,
-        coalesce(sum(greatest(coalesce((e.detail -> 'usage' ->> 'completion_tokens')::bigint, 0), 0)), 0)
-          as completion_tokens
-      from public.job_events e where e.job_id = j.id and e.detail ? 'usage'
-    ) b
-    -- A running attempt this deletion canceled reported no usage: counted as the cancel charged
-    -- it (its prompt and last recorded progress).
-    cross join lateral (
-      select exists (select from public.job_events x
-        where x.job_id = j.id and x.event = 'canceled' and x.from_status = 'running'
-          and x.detail ->> 'by' = 'organization_deletion') as canceled
-    ) c
-    where j.organization_id = p_organization_id
-  ) t
-  group by t.period_start, t.plan_id, t.kind, t.meter
-  on conflict (period_start, plan_id, kind, meter) do update
-    set jobs = u.jobs + excluded.jobs,
-        captured = u.captured + excluded.captured,
-        consumed = u.consumed + excluded.consumed,
-        prompt_tokens = u.prompt_tokens + excluded.prompt_tokens,
-        completion_tokens = u.completion_tokens + excluded.completion_tokens,
-        updated_at = p_now;
+  perform private.keep_erased_cost(
+    array(select j.id from public.generation_jobs j where j.organization_id = p_organization_id),
+    'organization_deletion', p_now);
 
   perform pg_catalog.set_config('quota_jobs.erasing', 'on', true);
   delete from public.job_events e
@@ -3430,6 +3408,7 @@ grant execute on function private.forbid_changing_final_jobs() to service_role;
 grant execute on function private.forget_invitations_to() to service_role;
 grant execute on function private.held_prices(p_model text, p_tier text) to service_role;
 grant execute on function private.job_json(j public.generation_jobs) to service_role;
+grant execute on function private.keep_erased_cost(p_jobs uuid[], p_canceled_by text, p_now timestamp with time zone) to service_role;
 grant execute on function private.log_event(p_job public.generation_jobs, p_event text, p_from_status text, p_now timestamp with time zone, p_detail jsonb) to service_role;
 grant execute on function private.managed_organizations() to authenticated;
 grant execute on function private.managed_organizations() to service_role;
