@@ -25,7 +25,7 @@ import {
 } from "./model/classify.ts";
 import { responsesAdapter } from "./model/responses.ts";
 import type { Adapter, CallRequest, OutputFormat } from "./model/steps.ts";
-import { tokenCounter, utf8Bytes } from "./tokens.ts";
+import { tokenCounter } from "./tokens.ts";
 
 export type { OperatorFault } from "./model/classify.ts";
 export { retryAfterSeconds } from "./model/classify.ts";
@@ -393,16 +393,4 @@ function streamFailure(err: APIError, flex: boolean, now: Date): ModelFailure {
     return { kind: "refused", status: 200, message: safeMessage(err.message) };
   }
   return { kind: "transient", status: null, message: safeMessage(err.message) };
-}
-
-/**
- * Completion tokens in `text` by `model`'s tokenizer (what the worker reports as progress).
- * Never rejects: a count that fails is the text's UTF-8 bytes, an upper bound (lib/tokens.ts).
- */
-export async function countOutputTokens(text: string, model: string): Promise<number> {
-  try {
-    return (await tokenCounter(model))(text);
-  } catch {
-    return utf8Bytes(text);
-  }
 }
