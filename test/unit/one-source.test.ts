@@ -1,6 +1,6 @@
 /**
  * A rule written in several languages has one source, and every other copy is held to it: the
- * failure reasons (lib/jobs.ts's FAILURE_REASONS: the SQL check constraint, the page's wording)
+ * failure reasons (lib/jobs.ts's FAILURE_REASONS: the job row's SQL check, the page's wording)
  * and the prompt limit (lib/validate.ts's MAX_PROMPT_CHARS: the SQL constraint and enqueue_job's
  * check, the page's field and its sentences). The SQL side is read from supabase/schema.sql, the
  * schema the migrations make today (held to them by test/db/schema-file.test.ts). Each check
@@ -16,18 +16,22 @@ import { REASONS } from "../../public/status.js";
 const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta.url), "utf8");
 const schema = read("supabase/schema.sql");
 
-/** The reasons the SQL constraint allows, in its order. */
+/**
+ * The reasons the SQL rule allows, in its order: the branch of the job row's check function
+ * (private.generation_job_valid) that names generation_jobs_failure_reason_check.
+ */
 function sqlReasons(sql: string): string[] {
-  const line = sql
-    .split("\n")
-    .find((l) => l.includes("constraint generation_jobs_failure_reason_check"));
-  return [...(line ?? "").matchAll(/'([a-z_]+)'::text/g)].map((m) => m[1] ?? "");
+  const rule =
+    /when \(j\.failure_reason in \(([^)]*)\)\) is false\s+then 'generation_jobs_failure_reason_check'/.exec(
+      sql,
+    );
+  return [...(rule?.[1] ?? "").matchAll(/'([a-z_]+)'/g)].map((m) => m[1] ?? "");
 }
 
 /** Every prompt limit the SQL states (the column's check, enqueue_job's refusal). */
 function sqlPromptLimits(sql: string): number[] {
   return [
-    ...sql.matchAll(/char_length\(prompt\) <= (\d+)/g),
+    ...sql.matchAll(/char_length\((?:j\.)?prompt\) <= (\d+)/g),
     ...sql.matchAll(/char_length\(p_prompt\) > (\d+)/g),
   ].map((m) => Number(m[1]));
 }
@@ -73,8 +77,8 @@ describe("one source for each rule", () => {
   test("the checks have teeth: a planted reason or limit is caught", () => {
     const planted = schema
       .replace(
-        "'attempt_budget_exhausted'::text",
-        "'attempt_budget_exhausted'::text, 'planted'::text",
+        "'attempt_budget_exhausted', 'provider_misconfigured'",
+        "'attempt_budget_exhausted', 'planted', 'provider_misconfigured'",
       )
       .replace(`char_length(p_prompt) > ${MAX_PROMPT_CHARS}`, "char_length(p_prompt) > 9000");
     expect(sqlReasons(planted)).not.toEqual([...FAILURE_REASONS]);
