@@ -55,7 +55,7 @@ function rowsCell(rows: Record<string, Rows>): string {
 const kB = (bytes: number) => `${Number((bytes / 1000).toPrecision(3))} kB`;
 
 /** A markdown table laid out as biome formats one: every column padded to its widest cell. */
-function layout(header: string[], body: string[][]): string {
+export function layout(header: string[], body: string[][]): string {
   const width = (s: string) => [...s].length;
   const widths = header.map((h, i) => Math.max(3, width(h), ...body.map((r) => width(r[i] ?? ""))));
   const line = (cells: string[]) =>

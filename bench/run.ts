@@ -2,10 +2,13 @@
  * `npm run bench`: every section, or some (`--only=sql,peers,cold` / `--sql --cold`), `--quick` for a
  * short run. The capacity section's length: CAPACITY_SECONDS (default 600, quick 30),
  * CAPACITY_RATE (10 a second), CAPACITY_PRELOAD (1,000,000 jobs, quick 100,000). Each section writes bench/results/<section>.json and prints its table; the run
- * writes bench/results/summary.json with the machine and the time each section took.
+ * writes bench/results/summary.json with the machine and the time each section took. `--docs`
+ * records the figures of the sections that ran in docs/BENCHMARKS.md's "Today's figures", with
+ * the date, the commit and the load average (bench/figures.ts); a `--quick` run is never recorded.
  */
 import { printCapacity, runCapacity } from "./capacity.ts";
 import { printColdStart, runColdStart } from "./cold-start.ts";
+import { commit, load, recordRun } from "./figures.ts";
 import { printFirstRequest, runFirstRequest } from "./first-request.ts";
 import { printGrowth, runGrowth } from "./growth.ts";
 import { printHotPath, runHotPath } from "./hot-path.ts";
@@ -35,18 +38,27 @@ const titles: Record<Section, string> = {
   first: "6. The first request on a fresh instance, and Generate → first visible token",
   capacity: "7. Capacity at 1/100 scale: 10 enqueues/s for 10 min over 1 M jobs (docs/CAPACITY.md)",
 };
-const run: Record<Section, (o: { quick: boolean }) => Promise<string>> = {
-  roundtrips: async (o) => printRoundtrips(await runRoundtrips(o)),
-  sql: async (o) => printSqlThroughput(await runSqlThroughput(o)),
-  peers: async (o) => printPeers(await runPeers(o)),
-  hotpath: async (o) => printHotPath(await runHotPath(o)),
-  http: async (o) => printHttp(await runHttp(o)),
-  cold: async (o) => printColdStart(await runColdStart(o)),
-  growth: async (o) => printGrowth(await runGrowth(o)),
-  first: async (o) => printFirstRequest(await runFirstRequest(o)),
-  capacity: async (o) => printCapacity(await runCapacity(o)),
+/** Each section's results and its printed table. */
+const both = async <R>(result: Promise<R>, print: (r: R) => string) => {
+  const r = await result;
+  return { result: r as unknown, text: print(r) };
 };
+const run: Record<Section, (o: { quick: boolean }) => Promise<{ result: unknown; text: string }>> =
+  {
+    roundtrips: (o) => both(runRoundtrips(o), printRoundtrips),
+    sql: (o) => both(runSqlThroughput(o), printSqlThroughput),
+    peers: (o) => both(runPeers(o), printPeers),
+    hotpath: (o) => both(runHotPath(o), printHotPath),
+    http: (o) => both(runHttp(o), printHttp),
+    cold: (o) => both(runColdStart(o), printColdStart),
+    growth: (o) => both(runGrowth(o), printGrowth),
+    first: (o) => both(runFirstRequest(o), printFirstRequest),
+    capacity: (o) => both(runCapacity(o), printCapacity),
+  };
 
+if (flags.docs && flags.quick) throw new Error("--docs records full runs only, not --quick");
+const stamp = { at: new Date().toISOString(), commit: commit(), loadBefore: load() };
+const results: Record<string, unknown> = {};
 const started = performance.now();
 const seconds: Record<string, number> = {};
 const failed: Record<string, string> = {};
@@ -55,7 +67,8 @@ for (const section of SECTIONS) {
   log(`== ${titles[section]}${flags.quick ? " (quick)" : ""}`);
   const t = performance.now();
   try {
-    const text = await run[section]({ quick: flags.quick });
+    const { result, text } = await run[section]({ quick: flags.quick });
+    results[section] = result;
     console.log(`\n## ${titles[section]}\n\n${text}\n`);
   } catch (error) {
     failed[section] = error instanceof Error ? (error.stack ?? error.message) : String(error);
@@ -63,6 +76,14 @@ for (const section of SECTIONS) {
   }
   seconds[section] = round((performance.now() - t) / 1000, 1);
   log(`   ${section} took ${seconds[section]} s`);
+}
+if (flags.docs) {
+  const rest = recordRun(results, { ...stamp, loadAfter: load() });
+  console.log(
+    `docs/BENCHMARKS.md: today's figures recorded for ${Object.keys(results)
+      .filter((k) => !rest.includes(k))
+      .join(", ")}${rest.length ? ` (${rest.join(", ")}: in their sections only)` : ""}`,
+  );
 }
 const total = round((performance.now() - started) / 1000, 1);
 await writeResult("summary", {

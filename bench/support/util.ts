@@ -13,6 +13,8 @@ export const resultsDir = join(root, "bench", "results");
 export interface Flags {
   quick: boolean;
   only: Set<string> | null;
+  /** Record the figures in bench/figures.json and docs/BENCHMARKS.md (bench/figures.ts). */
+  docs: boolean;
 }
 
 export const SECTIONS = [
@@ -31,20 +33,24 @@ export type Section = (typeof SECTIONS)[number];
 /** `--quick`, `--only=sql,cold` (or `--sql --cold`). */
 export function parseFlags(argv: string[]): Flags {
   let quick = false;
+  let docs = false;
   const only = new Set<string>();
   for (const arg of argv) {
     if (arg === "--quick") quick = true;
+    else if (arg === "--docs") docs = true;
     else if (arg.startsWith("--only=")) for (const s of arg.slice(7).split(",")) only.add(s);
     else if (arg.startsWith("--") && (SECTIONS as readonly string[]).includes(arg.slice(2)))
       only.add(arg.slice(2));
     else if (arg === "--help" || arg === "-h") {
-      console.log(`npm run bench [-- --quick] [--only=${SECTIONS.join(",")}] (or --<section> ...)`);
+      console.log(
+        `npm run bench [-- --quick] [--docs] [--only=${SECTIONS.join(",")}] (or --<section> ...)`,
+      );
       process.exit(0);
     } else throw new Error(`unknown flag ${arg}`);
   }
   for (const s of only)
     if (!(SECTIONS as readonly string[]).includes(s)) throw new Error(`unknown section ${s}`);
-  return { quick, only: only.size > 0 ? only : null };
+  return { quick, docs, only: only.size > 0 ? only : null };
 }
 
 export function median(xs: number[]): number {

@@ -1,0 +1,166 @@
+/**
+ * BENCHMARKS' "Today's figures": one row per measurement, each with when, on which commit and
+ * under what load it was measured, kept in bench/figures.json and rendered between markers in
+ * docs/BENCHMARKS.md.
+ *
+ * - `npm run bench -- --docs [--only=…]` runs the sections, then replaces the row of each section
+ *   it ran (the section's own summary of its results, stamped with the date, the commit and the
+ *   load average before and after) and rewrites the block. A row it did not re-measure keeps its
+ *   figures and its date, so an old figure always says how old it is.
+ * - The cost row is the budget `npm test` holds (test/db/cost-budget.json), never typed by hand.
+ * - `npx tsx bench/figures.ts` re-renders the block from the file alone;
+ *   test/unit/bench-figures.test.ts fails when the document and the file differ.
+ */
+import { execFileSync } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
+import { loadavg } from "node:os";
+import { fileURLToPath } from "node:url";
+import { BENCHMARKS_FILE, layout } from "./cost-table.ts";
+import { round } from "./support/util.ts";
+
+export const FIGURES_FILE = new URL("./figures.json", import.meta.url);
+const BUDGET_FILE = new URL("../test/db/cost-budget.json", import.meta.url);
+export const BEGIN = "<!-- figures: bench/figures.ts writes this table -->";
+export const END = "<!-- /figures -->";
+
+export interface Figure {
+  /** What is measured (the row's first cell). */
+  what: string;
+  /** The figures, in a sentence. */
+  today: string;
+  /** When, on which commit, under what load. */
+  measured: string;
+  /** A link to the section that says how. */
+  section: string;
+  /** The bench section whose results make this row (`--docs` replaces it); null: by hand. */
+  source: string | null;
+}
+
+/** When, where and under what load a run measured: the date to the minute, UTC. */
+export interface Stamp {
+  at: string;
+  commit: string;
+  loadBefore: number;
+  loadAfter: number;
+}
+
+export function commit(): string {
+  try {
+    const sha = execFileSync("git", ["rev-parse", "--short", "HEAD"], { encoding: "utf8" }).trim();
+    const dirty = execFileSync("git", ["status", "--porcelain", "--untracked-files=no"], {
+      encoding: "utf8",
+    }).trim();
+    return dirty ? `${sha} + changes` : sha;
+  } catch {
+    return "unknown";
+  }
+}
+
+export const load = () => round(loadavg()[0] ?? 0, 1);
+
+export function stampText(s: Stamp): string {
+  return `${s.at.slice(0, 16).replace("T", " ")} UTC, \`${s.commit}\`, load ${s.loadBefore}–${s.loadAfter}`;
+}
+
+type Peers = {
+  rows: {
+    path: string;
+    connections: number;
+    ours: number;
+    oursOverPgBoss: number;
+    oursOverGraphile: number;
+  }[];
+  drift: number;
+};
+type HotPath = {
+  profile: Record<string, { perSecond: number; functions: Record<string, number> }>;
+};
+
+const slash = (xs: number[]) => xs.join(" / ");
+
+/** A section's results in a sentence: the sections that have a row of their own. */
+export const SUMMARIES: Record<string, (result: unknown) => string> = {
+  peers: (r) => {
+    const { rows, drift } = r as Peers;
+    const on = (path: string) => rows.filter((x) => x.path === path);
+    const s = on("success");
+    const f = on("failure");
+    return (
+      `success ${slash(s.map((x) => x.ours))} jobs/s at C = ${slash(s.map((x) => x.connections))}; ` +
+      `ours / pg-boss ${slash(s.map((x) => x.oursOverPgBoss))}, failure path ${slash(f.map((x) => x.oursOverPgBoss))}; ` +
+      `ours / graphile-worker ${slash(s.map((x) => x.oursOverGraphile))}, failure path ${slash(f.map((x) => x.oursOverGraphile))}; drift rows ${drift}`
+    );
+  },
+  hotpath: (r) => {
+    const { profile } = r as HotPath;
+    const p = profile.success;
+    if (!p) return "no success profile";
+    const f = (name: string) => Math.round(p.functions[name] ?? 0);
+    const life = Math.round(1e6 / p.perSecond);
+    const inside = f("enqueue_job") + f("start_job") + f("complete_job");
+    return `${life} µs a life on one connection: enqueue ${f("enqueue_job")}, claim ${f("start_job")}, completion ${f("complete_job")}, outside the functions ${life - inside}`;
+  },
+};
+
+/** The cost row's sentence, from the budget `npm test` holds. */
+export function costSummary(budget: {
+  flows: Record<string, { statements: number; walBytes: number }>;
+}): string {
+  const flow = (name: string) => {
+    const f = budget.flows[name];
+    return f ? `${f.statements} statements, ${round(f.walBytes / 1000, 2)} kB WAL` : "not measured";
+  };
+  return `enqueue ${flow("enqueue")}; a job's success ${flow("success")} (held by \`npm test\`)`;
+}
+
+export function renderFigures(figures: Figure[], budget: Parameters<typeof costSummary>[0]) {
+  const rows = figures.map((f) => [
+    f.what,
+    f.source === "cost" ? costSummary(budget) : f.today,
+    f.measured,
+    f.section,
+  ]);
+  return layout(["what", "today", "measured", "section"], rows);
+}
+
+export function withCurrentFigures(doc: string, figures: Figure[] = readFigures()): string {
+  const budget = JSON.parse(readFileSync(BUDGET_FILE, "utf8"));
+  const start = doc.indexOf(BEGIN);
+  const end = doc.indexOf(END);
+  if (start < 0 || end < start) throw new Error(`docs/BENCHMARKS.md has no ${BEGIN} … ${END}`);
+  return `${doc.slice(0, start + BEGIN.length)}\n\n${renderFigures(figures, budget)}\n\n${doc.slice(end)}`;
+}
+
+export function readFigures(): Figure[] {
+  return JSON.parse(readFileSync(FIGURES_FILE, "utf8")).figures as Figure[];
+}
+
+/**
+ * Replaces the rows of the sections just measured and rewrites the document. Returns the
+ * sections that ran but have no row of their own (their figures are in their section only).
+ */
+export function recordRun(results: Record<string, unknown>, stamp: Stamp): string[] {
+  const figures = readFigures();
+  const unsummarized: string[] = [];
+  for (const [section, result] of Object.entries(results)) {
+    const summarize = SUMMARIES[section];
+    const row = figures.find((f) => f.source === section);
+    if (!summarize || !row) {
+      unsummarized.push(section);
+      continue;
+    }
+    row.today = summarize(result);
+    row.measured = stampText(stamp);
+  }
+  writeFileSync(FIGURES_FILE, `${JSON.stringify({ figures }, null, 2)}\n`);
+  writeFileSync(
+    BENCHMARKS_FILE,
+    withCurrentFigures(readFileSync(BENCHMARKS_FILE, "utf8"), figures),
+  );
+  return unsummarized;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  writeFileSync(BENCHMARKS_FILE, withCurrentFigures(readFileSync(BENCHMARKS_FILE, "utf8")));
+  console.log("docs/BENCHMARKS.md: today's figures rewritten from bench/figures.json");
+}
