@@ -4,9 +4,12 @@
  * so that noise from the shared machine lands on all three alike:
  *
  * - ours: `enqueue_job` → `start_job` → `complete_job` (quota, limits, idempotency, event log),
- *   each a `select public.fn(...)` as the service role, C loops on C connections over 1,000 users,
- *   as prepared statements (PostgREST prepares its statements by default, and so does
- *   graphile-worker; pg-boss does not);
+ *   each a `select public.fn(...)` as the service role, over 1,000 users, as PostgREST calls them:
+ *   prepared statements (PostgREST prepares its statements by default, and so does
+ *   graphile-worker; pg-boss does not) on PostgREST's pool of at most 10 connections (its
+ *   `db-pool` default), which C loops share, each call taking whichever connection is free, as
+ *   C concurrent requests to PostgREST do. Beside it, past 10, "ours, a connection each": C loops
+ *   on C connections, the shape every run before 2026-12-07 measured;
  *   the failure path is `enqueue_job` → `start_job` → `fail_job` (the worker's give-up: failed +
  *   refund).
  * - pg-boss: `send` → `fetch` → `complete` on a standard queue, C loops on one `PgBoss` whose pool
@@ -25,7 +28,9 @@
  * producers and runner are two sets of C).
  *
  * Tuned, and only this: the peers' pool sizes (pg-boss defaults to 10 connections, so C = 32
- * would be pool-bound; graphile-worker's producers get C). Everything else is each library's
+ * would be pool-bound; graphile-worker's producers get C). Past 10, pg-boss also runs on its
+ * default pool of 10 ("pg-boss, pool 10"), and ours is compared with the faster of its two, so
+ * a smaller pool is never an advantage only ours has. Everything else is each library's
  * default: pg-boss's supervisor and scheduler on, graphile-worker with LISTEN/NOTIFY, prepared
  * statements, no local queue and no completion batching (both opt-in, both widen the window in
  * which a crash re-runs a finished job).
@@ -39,7 +44,47 @@ import { type BenchDb, createUsers, driftRows, startBenchDb } from "./support/pg
 import { log, median, pool, root, round, table, writeResult } from "./support/util.ts";
 
 type Path = "success" | "failure";
-type System = "ours" | "pg-boss" | "graphile-worker" | "ours, split";
+type System =
+  | "ours"
+  | "pg-boss"
+  | "graphile-worker"
+  | "ours, split"
+  | "ours, a connection each"
+  | "pg-boss, pool 10";
+const SYSTEMS: System[] = [
+  "ours",
+  "pg-boss",
+  "graphile-worker",
+  "ours, split",
+  "ours, a connection each",
+  "pg-boss, pool 10",
+];
+/** One level of one path: jobs a second, ratios, and what the bench checked of itself. */
+interface PeerRow {
+  path: Path;
+  connections: number;
+  oursConnections: number;
+  ours: number;
+  oursEach: number | null;
+  pgBoss: number;
+  pgBossPoolC: number;
+  pgBossPool10: number | null;
+  graphileWorker: number;
+  oursOverPgBoss: number;
+  oursOverGraphile: number;
+  oursSplit: number;
+  oursSplitOverGraphile: number;
+  metPgBoss: boolean;
+  metGraphile: boolean | null;
+  writeTransactionsPerJob: Record<string, number>;
+  connectionsBusy: Record<string, number>;
+  unexpectedOutcomes: number;
+  pgBossEmptyFetches: number;
+  runs: Record<string, number[]>;
+}
+
+/** PostgREST's default `db-pool`: the connections its requests share. */
+const POSTGREST_POOL = 10;
 /**
  * Runs `n` jobs' whole lives on C loops; resolves to the wall time in ms and oddities: for ours
  * an outcome other than the expected one, for pg-boss a fetch that found nothing (retried).
@@ -53,11 +98,20 @@ const silent = new Logger(() => () => {});
  * issue's shape). `split` true: C loops enqueue while C other loops start and end what was
  * enqueued, graphile-worker's shape (and production's: the API enqueues, the worker claims).
  */
-async function ours(db: BenchDb, c: number, users: string[], path: Path, split = false) {
-  const service = db.service(split ? 2 * c : c);
-  const clients = await Promise.all(
-    Array.from({ length: split ? 2 * c : c }, () => service.connect()),
-  );
+async function ours(
+  db: BenchDb,
+  c: number,
+  users: string[],
+  path: Path,
+  shape: "postgrest" | "a connection each" | "split",
+) {
+  const split = shape === "split";
+  // PostgREST's shape: C loops share its pool, each call taking a free connection.
+  const shared = shape === "postgrest" && c > POSTGREST_POOL;
+  const service = db.service(split ? 2 * c : shared ? POSTGREST_POOL : c);
+  const clients: Pick<pg.PoolClient, "query">[] = shared
+    ? Array.from({ length: c }, () => service)
+    : await Promise.all(Array.from({ length: split ? 2 * c : c }, () => service.connect()));
   const end =
     path === "success"
       ? "select public.complete_job(p_job_id => $1, p_attempt => 1, p_output => 'bench output') as r"
@@ -65,7 +119,7 @@ async function ours(db: BenchDb, c: number, users: string[], path: Path, split =
            p_error => 'bench: refused', p_attempt => 1) as r`;
   const endOutcome = path === "success" ? "completed" : "failed";
   let unexpected = 0;
-  const enqueue = async (cl: pg.PoolClient, i: number) => {
+  const enqueue = async (cl: Pick<pg.PoolClient, "query">, i: number) => {
     const e = await cl.query({
       name: "bench_enqueue",
       text: "select public.enqueue_job(p_user_id => $1, p_prompt => $2) as r",
@@ -75,7 +129,7 @@ async function ours(db: BenchDb, c: number, users: string[], path: Path, split =
     if (!id) unexpected++;
     return id;
   };
-  const work = async (cl: pg.PoolClient, id: string) => {
+  const work = async (cl: Pick<pg.PoolClient, "query">, id: string) => {
     const s = await cl.query({
       name: "bench_start",
       text: "select public.start_job(p_job_id => $1) as r",
@@ -126,17 +180,17 @@ async function ours(db: BenchDb, c: number, users: string[], path: Path, split =
     return { ms: performance.now() - started, unexpected };
   };
   const close = async () => {
-    for (const cl of clients) cl.release();
+    if (!shared) for (const cl of clients) (cl as pg.PoolClient).release();
     await service.end();
   };
   return { runner: split ? pipelined : whole, close };
 }
 
-async function pgBoss(db: BenchDb, c: number, path: Path) {
-  const boss = new PgBoss({ connectionString: db.url, max: c });
+async function pgBoss(db: BenchDb, c: number, path: Path, max = c) {
+  const boss = new PgBoss({ connectionString: db.url, max });
   boss.on("error", (error: unknown) => log(`  pg-boss error: ${String(error)}`));
   await boss.start();
-  const queue = `bench-${path}-${c}`;
+  const queue = `bench-${path}-${c}-${max}`;
   await boss.createQueue(queue, path === "failure" ? { retryLimit: 0 } : {});
   const runner: Runner = async (n) => {
     let emptyFetches = 0;
@@ -240,27 +294,31 @@ export async function runPeers(opts: { quick: boolean }) {
   const db = await startBenchDb();
   try {
     const users = await createUsers(db.admin, 1000, "bench");
-    const rows: Record<string, unknown>[] = [];
+    const rows: PeerRow[] = [];
     for (const path of ["success", "failure"] as const) {
       for (const c of levels) {
+        // Past PostgREST's pool, ours also a connection each, and pg-boss also on its default pool.
+        const pooled = c > POSTGREST_POOL;
         const systems: [System, { runner: Runner; close(): Promise<unknown> }][] = [
-          ["ours", await ours(db, c, users, path)],
+          ["ours", await ours(db, c, users, path, "postgrest")],
           ["pg-boss", await pgBoss(db, c, path)],
           ["graphile-worker", await graphileWorker(db, c, path)],
-          ["ours, split", await ours(db, c, users, path, true)],
+          ["ours, split", await ours(db, c, users, path, "split")],
+          ...(pooled
+            ? ([
+                ["ours, a connection each", await ours(db, c, users, path, "a connection each")],
+                ["pg-boss, pool 10", await pgBoss(db, c, path, POSTGREST_POOL)],
+              ] as [System, { runner: Runner; close(): Promise<unknown> }][])
+            : []),
         ];
-        const perSec: Record<System, number[]> = {
-          ours: [],
-          "pg-boss": [],
-          "graphile-worker": [],
-          "ours, split": [],
-        };
-        const writes: Record<System, number[]> = {
-          ours: [],
-          "pg-boss": [],
-          "graphile-worker": [],
-          "ours, split": [],
-        };
+        const perSec = Object.fromEntries(SYSTEMS.map((s) => [s, [] as number[]])) as Record<
+          System,
+          number[]
+        >;
+        const writes = Object.fromEntries(SYSTEMS.map((s) => [s, [] as number[]])) as Record<
+          System,
+          number[]
+        >;
         let unexpected = 0;
         let emptyFetches = 0;
         try {
@@ -274,36 +332,47 @@ export async function runPeers(opts: { quick: boolean }) {
               if (r > 0) {
                 perSec[name].push((count * 1000) / res.ms);
                 writes[name].push((after - before) / count);
-                if (name === "ours" || name === "ours, split") unexpected += res.unexpected;
-                if (name === "pg-boss") emptyFetches += res.unexpected;
+                if (name.startsWith("ours")) unexpected += res.unexpected;
+                if (name.startsWith("pg-boss")) emptyFetches += res.unexpected;
               }
             }
           }
         } finally {
           for (const [, s] of systems) await s.close();
         }
-        const m = (s: System) => median(perSec[s]);
-        const row = {
+        const m = (s: System) => (perSec[s].length > 0 ? median(perSec[s]) : Number.NaN);
+        // The faster of pg-boss's pools: a smaller pool is no advantage ours alone gets.
+        const pgBossBest = pooled ? Math.max(m("pg-boss"), m("pg-boss, pool 10")) : m("pg-boss");
+        const orNull = (x: number) => (Number.isNaN(x) ? null : round(x, 0));
+        const row: PeerRow = {
           path,
           connections: c,
+          oursConnections: Math.min(c, POSTGREST_POOL),
           ours: round(m("ours"), 0),
-          pgBoss: round(m("pg-boss"), 0),
+          oursEach: orNull(m("ours, a connection each")),
+          pgBoss: round(pgBossBest, 0),
+          pgBossPoolC: round(m("pg-boss"), 0),
+          pgBossPool10: orNull(m("pg-boss, pool 10")),
           graphileWorker: round(m("graphile-worker"), 0),
-          oursOverPgBoss: round(m("ours") / m("pg-boss"), 2),
+          oursOverPgBoss: round(m("ours") / pgBossBest, 2),
           oursOverGraphile: round(m("ours") / m("graphile-worker"), 2),
           oursSplit: round(m("ours, split"), 0),
           oursSplitOverGraphile: round(m("ours, split") / m("graphile-worker"), 2),
-          metPgBoss: m("ours") / m("pg-boss") >= 1.5,
-          metGraphile: m("ours") / m("graphile-worker") >= 1.0,
+          metPgBoss: m("ours") / pgBossBest >= (c === 1 ? 1.0 : 1.5),
+          // The issue asks ≥ 1.0 × graphile-worker at C = 8 and 32 only.
+          metGraphile: c === 1 ? null : m("ours") / m("graphile-worker") >= 1.0,
           writeTransactionsPerJob: Object.fromEntries(
-            Object.entries(writes).map(([k, v]) => [k, round(median(v), 2)]),
+            systems.map(([k]) => [k, round(median(writes[k]), 2)]),
           ),
-          connectionsBusy: { ours: c, pgBoss: c, graphileWorker: 2 * c, oursSplit: 2 * c },
+          connectionsBusy: {
+            ours: Math.min(c, POSTGREST_POOL),
+            pgBoss: c,
+            graphileWorker: 2 * c,
+            oursSplit: 2 * c,
+          },
           unexpectedOutcomes: unexpected,
           pgBossEmptyFetches: emptyFetches,
-          runs: Object.fromEntries(
-            Object.entries(perSec).map(([k, v]) => [k, v.map((x) => round(x, 0))]),
-          ),
+          runs: Object.fromEntries(systems.map(([k]) => [k, perSec[k].map((x) => round(x, 0))])),
         };
         rows.push(row);
         log(
@@ -344,35 +413,35 @@ export function printPeers(r: Awaited<ReturnType<typeof runPeers>>): string {
     [
       "path",
       "C",
-      "ours jobs/s",
-      "pg-boss",
+      "ours jobs/s (connections)",
+      "ours, a connection each",
+      "pg-boss: the faster (pool C / pool 10)",
       "graphile-worker",
       "ours / pg-boss",
       "target",
       "ours / graphile",
       "target",
-      "write tx / job (ours, pg-boss, graphile, ours split)",
-      "connections working",
+      "write tx / job (each system, in the order run)",
       "ours split (C enqueue + C work)",
       "split / graphile",
       "unexpected",
     ],
     r.rows.map((x) => [
-      x.path as string,
-      x.connections as number,
-      x.ours as number,
-      x.pgBoss as number,
-      x.graphileWorker as number,
-      x.oursOverPgBoss as number,
-      x.metPgBoss ? ">= 1.5 yes" : ">= 1.5 NO",
-      x.oursOverGraphile as number,
-      x.metGraphile ? ">= 1.0 yes" : ">= 1.0 NO",
-      Object.values(x.writeTransactionsPerJob as Record<string, number>).join(" / "),
-      `${x.connections} / ${x.connections} / ${2 * (x.connections as number)} / ${2 * (x.connections as number)}`,
-      x.oursSplit as number,
-      x.oursSplitOverGraphile as number,
-      x.unexpectedOutcomes as number,
+      x.path,
+      x.connections,
+      `${x.ours} (${x.oursConnections})`,
+      x.oursEach ?? "-",
+      `${x.pgBoss} (${x.pgBossPoolC} / ${x.pgBossPool10 ?? "-"})`,
+      x.graphileWorker,
+      x.oursOverPgBoss,
+      `${x.connections === 1 ? ">= 1.0" : ">= 1.5"} ${x.metPgBoss ? "yes" : "NO"}`,
+      x.oursOverGraphile,
+      x.metGraphile === null ? "-" : `>= 1.0 ${x.metGraphile ? "yes" : "NO"}`,
+      Object.values(x.writeTransactionsPerJob).join(" / "),
+      x.oursSplit,
+      x.oursSplitOverGraphile,
+      x.unexpectedOutcomes,
     ]),
   );
-  return `${t}\n\npg-boss ${r.versions.pgBoss}, graphile-worker ${r.versions.graphileWorker}, PostgreSQL ${r.postgres}; ${r.n} jobs per measurement, median of ${r.repeats}; drift rows after: ${r.drift}\nfinal states: ${JSON.stringify(r.states)}`;
+  return `${t}\n\nours: PostgREST's pool of at most 10 connections shared by the C loops; pg-boss: pool C, and past 10 also its default pool of 10 (the faster counts); pg-boss ${r.versions.pgBoss}, graphile-worker ${r.versions.graphileWorker}, PostgreSQL ${r.postgres}; ${r.n} jobs per measurement, median of ${r.repeats}; drift rows after: ${r.drift}\nfinal states: ${JSON.stringify(r.states)}`;
 }
