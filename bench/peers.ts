@@ -291,7 +291,8 @@ export async function runPeers(opts: { quick: boolean }) {
   const n = opts.quick ? 150 : 600;
   const repeats = opts.quick ? 1 : 3;
   const levels = [1, 8, 32];
-  const db = await startBenchDb();
+  // At C = 32 the six systems hold about 220 connections at once (each kept between repeats).
+  const db = await startBenchDb({ max_connections: "300" });
   try {
     const users = await createUsers(db.admin, 1000, "bench");
     const rows: PeerRow[] = [];

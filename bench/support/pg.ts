@@ -22,10 +22,13 @@ export interface BenchDb {
   stop(): Promise<void>;
 }
 
-/** Starts a fresh, migrated PostgreSQL in a temp folder; `stop` removes the folder. */
-export async function startBenchDb(): Promise<BenchDb> {
+/**
+ * Starts a fresh, migrated PostgreSQL in a temp folder; `stop` removes the folder. `settings`:
+ * more server settings (e.g. the peers bench's `max_connections`).
+ */
+export async function startBenchDb(settings?: Record<string, string>): Promise<BenchDb> {
   const dataDir = await mkdtemp(join(tmpdir(), "quota-jobs-bench-pg-"));
-  const server = await startPostgres({ dataDir, port: await freePort(), reset: true });
+  const server = await startPostgres({ dataDir, port: await freePort(), reset: true, settings });
   const admin = new pg.Pool({ connectionString: server.url, max: 4 });
   admin.on("error", () => {});
   const pools: pg.Pool[] = [admin];
