@@ -72,14 +72,67 @@ type Peers = {
   }[];
   drift: number;
 };
+type Roundtrips = {
+  rows: {
+    flow: string;
+    ours: { db: number; publish: number; model: number; redis: number };
+    met: boolean | null;
+  }[];
+};
+type Sql = {
+  rows: { op: string; connections: number; ratio: number; target: number; met: boolean }[];
+  drift: number;
+};
+type Cold = {
+  rows: { function: string; importMsMedian: number; targeted: boolean; met: boolean | null }[];
+  baseline: { importMsMedian: number };
+};
 type HotPath = {
   profile: Record<string, { perSecond: number; functions: Record<string, number> }>;
 };
 
 const slash = (xs: number[]) => xs.join(" / ");
 
+/** "a–b", or "a" when both ends are the same. */
+const span = (xs: number[]) => {
+  const lo = Math.min(...xs);
+  const hi = Math.max(...xs);
+  return lo === hi ? `${lo}` : `${lo}–${hi}`;
+};
+
 /** A section's results in a sentence: the sections that have a row of their own. */
 export const SUMMARIES: Record<string, (result: unknown) => string> = {
+  roundtrips: (r) => {
+    const { rows } = r as Roundtrips;
+    const targeted = rows.filter((x) => x.met !== null);
+    const missed = targeted.filter((x) => !x.met).map((x) => x.flow);
+    const calls = (x: Roundtrips["rows"][number]) =>
+      (["db", "publish", "model", "redis"] as const)
+        .filter((k) => x.ours[k] > 0)
+        .map((k) => `${x.ours[k]} ${k}`)
+        .join(" + ") || "none";
+    return `target met in ${targeted.length - missed.length} of ${targeted.length} flows${missed.length ? ` (missed: ${missed.join(", ")})` : ""}: ${rows.map((x) => `${x.flow} ${calls(x)}`).join("; ")}`;
+  },
+  sql: (r) => {
+    const { rows, drift } = r as Sql;
+    const ops = [...new Set(rows.map((x) => x.op))];
+    const met = rows.filter((x) => x.met).length;
+    return `ours / the floor: ${ops
+      .map((op) => {
+        const of = rows.filter((x) => x.op === op);
+        return `${op} ${span(of.map((x) => x.ratio))} (target ${of[0]?.target})`;
+      })
+      .join(", ")}; ${met} of ${rows.length} cells met; drift rows ${drift}`;
+  },
+  cold: (r) => {
+    const { rows, baseline } = r as Cold;
+    return `${rows
+      .filter((x) => x.targeted)
+      .map(
+        (x) => `${x.function}: import ${x.importMsMedian} ms (target met: ${x.met ? "yes" : "no"})`,
+      )
+      .join("; ")}; an empty module ${baseline.importMsMedian} ms`;
+  },
   peers: (r) => {
     const { rows, drift } = r as Peers;
     const on = (path: string) => rows.filter((x) => x.path === path);

@@ -73,3 +73,30 @@ test("the cost row follows the budget, and a stamp names the date, commit and lo
     }),
   ).toBe("2026-12-07 03:04 UTC, `abc1234`, load 0.4–1.9");
 });
+
+test("the round trips and SQL rows: what met, what missed, each flow's calls", () => {
+  const trips = SUMMARIES.roundtrips?.({
+    rows: [
+      { flow: "enqueue", ours: { db: 1, publish: 1, model: 0, redis: 0 }, met: true },
+      { flow: "cancel", ours: { db: 2, publish: 0, model: 0, redis: 0 }, met: false },
+      { flow: "page", ours: { db: 0, publish: 0, model: 0, redis: 0 }, met: null },
+    ],
+  });
+  expect(trips).toBe(
+    "target met in 1 of 2 flows (missed: cancel): enqueue 1 db + 1 publish; cancel 2 db; page none",
+  );
+  const cell = (op: string, connections: number, ratio: number) => ({
+    op,
+    connections,
+    ratio,
+    target: 0.5,
+    met: ratio >= 0.5,
+  });
+  const sql = SUMMARIES.sql?.({
+    rows: [cell("enqueue", 1, 0.4), cell("enqueue", 8, 0.6), cell("start", 1, 0.7)],
+    drift: 0,
+  });
+  expect(sql).toBe(
+    "ours / the floor: enqueue 0.4–0.6 (target 0.5), start 0.7 (target 0.5); 2 of 3 cells met; drift rows 0",
+  );
+});
