@@ -87,6 +87,16 @@ type Cold = {
   rows: { function: string; importMsMedian: number; targeted: boolean; met: boolean | null }[];
   baseline: { importMsMedian: number };
 };
+type Median = { median: number };
+type First = {
+  generate: { generateToTextInDbMs: Median; adaptive: { visibleMs: Median } };
+  target: {
+    function: string;
+    met: boolean;
+    importBeyondStartMs: number;
+  };
+  rows: { function: string; ratio: number }[];
+};
 type HotPath = {
   profile: Record<string, { perSecond: number; functions: Record<string, number> }>;
 };
@@ -123,6 +133,11 @@ export const SUMMARIES: Record<string, (result: unknown) => string> = {
         return `${op} ${span(of.map((x) => x.ratio))} (target ${of[0]?.target})`;
       })
       .join(", ")}; ${met} of ${rows.length} cells met; drift rows ${drift}`;
+  },
+  first: (r) => {
+    const { generate, target, rows } = r as First;
+    const ratio = rows.find((x) => x.function === target.function)?.ratio;
+    return `Generate → first visible token ${generate.adaptive.visibleMs.median} ms, ${generate.generateToTextInDbMs.median} ms of it to the first text in the database (fake model); ${target.function}'s first request ${ratio} × (empty start + warm request), import ${target.importBeyondStartMs} ms beyond Node's start (target met: ${target.met ? "yes" : "no"})`;
   },
   cold: (r) => {
     const { rows, baseline } = r as Cold;
