@@ -99,6 +99,7 @@ type First = {
 };
 type HotPath = {
   profile: Record<string, { perSecond: number; functions: Record<string, number> }>;
+  suspects?: { name: string; cpu?: number }[];
 };
 
 const slash = (xs: number[]) => xs.join(" / ");
@@ -166,7 +167,11 @@ export const SUMMARIES: Record<string, (result: unknown) => string> = {
     const f = (name: string) => Math.round(p.functions[name] ?? 0);
     const life = Math.round(1e6 / p.perSecond);
     const inside = f("enqueue_job") + f("start_job") + f("complete_job");
-    return `${life} µs a life on one connection: enqueue ${f("enqueue_job")}, claim ${f("start_job")}, completion ${f("complete_job")}, outside the functions ${life - inside}`;
+    const suspects = (r as HotPath).suspects?.filter((x) => x.cpu !== undefined) ?? [];
+    const costs = suspects.length
+      ? `; backend CPU a life without each suspect: ${suspects.map((x) => `${x.name} ${x.cpu}`).join(", ")}`
+      : "";
+    return `${life} µs a life on one connection: enqueue ${f("enqueue_job")}, claim ${f("start_job")}, completion ${f("complete_job")}, outside the functions ${life - inside}${costs}`;
   },
 };
 

@@ -6,19 +6,23 @@
  *    cluster with `pg_stat_statements` (track = all: the statements inside the functions too).
  *    Each call's and each statement's time in the server per job, and what is left outside them
  *    (the protocol, the client, the round trips).
- * 2. The suspects: the same life on a fresh cluster with one thing taken away (the job's JSON in
- *    the results, the event log's foreign key, the job table's secondary indexes), twice each,
- *    interleaved with the unchanged schema on fresh clusters between them, so a drift of the
- *    machine lands on both. What a suspect costs is the median life with it less the median
- *    without it; the removals are measurements only, nothing here ships without them.
+ * 2. The suspects: the same life with one thing taken away (the job's JSON in the results, the
+ *    event log's foreign key, the job table's secondary indexes, the broadcast to the page, the
+ *    plan's kinds in the enqueue's answer), each on its own copy of the migrated database in one
+ *    cluster, the lives alternated between the copies and the unchanged one round by round
+ *    (bench/schema-ab.ts), so a drift of the machine lands on all alike: fresh clusters one
+ *    after the other moved a life by ±20 % here, more than most suspects cost. What a suspect
+ *    costs is the life with it less the life without it, in wall time and in the backend's CPU;
+ *    the removals are measurements only, nothing here ships without them.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { startPostgres } from "../dev/postgres/index.ts";
+import { interleaved } from "./schema-ab.ts";
 import { createUsers, freePort } from "./support/pg.ts";
-import { log, median, round, table, writeResult } from "./support/util.ts";
+import { log, round, table, writeResult } from "./support/util.ts";
 
 const PROMPT = "Write a short note about queues and quotas.";
 
@@ -125,7 +129,11 @@ async function statements(db: Cluster, n: number) {
   }));
 }
 
-const fnDef = async (admin: pg.Client, signature: string, edit: (d: string) => string) => {
+const fnDef = async (
+  admin: Pick<pg.Client, "query">,
+  signature: string,
+  edit: (d: string) => string,
+) => {
   const d = (await admin.query(`select pg_get_functiondef('${signature}'::regprocedure) as d`))
     .rows[0].d as string;
   const changed = edit(d);
@@ -164,6 +172,22 @@ const SUSPECTS: { name: string; take: (admin: pg.Client) => Promise<void> }[] = 
     },
   },
   {
+    name: "the broadcast of each transition to the page (its trigger)",
+    take: async (a) => {
+      await a.query("drop trigger job_events_broadcast_state on public.job_events");
+    },
+  },
+  {
+    name: "the plan's kinds in the enqueue's answer",
+    take: async (a) => {
+      await fnDef(
+        a,
+        "public.enqueue_job(uuid,text,text,timestamptz,integer,text,jsonb,text,uuid)",
+        (d) => d.replace("'kinds', private.plan_kinds_json(v_plan.id)", "'kinds', null"),
+      );
+    },
+  },
+  {
     name: "the job table's 9 secondary indexes",
     take: async (a) => {
       const { rows } = await a.query(
@@ -179,56 +203,51 @@ export interface HotPathResult {
   n: number;
   profile: Record<"success" | "failure", Awaited<ReturnType<typeof measure>>>;
   statements: Awaited<ReturnType<typeof statements>>;
-  /** µs a life on the unchanged schema, each fresh cluster in turn. */
+  /** µs a life on the unchanged schema, round by round of the interleaved run. */
   baselines: number[];
-  suspects: { name: string; without: number; savedUs: number }[];
+  /** The unchanged schema's life in the interleaved run: wall and backend CPU µs. */
+  unchanged: { wallUs: number; cpuUs: number };
+  suspects: { name: string; without: number; savedUs: number; wall: number; cpu: number }[];
 }
 
 export async function runHotPath(o: { quick: boolean }): Promise<HotPathResult> {
   const n = o.quick ? 600 : 3000;
   log(`   profile: ${n} lives a path`);
   const db = await cluster();
-  let result: HotPathResult;
+  let profile: Pick<HotPathResult, "profile" | "statements">;
   try {
     const success = await measure(db, "success", n);
     const topStatements = await statements(db, n);
     const failure = await measure(db, "failure", n);
-    result = {
-      n,
-      profile: { success, failure },
-      statements: topStatements,
-      baselines: [],
-      suspects: [],
-    };
+    profile = { profile: { success, failure }, statements: topStatements };
   } finally {
     await db.stop();
   }
-  const lifeUs = async (prepare?: (a: pg.Client) => Promise<void>) => {
-    const c = await cluster(prepare);
-    try {
-      return 1e6 / (await measure(c, "success", n)).perSecond;
-    } finally {
-      await c.stop();
-    }
+  const rounds = o.quick ? 3 : 8;
+  const per = o.quick ? 100 : 200;
+  log(`   the suspects, interleaved on one cluster: ${rounds} rounds of ${per} lives each`);
+  const sides = await interleaved(
+    [
+      ["unchanged", ""],
+      ...SUSPECTS.map((s): [string, (a: pg.Client) => Promise<void>] => [s.name, s.take]),
+    ],
+    { rounds, per },
+  );
+  const [ref, ...without] = sides;
+  if (!ref) throw new Error("hot-path bench: no reference side");
+  const result: HotPathResult = {
+    n,
+    ...profile,
+    baselines: ref.rounds,
+    unchanged: { wallUs: ref.wallUs, cpuUs: ref.cpuUs },
+    suspects: without.map((side) => ({
+      name: side.name,
+      without: side.wallUs,
+      savedUs: ref.wallUs - side.wallUs,
+      wall: round(side.wallUs / ref.wallUs, 2),
+      cpu: round(side.cpuUs / ref.cpuUs, 2),
+    })),
   };
-  const baselines: number[] = [await lifeUs()];
-  const withouts: number[][] = SUSPECTS.map(() => []);
-  for (let pass = 0; pass < 2; pass++)
-    for (const [k, s] of SUSPECTS.entries()) {
-      log(`   without ${s.name} (${pass + 1} of 2)`);
-      withouts[k]?.push(await lifeUs(s.take));
-      baselines.push(await lifeUs());
-    }
-  const baseline = median(baselines);
-  for (const [k, s] of SUSPECTS.entries()) {
-    const without = median(withouts[k] ?? []);
-    result.suspects.push({
-      name: s.name,
-      without: round(without, 0),
-      savedUs: round(baseline - without, 0),
-    });
-  }
-  result.baselines = baselines.map((b) => round(b, 0));
   await writeResult("hot-path", result);
   return result;
 }
@@ -269,11 +288,17 @@ export function printHotPath(r: HotPathResult): string {
       r.statements.map((s) => [s.query, s.toplevel, round(s.perJob, 2), s.us]),
     ),
     "",
-    `µs a life on the unchanged schema, fresh cluster by fresh cluster: ${r.baselines.join(", ")} (median ${median(r.baselines)})`,
+    `The suspects, interleaved on one cluster (bench/schema-ab.ts): the unchanged schema ${r.unchanged.wallUs} µs a life wall, ${r.unchanged.cpuUs} µs backend CPU; round by round ${r.baselines.join(", ")}`,
     "",
     table(
-      ["taken away", "µs a life without it (median of 2)", "it costs a life"],
-      r.suspects.map((s) => [s.name, s.without, `${s.savedUs} µs`]),
+      [
+        "taken away",
+        "µs a life without it",
+        "it costs a life",
+        "wall, without / with",
+        "backend CPU, without / with",
+      ],
+      r.suspects.map((s) => [s.name, s.without, `${s.savedUs} µs`, s.wall, s.cpu]),
     ),
   ].join("\n");
 }
