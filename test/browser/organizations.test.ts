@@ -179,7 +179,12 @@ describe("a team in the browser", () => {
     expect(removed).toMatch(
       / 1 active job canceled; [01] refunded to the pool by the cancel rules\.$/,
     );
-    expect(await owner.page.locator("#team-members").textContent()).not.toContain(email);
+    // The notice is written before the panel reads the team again: wait for the list to follow.
+    const members = await until("the members list without the removed member", async () => {
+      const text = (await owner.page.locator("#team-members").textContent()) ?? "";
+      return text.includes(email) ? null : text;
+    });
+    expect(members).toContain("You: Owner");
     await h.screenshot(owner.page, "org-03-owner-removed");
 
     await invitee.page

@@ -61,12 +61,15 @@ async function startDev(command: string) {
   const exited = new Promise<string>((resolve) =>
     child.on("exit", (code, signal) => resolve(signal ?? `exit ${code}`)),
   );
+  // 'exit' can come before the last of what the process printed has been read: 'close' comes
+  // once its output streams have ended.
+  const closed = new Promise<void>((resolve) => child.on("close", () => resolve()));
   await until(
     async () => out,
     (text) => text.includes("Ctrl-C stops everything.") || child.exitCode !== null,
     { timeoutMs: 90_000, intervalMs: 200, what: `the banner of ${command}` },
   );
-  return { pgid: child.pid ?? 0, out: () => out, exited };
+  return { pgid: child.pid ?? 0, out: () => out, exited, closed };
 }
 
 /**
@@ -78,7 +81,7 @@ async function runDev(
   check: (urls: { app: string; postgres: string }) => Promise<void>,
 ): Promise<void> {
   const started = Date.now();
-  const { pgid, out: printed, exited } = await startDev(command);
+  const { pgid, out: printed, exited, closed } = await startDev(command);
   let out = printed();
   const upInMs = Date.now() - started;
   expect(out).toContain("quota-jobs: the whole system is up in");
@@ -110,6 +113,9 @@ async function runDev(
     exited,
     new Promise<string>((resolve) => setTimeout(() => resolve("still running after 30 s"), 30_000)),
   ]);
+  // All it printed before it ended, read to the end (bounded: a process left holding the output
+  // open is the check below's to find).
+  await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 5_000))]);
   out = printed();
   // npm ends itself with the signal its script got (a shell shows 130), once the script is done.
   expect(["exit 0", "SIGINT"], out.slice(-2000)).toContain(ended);
