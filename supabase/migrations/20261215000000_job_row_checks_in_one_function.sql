@@ -17,6 +17,10 @@
 -- schema dump shows the function). A column that a rule reads can be dropped without the rule
 -- stopping it; the function then fails on the next write, loudly, instead of at the drop. A new
 -- rule goes into a new version of this function (create or replace), in a new migration.
+-- PostgreSQL cannot copy a check with a whole-row reference into another table: `create table
+-- ... (like public.generation_jobs including constraints)` (or `including all`) and a partition
+-- or child of the table refuse it ("cannot convert whole-row table reference"); such a copy
+-- takes the rules by a check on row(its columns)::public.generation_jobs instead.
 --
 -- The constraint is added not valid and then validated: the validation scans the table under a
 -- lock that lets reads and writes go on (share update exclusive), not one that stops them.
