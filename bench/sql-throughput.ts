@@ -35,9 +35,10 @@ const OPS: Op[] = [
       [users[i % users.length], `${PROMPT} #${i}`],
     ],
     floor: (_t, i, users) => [
-      `insert into bench.floor_jobs (user_id, status, prompt, request_hash, plan_id, period_start,
-         created_at, queued_at, updated_at)
-       values ($1, 'queued', $2, md5($2), 'bench', date_trunc('month', now()), now(), now(), now())`,
+      `insert into bench.floor_jobs (user_id, status, prompt, input, request_hash, plan_id,
+         period_start, created_at, queued_at, updated_at)
+       values ($1, 'queued', $2, jsonb_build_object('prompt', $2), md5($2), 'bench',
+         date_trunc('month', now()), now(), now(), now())`,
       [users[i % users.length], `${PROMPT} #${i}`],
     ],
   },
@@ -66,7 +67,7 @@ const OPS: Op[] = [
     ],
     floor: (t) => [
       `update bench.floor_jobs set status = 'succeeded', output = $2, lease_expires_at = null,
-         finished_at = now(), updated_at = now()
+         finished_at = now(), captured = hold, updated_at = now()
        where id = $1 and status = 'running' and attempts = 1`,
       [t?.id, "bench output"],
     ],
@@ -118,7 +119,7 @@ const OPS: Op[] = [
     floor: (t) => [
       `update bench.floor_jobs set status = 'failed', failure_reason = 'delivery_failed',
          last_error = 'delivery failed: last status 500', lease_expires_at = null, resume_at = null,
-         finished_at = now(), refunded_at = now(), updated_at = now()
+         finished_at = now(), refunded_at = now(), captured = 0, updated_at = now()
        where id = $1 and status in ('queued', 'running')`,
       [t?.id],
     ],
@@ -134,7 +135,7 @@ const OPS: Op[] = [
     ],
     floor: (t) => [
       `update bench.floor_jobs set status = 'canceled', lease_expires_at = null, resume_at = null,
-         finished_at = now(), refunded_at = now(), updated_at = now()
+         finished_at = now(), refunded_at = now(), captured = 0, updated_at = now()
        where id = $1 and user_id = $2 and status in ('queued', 'running')`,
       [t?.id, t?.user],
     ],

@@ -128,10 +128,11 @@ export async function bulkJobs(db: pg.Pool | pg.Client, o: BulkJobs): Promise<st
       from generate_series($2::bigint, $3::bigint) i
     ), ins as (
       insert into ${table} (
-        id, user_id, status, prompt, request_hash, plan_id, period_start, output, failure_reason,
+        id, user_id, status, prompt, input, request_hash, plan_id, period_start, output, failure_reason,
         attempts, lease_expires_at, created_at, queued_at, started_at, finished_at, refunded_at,
         captured, updated_at)
-      select gen_random_uuid(), user_id, status, 'bench prompt ' || i, md5(i::text), $4,
+      select gen_random_uuid(), user_id, status, 'bench prompt ' || i,
+        jsonb_build_object('prompt', 'bench prompt ' || i), md5(i::text), $4,
         date_trunc('month', created_at at time zone 'UTC') at time zone 'UTC',
         case when status = 'succeeded' then 'bench output' end,
         case when status = 'failed' then 'model_refused' end,
