@@ -79,10 +79,9 @@ for (const section of SECTIONS) {
 }
 if (flags.docs) {
   const rest = recordRun(results, { ...stamp, loadAfter: load() });
+  const recorded = Object.keys(results).filter((k) => !rest.includes(k));
   console.log(
-    `docs/BENCHMARKS.md: today's figures recorded for ${Object.keys(results)
-      .filter((k) => !rest.includes(k))
-      .join(", ")}${rest.length ? ` (${rest.join(", ")}: in their sections only)` : ""}`,
+    `docs/BENCHMARKS.md: today's figures recorded for ${recorded.join(", ") || "no section"}${rest.length ? ` (${rest.join(", ")}: in their sections only)` : ""}`,
   );
 }
 const total = round((performance.now() - started) / 1000, 1);
