@@ -118,7 +118,7 @@ export const SUMMARIES: Record<string, (result: unknown) => string> = {
     const targeted = rows.filter((x) => x.met !== null);
     const missed = targeted.filter((x) => !x.met).map((x) => x.flow);
     const calls = (x: Roundtrips["rows"][number]) =>
-      (["db", "publish", "model", "redis"] as const)
+      (["db", "publish", "model", "realtime", "redis"] as const)
         .filter((k) => x.ours[k] > 0)
         .map((k) => `${x.ours[k]} ${k}`)
         .join(" + ") || "none";

@@ -13,11 +13,17 @@ import type { WorkerDeps } from "../../lib/worker/index.ts";
 import { createWorkerDeps } from "../../lib/worker-deps.ts";
 import type { BenchStack } from "./stack.ts";
 
-export type Service = "db" | "qstash" | "redis" | "model" | "other";
+/**
+ * Where a request goes. Supabase serves PostgREST and Realtime on one origin: `db` is PostgREST
+ * (`/rest/v1/`, what the database answers), `realtime` is Realtime's REST broadcast
+ * (`/realtime/v1/`: the worker's pushes of the answer and the view to the page, hints the database
+ * never sees).
+ */
+export type Service = "db" | "realtime" | "qstash" | "redis" | "model" | "other";
 export type Counts = Record<Service, number>;
 type Handler = (req: Request) => Promise<Response>;
 
-const zero = (): Counts => ({ db: 0, qstash: 0, redis: 0, model: 0, other: 0 });
+const zero = (): Counts => ({ db: 0, realtime: 0, qstash: 0, redis: 0, model: 0, other: 0 });
 
 export interface BenchApp {
   deps: Deps;
@@ -40,7 +46,10 @@ export interface BenchApp {
 
 let installed: Counts | undefined;
 
-/** Counts every fetch by the origin it goes to (installed once, before any client is built). */
+/**
+ * Counts every fetch by the service it goes to: its origin, and on Supabase's origin its path
+ * (installed once, before any client is built).
+ */
 function countFetch(env: Record<string, string>): Counts {
   if (installed) return installed;
   const counts = zero();
@@ -52,9 +61,9 @@ function countFetch(env: Record<string, string>): Counts {
   ];
   const original = globalThis.fetch;
   globalThis.fetch = (input, init) => {
-    const url = input instanceof Request ? input.url : String(input);
-    const origin = new URL(url).origin;
-    const service = origins.find(([o]) => o === origin)?.[1] ?? "other";
+    const url = new URL(input instanceof Request ? input.url : String(input));
+    const found = origins.find(([o]) => o === url.origin)?.[1] ?? "other";
+    const service = found === "db" && url.pathname.startsWith("/realtime/") ? "realtime" : found;
     counts[service]++;
     return original(input, init);
   };
