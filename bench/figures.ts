@@ -75,7 +75,7 @@ type Peers = {
 type Roundtrips = {
   rows: {
     flow: string;
-    ours: { db: number; publish: number; model: number; redis: number };
+    ours: { db: number; publish: number; model: number; realtime?: number; redis: number };
     met: boolean | null;
   }[];
 };
@@ -119,7 +119,7 @@ export const SUMMARIES: Record<string, (result: unknown) => string> = {
     const missed = targeted.filter((x) => !x.met).map((x) => x.flow);
     const calls = (x: Roundtrips["rows"][number]) =>
       (["db", "publish", "model", "realtime", "redis"] as const)
-        .filter((k) => x.ours[k] > 0)
+        .filter((k) => (x.ours[k] ?? 0) > 0)
         .map((k) => `${x.ours[k]} ${k}`)
         .join(" + ") || "none";
     return `target met in ${targeted.length - missed.length} of ${targeted.length} flows${missed.length ? ` (missed: ${missed.join(", ")})` : ""}: ${rows.map((x) => `${x.flow} ${calls(x)}`).join("; ")}`;
