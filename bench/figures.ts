@@ -69,6 +69,8 @@ type Peers = {
     ours: number;
     oursOverPgBoss: number;
     oursOverGraphile: number;
+    oursWithoutBroadcastOverPgBoss?: number;
+    oursWithoutBroadcastOverGraphile?: number;
   }[];
   drift: number;
 };
@@ -157,7 +159,11 @@ export const SUMMARIES: Record<string, (result: unknown) => string> = {
     return (
       `success ${slash(s.map((x) => x.ours))} jobs/s at C = ${slash(s.map((x) => x.connections))}; ` +
       `ours / pg-boss ${slash(s.map((x) => x.oursOverPgBoss))}, failure path ${slash(f.map((x) => x.oursOverPgBoss))}; ` +
-      `ours / graphile-worker ${slash(s.map((x) => x.oursOverGraphile))}, failure path ${slash(f.map((x) => x.oursOverGraphile))}; drift rows ${drift}`
+      `ours / graphile-worker ${slash(s.map((x) => x.oursOverGraphile))}, failure path ${slash(f.map((x) => x.oursOverGraphile))}; ` +
+      (s.some((x) => x.oursWithoutBroadcastOverPgBoss !== undefined)
+        ? `success without the broadcast to the page (not a target: a guarantee gone) ${slash(s.map((x) => x.oursWithoutBroadcastOverPgBoss ?? Number.NaN))} × pg-boss, ${slash(s.map((x) => x.oursWithoutBroadcastOverGraphile ?? Number.NaN))} × graphile-worker; `
+        : "") +
+      `drift rows ${drift}`
     );
   },
   hotpath: (r) => {
