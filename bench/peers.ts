@@ -106,7 +106,7 @@ const silent = new Logger(() => () => {});
  * issue's shape). `split` true: C loops enqueue while C other loops start and end what was
  * enqueued, graphile-worker's shape (and production's: the API enqueues, the worker claims).
  */
-export async function ours(
+async function ours(
   db: BenchDb,
   c: number,
   users: string[],
@@ -194,7 +194,7 @@ export async function ours(
   return { runner: split ? pipelined : whole, close };
 }
 
-export async function pgBoss(db: BenchDb, c: number, path: Path, max = c) {
+async function pgBoss(db: BenchDb, c: number, path: Path, max = c) {
   const boss = new PgBoss({ connectionString: db.url, max });
   boss.on("error", (error: unknown) => log(`  pg-boss error: ${String(error)}`));
   await boss.start();
@@ -221,7 +221,7 @@ export async function pgBoss(db: BenchDb, c: number, path: Path, max = c) {
   return { runner, close: () => boss.stop({ graceful: false }) };
 }
 
-export async function graphileWorker(db: BenchDb, c: number, path: Path) {
+async function graphileWorker(db: BenchDb, c: number, path: Path) {
   const producers = new pg.Pool({ connectionString: db.url, max: c });
   producers.on("error", () => {});
   producers.on("connect", (client) => client.on("error", () => {}));
